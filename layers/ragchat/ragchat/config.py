@@ -1,0 +1,163 @@
+"""Configuration: one pydantic settings model, read from the environment once and validated.
+
+Everything else receives values from here, never from ``os.environ``. An invalid value stops
+start-up with a message that names the variable (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Calibrated similarity thresholds per embedding model (cosine similarity of the top hit below which
+# the service refuses). See README "Calibrating MIN_SIMILARITY" and bench/results/calibration.json.
+DEFAULT_MIN_SIMILARITY: dict[str, float] = {
+    "bge-base-768": 0.65,  # the seeds' value for a 768-d BGE model
+    "all-MiniLM-L6-v2": 0.35,
+    "amazon.titan-embed-text-v2:0": 0.35,
+    "cohere.embed-english-v3": 0.35,
+    "cohere.embed-multilingual-v3": 0.35,
+}
+
+MiB = 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the offending environment variable."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, case_sensitive=False)
+
+    # --- SPEC §13 feature flags -------------------------------------------------------------
+    enable_text_splitting: bool = Field(True, alias="ENABLE_TEXT_SPLITTING")
+    enable_chat_summarization: bool = Field(False, alias="ENABLE_CHAT_SUMMARIZATION")
+    enable_rate_limiting: bool = Field(False, alias="ENABLE_RATE_LIMITING")
+    enable_citation_validation: bool = Field(True, alias="ENABLE_CITATION_VALIDATION")
+    max_chat_history: int = Field(12, alias="MAX_CHAT_HISTORY", ge=4, le=200)
+    min_similarity: float | None = Field(None, alias="MIN_SIMILARITY", ge=-1.0, le=1.0)
+    retrieval_mode: Literal["vector", "hybrid"] = Field("vector", alias="RETRIEVAL_MODE")
+    chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
+
+    # --- backends ----------------------------------------------------------------------------
+    backend: Literal["local", "aws"] = Field("local", alias="RAGCHAT_BACKEND")
+    data_dir: Path = Field(Path(".ragchat"), alias="RAGCHAT_DATA_DIR")
+    embedder: Literal["minilm", "titan", "cohere"] | None = Field(None, alias="RAGCHAT_EMBEDDER")
+    chat_model: Literal["auto", "extractive", "anthropic", "bedrock"] = Field("auto", alias="RAGCHAT_CHAT_MODEL")
+    # local model cache (the exported ONNX MiniLM); defaults to <data_dir>/models
+    model_dir: Path | None = Field(None, alias="RAGCHAT_MODEL_DIR")
+
+    # --- retrieval ---------------------------------------------------------------------------
+    top_k: int = Field(3, alias="TOP_K", ge=1, le=50)
+    adaptive_top_k: int = Field(5, alias="ADAPTIVE_TOP_K", ge=1, le=50)
+    adaptive_spread: float = Field(0.05, alias="ADAPTIVE_SPREAD", ge=0.0, le=2.0)
+    context_chars: int = Field(1200, alias="CONTEXT_CHARS", ge=100)
+    chunk_size: int = Field(1000, alias="CHUNK_SIZE", ge=100)
+    chunk_overlap: int = Field(100, alias="CHUNK_OVERLAP", ge=0)
+
+    # --- limits ------------------------------------------------------------------------------
+    # 25 MiB after the x1.2 safety factor: a body is accepted while size * 1.2 <= 25 MiB.
+    max_body_bytes: int = Field(25 * MiB, alias="MAX_BODY_BYTES", ge=1024)
+    max_message_chars: int = Field(4000, alias="MAX_MESSAGE_CHARS", ge=1)
+    rate_limit_requests: int = Field(60, alias="RATE_LIMIT_REQUESTS", ge=1)
+    rate_limit_window_s: int = Field(300, alias="RATE_LIMIT_WINDOW_SECONDS", ge=1)
+
+    # --- auth (local) --------------------------------------------------------------------------
+    api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
+    local_principal: str = Field("local", alias="RAGCHAT_LOCAL_USER")
+
+    # --- chat models -----------------------------------------------------------------------------
+    anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)
+    anthropic_secret_name: str | None = Field(None, alias="ANTHROPIC_SECRET_NAME")
+    anthropic_model: str = Field("claude-sonnet-4-5", alias="ANTHROPIC_MODEL")
+    bedrock_chat_model_id: str = Field(
+        "anthropic.claude-3-5-haiku-20241022-v1:0", alias="BEDROCK_CHAT_MODEL_ID"
+    )
+    personas_file: Path | None = Field(None, alias="RAGCHAT_PERSONAS_FILE")
+
+    # --- AWS -------------------------------------------------------------------------------------
+    aws_region: str = Field("us-east-1", validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"))
+    documents_table: str | None = Field(None, alias="DOCUMENTS_TABLE")
+    conversations_table: str | None = Field(None, alias="CONVERSATIONS_TABLE")
+    counters_table: str | None = Field(None, alias="COUNTERS_TABLE")
+    idempotency_table: str | None = Field(None, alias="IDEMPOTENCY_TABLE")
+    documents_bucket: str | None = Field(None, alias="DOCUMENTS_BUCKET")
+    state_machine_arn: str | None = Field(None, alias="STATE_MACHINE_ARN")
+    opensearch_endpoint: str | None = Field(None, alias="OPENSEARCH_ENDPOINT")
+    opensearch_service: Literal["aoss", "es"] = Field("aoss", alias="OPENSEARCH_SERVICE")
+    opensearch_index: str = Field("ragchat-notes", alias="OPENSEARCH_INDEX")
+    titan_dimension: Literal[256, 512, 1024] = Field(1024, alias="TITAN_DIMENSION")
+    cohere_model_id: str = Field("cohere.embed-english-v3", alias="COHERE_MODEL_ID")
+    embed_concurrency: int = Field(8, alias="EMBED_CONCURRENCY", ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("CHUNK_OVERLAP must be smaller than CHUNK_SIZE")
+        if self.backend == "aws":
+            missing = [
+                name
+                for name, value in (
+                    ("DOCUMENTS_TABLE", self.documents_table),
+                    ("DOCUMENTS_BUCKET", self.documents_bucket),
+                )
+                if not value
+            ]
+            if missing:
+                raise ValueError(f"{', '.join(missing)} must be set when RAGCHAT_BACKEND=aws")
+        return self
+
+    # --- derived values ----------------------------------------------------------------------------
+    @property
+    def embedder_kind(self) -> str:
+        return self.embedder or ("titan" if self.backend == "aws" else "minilm")
+
+    @property
+    def embedding_model_id(self) -> str:
+        return {
+            "minilm": "all-MiniLM-L6-v2",
+            "titan": "amazon.titan-embed-text-v2:0",
+            "cohere": self.cohere_model_id,
+        }[self.embedder_kind]
+
+    @property
+    def similarity_threshold(self) -> float:
+        if self.min_similarity is not None:
+            return self.min_similarity
+        return DEFAULT_MIN_SIMILARITY.get(self.embedding_model_id, 0.35)
+
+    @property
+    def models_path(self) -> Path:
+        return self.model_dir or (self.data_dir / "models")
+
+    @property
+    def body_limit_bytes(self) -> int:
+        """The largest raw body accepted: ``size * 1.2 <= max_body_bytes``."""
+        return int(self.max_body_bytes / 1.2)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from ``env`` (default: the process environment). Raises ``ConfigError`` naming
+    the bad variable."""
+    try:
+        if env is None:
+            return Settings()
+        # Only the given mapping: tests and tools pass their own environment.
+        return Settings.model_validate({k: v for k, v in env.items()})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "configuration"
+            problems.append(f"{_env_name(loc)}: {err['msg']}")
+        raise ConfigError("Invalid configuration — " + "; ".join(problems)) from None
+
+
+def _env_name(field_name: str) -> str:
+    info = Settings.model_fields.get(field_name)
+    if info is not None and isinstance(info.alias, str):
+        return info.alias
+    return field_name.upper()

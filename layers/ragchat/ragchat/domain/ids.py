@@ -1,0 +1,31 @@
+"""Identifiers: ULIDs, and deterministic note ids so a re-run of ingestion overwrites."""
+
+from __future__ import annotations
+
+import hashlib
+
+from ulid import ULID
+
+
+def new_id() -> str:
+    return str(ULID())
+
+
+def note_id(document_id: str, chunk_index: int) -> str:
+    """Stable per (document id, chunk index): ``<document id>-<index, 5 digits>``.
+
+    Matches the citation id pattern ``[A-Za-z0-9_-]+`` so notes can be cited as-is."""
+    return f"{document_id}-{chunk_index:05d}"
+
+
+def stable_document_id(source: str) -> str:
+    """A document id derived from a source key (an S3 object key, a file path): re-ingesting the
+    same key replaces the document instead of creating another. 26 chars of Crockford-like base32."""
+    digest = hashlib.sha256(source.encode("utf-8")).digest()
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    n = int.from_bytes(digest[:17], "big")
+    chars = []
+    for _ in range(26):
+        n, r = divmod(n, 32)
+        chars.append(alphabet[r])
+    return "D" + "".join(chars)[:25]

@@ -1,0 +1,192 @@
+"""Domain records. Plain dataclasses: no AWS, no storage, no HTTP.
+
+Timestamps are ISO 8601 UTC strings with millisecond precision (``2026-01-02T03:04:05.678Z``)
+and are set by the storage adapter when it writes the record: what the API returns is the record
+as stored, never a time made up in a handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Generic, Literal, TypeVar
+
+T = TypeVar("T")
+
+JSON = dict[str, Any]
+
+
+class DocumentStatus(StrEnum):
+    PENDING = "PENDING"
+    PROCESSING = "PROCESSING"
+    READY = "READY"
+    FAILED = "FAILED"
+
+
+@dataclass(slots=True)
+class Document:
+    """A document someone put in. The full body lives in the blob store under ``body_key``."""
+
+    id: str
+    owner: str
+    title: str
+    content_type: str
+    source: str  # "api" | "s3://bucket/key" | "file:/path"
+    body_key: str
+    metadata: JSON = field(default_factory=dict)
+    collection: str | None = None
+    status: DocumentStatus = DocumentStatus.PENDING
+    error: str | None = None
+    chunk_count: int = 0
+    enabled: bool = True
+    split: bool = True
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(slots=True)
+class Chunk:
+    """One piece of a document produced by the splitter (before it is stored as a Note)."""
+
+    index: int
+    text: str
+    metadata: JSON = field(default_factory=dict)  # e.g. {"page": 3} for PDFs
+
+
+@dataclass(slots=True)
+class Note:
+    """One stored chunk. ``id`` is also the vector id."""
+
+    id: str
+    document_id: str | None
+    chunk_index: int
+    text: str
+    owner: str
+    collection: str | None = None
+    metadata: JSON = field(default_factory=dict)
+    created_at: str = ""
+
+
+@dataclass(slots=True)
+class VectorRecord:
+    """What goes into the vector index: the note's vector, its text and its filterable metadata."""
+
+    id: str  # note id
+    vector: list[float]
+    text: str
+    owner: str
+    document_id: str | None
+    chunk_index: int
+    collection: str | None = None
+    enabled: bool = True
+
+    def metadata(self) -> JSON:
+        return {
+            "note_id": self.id,
+            "document_id": self.document_id,
+            "chunk_index": self.chunk_index,
+            "owner": self.owner,
+            "collection": self.collection,
+            "enabled": self.enabled,
+        }
+
+
+@dataclass(slots=True, frozen=True)
+class SearchFilter:
+    """Confines a search to one owner's enabled notes, optionally to a collection or a document."""
+
+    owner: str
+    collection: str | None = None
+    document_id: str | None = None
+
+
+@dataclass(slots=True)
+class Hit:
+    """A search result. ``score`` is the cosine similarity for vector search (what gating uses);
+    for keyword or fused results it is that method's score."""
+
+    id: str
+    score: float
+    text: str
+    document_id: str | None = None
+    chunk_index: int = 0
+    collection: str | None = None
+
+
+@dataclass(slots=True)
+class Page(Generic[T]):
+    """One page of a list; ``cursor`` is opaque and ``None`` on the last page."""
+
+    items: list[T]
+    cursor: str | None = None
+
+
+Role = Literal["user", "assistant", "system-summary"]
+
+
+@dataclass(slots=True)
+class SourceRef:
+    """A citation stored with an assistant message: the note id and up to 160 chars of its text."""
+
+    id: str
+    text: str
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: str
+    owner: str
+    title: str = ""
+    collection: str | None = None
+    document_id: str | None = None
+    persona: str | None = None
+    summary_cursor: str | None = None  # id of the last message the latest summary covers
+    last_summary_id: str | None = None
+    message_count: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(slots=True)
+class Message:
+    id: str
+    conversation_id: str
+    owner: str
+    role: Role
+    content: str
+    sources: list[SourceRef] | None = None
+    model: str | None = None
+    client_message_id: str | None = None
+    interrupted: bool = False
+    created_at: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class ChatTurn:
+    """One message as sent to a chat model."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """Everything a chat model may use to answer: the rebuilt system prompt, the history window
+    ending with the current user message, and the retrieved notes (the extractive answerer reads
+    these instead of the prompt)."""
+
+    system: str
+    messages: list[ChatTurn]
+    sources: list[Hit]
+    question: str
+    max_tokens: int = 1024
+
+
+@dataclass(slots=True)
+class Completion:
+    text: str
+    model: str
+    # Notes returned by tools during tool-use mode; they count as retrieved for citation validation.
+    tool_hits: list[Hit] = field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None

@@ -1,0 +1,206 @@
+"""Ports: every outside dependency the services use, as ``typing.Protocol``.
+
+Adapters for the local embedded default live in ``ragchat.adapters.local`` and for AWS in
+``ragchat.adapters.aws``; the same contract tests (``tests/contract``) run against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ragchat.domain.models import (
+    Completion,
+    Conversation,
+    Document,
+    Hit,
+    Message,
+    ModelRequest,
+    Note,
+    Page,
+    SearchFilter,
+    VectorRecord,
+)
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """Documents and their notes. Every read is confined to one owner."""
+
+    def create_document(self, doc: Document) -> Document:
+        """Insert (or replace, same id) and return the record as stored, timestamps set."""
+        ...
+
+    def get_document(self, owner: str, doc_id: str) -> Document | None: ...
+
+    def list_documents(
+        self, owner: str, *, collection: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Document]:
+        """Newest first."""
+        ...
+
+    def update_document(self, owner: str, doc_id: str, changes: dict[str, Any]) -> Document | None:
+        """Apply ``changes`` (field name → value), bump ``updated_at``; ``None`` if absent."""
+        ...
+
+    def delete_document(self, owner: str, doc_id: str) -> bool:
+        """Delete the document record and all its notes."""
+        ...
+
+    def put_notes(self, notes: Sequence[Note]) -> list[Note]:
+        """Upsert in batches (same id overwrites); returns the notes as stored."""
+        ...
+
+    def get_notes(self, owner: str, ids: Sequence[str]) -> list[Note]:
+        """Batch get; missing or foreign ids are left out; order follows ``ids``."""
+        ...
+
+    def list_notes(
+        self, owner: str, *, document_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Note]:
+        """With ``document_id``: that document's notes in chunk order; otherwise newest first."""
+        ...
+
+    def delete_note(self, owner: str, note_id: str) -> Note | None: ...
+
+    def delete_notes_of_document(self, owner: str, doc_id: str) -> list[str]:
+        """Delete every note of a document; returns their ids."""
+        ...
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    def create_conversation(self, conv: Conversation) -> Conversation: ...
+
+    def get_conversation(self, owner: str, conv_id: str) -> Conversation | None: ...
+
+    def list_conversations(
+        self, owner: str, *, limit: int = 50, cursor: str | None = None
+    ) -> Page[Conversation]:
+        """Newest (most recently updated) first, with ``message_count`` filled in."""
+        ...
+
+    def update_conversation(self, owner: str, conv_id: str, changes: dict[str, Any]) -> Conversation | None: ...
+
+    def delete_conversation(self, owner: str, conv_id: str) -> bool:
+        """Delete the conversation and all its messages."""
+        ...
+
+    def add_message(self, msg: Message) -> Message:
+        """Insert; if ``client_message_id`` is set and already used in this conversation for the same
+        role, raise ``ragchat.domain.errors.Conflict``. Returns the record as stored."""
+        ...
+
+    def recent_messages(self, owner: str, conv_id: str, limit: int) -> list[Message]:
+        """Newest first, at most ``limit`` (one query)."""
+        ...
+
+    def list_messages(
+        self, owner: str, conv_id: str, *, limit: int = 1000, cursor: str | None = None
+    ) -> Page[Message]:
+        """Ascending by creation."""
+        ...
+
+    def get_message(self, owner: str, conv_id: str, message_id: str) -> Message | None: ...
+
+    def find_by_client_message_id(self, owner: str, conv_id: str, client_message_id: str) -> list[Message]:
+        """The messages (user and assistant) created for one client message id."""
+        ...
+
+    def delete_messages_after(self, owner: str, conv_id: str, message_id: str) -> int:
+        """Delete every message created after ``message_id``; returns how many."""
+        ...
+
+
+@runtime_checkable
+class Counters(Protocol):
+    """Expiring integer counters (rate limits, flood detection, circuit breaker). Atomic."""
+
+    def increment(self, key: str, *, amount: int = 1, ttl_seconds: float, now: float) -> int:
+        """Add ``amount`` and return the new value. A counter that does not exist or has expired
+        (``expires_at <= now``) starts from 0 with ``expires_at = now + ttl_seconds``; a live
+        counter keeps its expiry."""
+        ...
+
+    def get(self, key: str, *, now: float) -> int:
+        """Current value; 0 when absent or expired."""
+        ...
+
+    def get_many(self, keys: Sequence[str], *, now: float) -> dict[str, int]: ...
+
+    def reset(self, key: str) -> None: ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    dimension: int
+
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or overwrite by id. Raises on any record it could not store (no silent drop)."""
+        ...
+
+    def search(self, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        """Top ``k`` by cosine similarity among the owner's enabled notes within the filter."""
+        ...
+
+    def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        """Keyword (BM25) and vector results fused; ``score`` is the fused score."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> None: ...
+
+    def delete_document(self, owner: str, document_id: str) -> int:
+        """Remove every vector of a document; returns how many (best effort for remote indexes)."""
+        ...
+
+    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None: ...
+
+    def count(self, owner: str) -> int:
+        """How many enabled vectors this owner has (0 → empty knowledge base)."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_id: str
+    dimension: int
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text, in order."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    model_id: str
+
+    def complete(self, request: ModelRequest) -> Completion: ...
+
+    def stream(self, request: ModelRequest) -> Iterator[str]:
+        """Yield text deltas; the concatenation is the answer."""
+        ...
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None: ...
+
+    def get(self, key: str) -> bytes:
+        """Raises ``KeyError`` when absent."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Absent keys are not an error."""
+        ...
+
+    def delete_prefix(self, prefix: str) -> int: ...
+
+
+@runtime_checkable
+class IngestionLauncher(Protocol):
+    def start(self, owner: str, document_id: str) -> None:
+        """Start the ingestion pipeline for a document. Starting the same document twice while a run
+        is under way is not an error and does not start a second run."""
+        ...
