@@ -1,0 +1,75 @@
+"""Run every benchmark (``bench/bench_*.py``), then refresh the README's results section.
+
+Each benchmark module has a ``main()`` that writes ``bench/results/<name>.json`` (raw figures and
+machine info) and ``bench/results/<name>.md`` (a short markdown table). This script runs them one
+after another (``--only NAME`` to pick some) and copies the markdown files into README.md between
+the ``<!-- bench:start -->`` and ``<!-- bench:end -->`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+import traceback
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results"
+README = BENCH_DIR.parent / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def _load(path: Path):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def refresh_readme() -> None:
+    if not README.exists():
+        return
+    parts = []
+    for md in sorted(RESULTS.glob("*.md")):
+        parts.append(md.read_text(encoding="utf-8").strip())
+    text = README.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        return
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    body = "\n\n".join(parts) if parts else "_No results recorded yet: run `make bench`._"
+    README.write_text(f"{head}{START}\n{body}\n{END}{tail}", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", action="append", default=[], help="run only bench_<NAME>.py")
+    parser.add_argument("--readme-only", action="store_true", help="only refresh the README table")
+    args = parser.parse_args()
+    RESULTS.mkdir(exist_ok=True)
+    failed = []
+    if not args.readme_only:
+        for path in sorted(BENCH_DIR.glob("bench_*.py")):
+            name = path.stem.removeprefix("bench_")
+            if args.only and name not in args.only:
+                continue
+            print(f"== bench {name}", flush=True)
+            started = time.perf_counter()
+            try:
+                _load(path).main()
+            except Exception:
+                traceback.print_exc()
+                failed.append(name)
+            print(f"== bench {name}: {time.perf_counter() - started:.1f} s", flush=True)
+    refresh_readme()
+    if failed:
+        print("failed: " + ", ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
