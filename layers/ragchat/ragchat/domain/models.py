@@ -111,6 +111,10 @@ class Hit:
     document_id: str | None = None
     chunk_index: int = 0
     collection: str | None = None
+    # Cosine similarity to the query vector when the index knows it (vector hits: equal to ``score``;
+    # hybrid hits from the local index: the vector similarity, even for keyword-only matches).
+    # Similarity gating reads ``similarity if similarity is not None else score``.
+    similarity: float | None = None
 
 
 @dataclass(slots=True)
