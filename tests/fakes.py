@@ -449,7 +449,7 @@ class FakeVectorIndex:
             raise TransientError("vector index temporarily unavailable")
 
     @staticmethod
-    def _hit(r: VectorRecord, score: float) -> Hit:
+    def _hit(r: VectorRecord, score: float, similarity: float) -> Hit:
         return Hit(
             id=r.id,
             score=score,
@@ -457,10 +457,17 @@ class FakeVectorIndex:
             document_id=r.document_id,
             chunk_index=r.chunk_index,
             collection=r.collection,
+            similarity=similarity,
         )
 
+    def _similarity(self, vector: Sequence[float], r: VectorRecord) -> float:
+        return self.scores.get(r.id, _cosine(vector, r.vector))
+
     def _vector_ranked(self, vector: Sequence[float], flt: SearchFilter) -> list[Hit]:
-        hits = [self._hit(r, self.scores.get(r.id, _cosine(vector, r.vector))) for r in self._candidates(flt)]
+        hits = []
+        for r in self._candidates(flt):
+            sim = self._similarity(vector, r)
+            hits.append(self._hit(r, sim, sim))
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
 
@@ -485,7 +492,10 @@ class FakeVectorIndex:
                 fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (60 + rank + 1)
             for rank, (_, r) in enumerate(kw):
                 fused[r.id] = fused.get(r.id, 0.0) + 1.0 / (60 + rank + 1)
-            out = [self._hit(self.records[i], s) for i, s in fused.items()]
+            out = [
+                self._hit(self.records[i], s, self._similarity(vector, self.records[i]))
+                for i, s in fused.items()
+            ]
             out.sort(key=lambda h: (-h.score, h.id))
             return out[:k]
 
