@@ -1,0 +1,125 @@
+"""The app factory: one Powertools resolver, one router per area.
+
+Lambda functions build it once per process (``create_app(Container(), areas={...})``) and call
+``app.resolve(event, context)``; ``ragchat serve`` calls the very same resolver with events it builds
+from HTTP requests.
+
+Areas: ``notes`` (notes, documents, ask), ``chat`` (``ragchat.api.chat.router``, when installed),
+``ops`` (health, openapi, swagger), ``ui`` (HTML pages).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from ragchat.api.auth import principal
+from ragchat.api.errors import error_event_response, register_error_handlers
+
+logger = logging.getLogger("ragchat.api")
+
+ALL_AREAS = frozenset({"notes", "chat", "ops", "ui"})
+
+CORS = CORSConfig(
+    allow_origin="*",
+    allow_headers=["Authorization", "Content-Type", "X-Filename", "Idempotency-Key"],
+    expose_headers=["x-model-used", "x-source-count", "Retry-After"],
+    max_age=600,
+)
+
+
+class RagchatResolver(APIGatewayRestResolver):
+    """``APIGatewayRestResolver`` that rejects an oversized body (413) before anything parses it."""
+
+    def __init__(self, *, body_limit: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.body_limit = body_limit
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        size = body_size(event)
+        if size > self.body_limit:
+            return error_event_response(
+                413, f"Payload too large: {size} bytes (limit {self.body_limit} bytes)"
+            )
+        return super().resolve(event, context)
+
+
+def body_size(event: Mapping[str, Any]) -> int:
+    body = event.get("body")
+    if not body:
+        return 0
+    if event.get("isBase64Encoded"):
+        # Decoded size without decoding: 3 bytes per 4 characters, minus padding.
+        return len(body) * 3 // 4 - body[-2:].count("=")
+    return len(body.encode("utf-8")) if isinstance(body, str) else len(body)
+
+
+def _area_router(area: str, container: Any) -> Router | None:
+    if area == "notes":
+        from ragchat.api import notes
+
+        return notes.router(container)
+    if area == "ops":
+        from ragchat.api import ops
+
+        return ops.router(container)
+    module_name = {"chat": "ragchat.api.chat", "ui": "ragchat.api.pages"}.get(area)
+    if module_name is None:
+        raise ValueError(f"unknown API area {area!r}; expected one of {sorted(ALL_AREAS)}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        logger.debug("API area %s not installed (%s missing)", area, module_name)
+        return None
+    factory: Callable[[Any], Router] = module.router
+    return factory(container)
+
+
+def create_app(container: Any, *, areas: set[str] | frozenset[str] | None = None) -> RagchatResolver:
+    """Build the resolver for ``areas`` (default: all). Cheap: no service is touched until a request."""
+    wanted = ALL_AREAS if areas is None else frozenset(areas)
+    app = RagchatResolver(
+        body_limit=container.settings.body_limit_bytes,
+        cors=CORS,
+        enable_validation=True,
+    )
+    register_error_handlers(app)
+    for area in ("ops", "notes", "chat", "ui"):
+        if area not in wanted:
+            continue
+        r = _area_router(area, container)
+        if r is not None:
+            app.include_router(r)
+    if "ops" in wanted:
+        from aws_lambda_powertools.event_handler.openapi.models import Server
+
+        from ragchat import __version__
+        from ragchat.api.ops import OPENAPI_DESCRIPTION, OPENAPI_TITLE
+
+        def _require_principal(app: APIGatewayRestResolver, next_middleware: Callable[..., Any]) -> Any:
+            principal(app.current_event)
+            return next_middleware(app)
+
+        app.enable_swagger(
+            path="/swagger",
+            title=OPENAPI_TITLE,
+            version=__version__,
+            description=OPENAPI_DESCRIPTION,
+            servers=None,
+            middlewares=[_require_principal],
+        )
+        _ = Server  # servers default to the stage base path (relative), like /openapi.json
+    return app
+
+
+def decode_body(event: Mapping[str, Any]) -> bytes:
+    body = event.get("body") or ""
+    return base64.b64decode(body) if event.get("isBase64Encoded") else str(body).encode("utf-8")

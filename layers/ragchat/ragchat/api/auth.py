@@ -1,0 +1,30 @@
+"""Who is calling. Every route but ``/health`` needs a principal (SPEC §11).
+
+Cloud: the Cognito user-pool authorizer puts the JWT claims in
+``requestContext.authorizer.claims`` (we use ``sub``); an API-key / custom (Lambda) authorizer puts
+``requestContext.authorizer.principalId``. Locally, ``ragchat serve`` injects
+``authorizer.claims.sub`` after checking its bearer token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ragchat.domain.errors import Unauthenticated
+
+
+def principal(event: Any) -> str:
+    """The caller's id from an API Gateway REST event (raw dict or Powertools event); 401 if none."""
+    raw: Mapping[str, Any] = event.raw_event if hasattr(event, "raw_event") else event
+    ctx = raw.get("requestContext") or {}
+    authorizer = ctx.get("authorizer") or {}
+    claims = authorizer.get("claims") or {}
+    if isinstance(claims, Mapping):
+        sub = claims.get("sub")
+        if isinstance(sub, str) and sub.strip():
+            return sub.strip()
+    pid = authorizer.get("principalId")
+    if isinstance(pid, str) and pid.strip():
+        return pid.strip()
+    raise Unauthenticated("Unauthorized")

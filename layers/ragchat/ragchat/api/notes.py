@@ -1,0 +1,234 @@
+"""Area "notes": notes, documents and one-shot questions (SPEC §4).
+
+Built by :func:`router` from the container; handlers capture the container and touch its services
+only when called, so building the router (e.g. for the OpenAPI document) costs nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from ragchat.api.auth import principal
+from ragchat.api.schemas import DocumentPatch, NoteIn, document_json, note_json, page_json, source_json
+from ragchat.domain.errors import ValidationError
+
+Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
+Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
+
+# Upload content types accepted by POST /documents, by file extension.
+UPLOAD_TYPES = {
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+}
+
+
+def router(container: Any) -> APIGatewayRouter:
+    r = APIGatewayRouter()
+
+    def owner() -> str:
+        return principal(r.current_event)
+
+    # ---------------------------------------------------------------- notes
+    @r.post("/notes", status_code=202, summary="Add a note (starts ingestion)", tags=["notes"])
+    def post_note(note: Annotated[NoteIn, Body()]) -> Response[dict[str, Any]]:
+        who = owner()
+        doc = container.ingestion.submit(
+            who,
+            text=note.text,
+            title=note.title,
+            content_type=note.content_type,
+            metadata=note.metadata,
+            collection=note.collection,
+            split=note.split,
+        )
+        return _json(202, {"documentId": doc.id, "status": str(doc.status)})
+
+    def list_notes(limit: int, cursor: str | None, document_id: str | None) -> dict[str, Any]:
+        page = container.document_service.list_notes(
+            owner(), document_id=document_id, limit=limit, cursor=cursor
+        )
+        return page_json(page, note_json)
+
+    @r.get("/notes", summary="List notes", tags=["notes"])
+    def get_notes(
+        limit: Limit = 50,
+        cursor: Cursor = None,
+        documentId: Annotated[str | None, Query()] = None,
+    ) -> dict[str, Any]:
+        return list_notes(limit, cursor, documentId)
+
+    @r.get("/notes.json", summary="List notes (alias)", tags=["notes"])
+    def get_notes_json(
+        limit: Limit = 50,
+        cursor: Cursor = None,
+        documentId: Annotated[str | None, Query()] = None,
+    ) -> dict[str, Any]:
+        return list_notes(limit, cursor, documentId)
+
+    @r.delete("/notes/<note_id>", summary="Delete a note and its vector", tags=["notes"])
+    def delete_note(note_id: Annotated[str, Path()]) -> Response[None]:
+        container.document_service.delete_note(owner(), note_id)
+        return Response(status_code=204, content_type=None, body="")
+
+    # ---------------------------------------------------------------- documents
+    @r.get("/documents", summary="List documents (newest first)", tags=["documents"])
+    def get_documents(
+        limit: Limit = 50,
+        cursor: Cursor = None,
+        collection: Annotated[str | None, Query()] = None,
+    ) -> dict[str, Any]:
+        page = container.document_service.list_documents(
+            owner(), collection=collection, limit=limit, cursor=cursor
+        )
+        return page_json(page, document_json)
+
+    @r.post("/documents", status_code=202, summary="Upload a file (.txt .md .html .pdf)", tags=["documents"])
+    def upload_document(
+        title: Annotated[str | None, Query(max_length=1000)] = None,
+        collection: Annotated[str | None, Query(max_length=200)] = None,
+        filename: Annotated[str | None, Query()] = None,
+    ) -> Response[dict[str, Any]]:
+        who = owner()
+        event = r.current_event
+        name, content_type, data = _read_upload(event, filename)
+        doc = container.ingestion.submit_file(
+            who,
+            data=data,
+            filename=name,
+            content_type=content_type,
+            title=title,
+            collection=collection,
+        )
+        return _json(202, {"documentId": doc.id, "status": str(doc.status)})
+
+    @r.get(
+        "/documents/<document_id>", summary="A document: metadata, status, chunk count", tags=["documents"]
+    )
+    def get_document(
+        document_id: Annotated[str, Path()],
+        include: Annotated[str | None, Query(description="`body` to include the full text.")] = None,
+    ) -> dict[str, Any]:
+        who = owner()
+        doc = container.document_service.get(who, document_id)
+        out = document_json(doc)
+        if include:
+            wanted = {part.strip() for part in include.split(",")}
+            if not wanted <= {"body"}:
+                raise ValidationError("include: only 'body' is supported")
+            out["body"] = container.document_service.get_body(who, document_id)
+        return out
+
+    @r.patch("/documents/<document_id>", summary="Enable/disable, rename or re-tag", tags=["documents"])
+    def patch_document(
+        document_id: Annotated[str, Path()], patch: Annotated[DocumentPatch, Body()]
+    ) -> dict[str, Any]:
+        who = owner()
+        changes = patch.changes()
+        if not changes:
+            raise ValidationError("Nothing to update: give at least one of enabled, title, metadata")
+        doc = container.document_service.update(who, document_id, changes)
+        return document_json(doc)
+
+    @r.delete(
+        "/documents/<document_id>",
+        summary="Delete a document, its notes, vectors and body",
+        tags=["documents"],
+    )
+    def delete_document(document_id: Annotated[str, Path()]) -> Response[None]:
+        container.document_service.delete(owner(), document_id)
+        return Response(status_code=204, content_type=None, body="")
+
+    # ---------------------------------------------------------------- ask
+    @r.get("/", summary="Ask a one-shot question", tags=["ask"])
+    def ask(
+        text: Annotated[str | None, Query(description="The question.", max_length=4000)] = None,
+        collection: Annotated[str | None, Query()] = None,
+    ) -> Response[dict[str, Any]]:
+        who = owner()
+        if text is None or not text.strip():
+            raise ValidationError("text: a question is required (GET /?text=...)")
+        result = container.ask.ask(who, text, collection=collection)
+        body = {
+            "answer": result.answer,
+            "sources": [source_json(s) for s in result.sources],
+            "guardUsed": result.guard_used,
+        }
+        return _json(
+            200,
+            body,
+            headers={"x-model-used": result.model, "x-source-count": str(len(result.sources))},
+        )
+
+    return r
+
+
+def _json(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> Response[dict[str, Any]]:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=body,
+        headers=headers or {},
+    )
+
+
+def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
+    """The uploaded file from a raw body (``Content-Type`` of the file, name in ``?filename=`` or the
+    ``X-Filename`` header) or from ``multipart/form-data`` (first file part)."""
+    raw = event.body or ""
+    data = base64.b64decode(raw) if event.is_base64_encoded else raw.encode("utf-8")
+    if not data:
+        raise ValidationError("Empty upload: send the file as the request body")
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    ctype = headers.get("content-type", "application/octet-stream")
+    name = filename or unquote(headers.get("x-filename", "") or "")
+    if ctype.lower().startswith("multipart/form-data"):
+        name, ctype, data = _first_multipart_file(ctype, data, name)
+    ext = _extension(name)
+    if ext in UPLOAD_TYPES:
+        ctype = UPLOAD_TYPES[ext]
+    else:
+        base = ctype.split(";")[0].strip().lower()
+        if base not in UPLOAD_TYPES.values():
+            raise ValidationError(
+                "Unsupported file type: upload .txt, .md, .html or .pdf "
+                "(name it with ?filename= or X-Filename)"
+            )
+        ctype = base
+    return name or "upload", ctype, data
+
+
+def _extension(name: str) -> str:
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot >= 0 else ""
+
+
+def _first_multipart_file(ctype: str, data: bytes, fallback_name: str) -> tuple[str, str, bytes]:
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    message = BytesParser(policy=HTTP).parsebytes(
+        b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n" + data
+    )
+    if not message.is_multipart():
+        raise ValidationError("Malformed multipart body")
+    for part in message.iter_parts():
+        name = part.get_filename()
+        if name is None:
+            continue
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes) or not payload:
+            raise ValidationError("Empty upload: the file part has no content")
+        return name, part.get_content_type(), payload
+    raise ValidationError("No file part in the multipart body (expected a field with a filename)")

@@ -1,0 +1,58 @@
+"""Area "ops": ``/health`` (no auth), ``/openapi.json`` and ``/swagger``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from ragchat import __version__
+from ragchat.api.auth import principal
+
+OPENAPI_TITLE = "ragchat"
+OPENAPI_DESCRIPTION = (
+    "Retrieval-augmented notes and chat. Every route but /health needs a principal "
+    "(Cognito JWT or API key in the cloud; a bearer token with `ragchat serve` when one is configured)."
+)
+
+
+def router(container: Any) -> APIGatewayRouter:
+    r = APIGatewayRouter()
+
+    @r.get("/health", summary="Liveness", tags=["ops"])
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "backend": container.settings.backend}
+
+    @r.get("/openapi.json", summary="This OpenAPI document", tags=["ops"], include_in_schema=False)
+    def openapi() -> Response[str]:
+        principal(r.current_event)
+        return Response(
+            status_code=200,
+            content_type=content_types.APPLICATION_JSON,
+            body=openapi_json(container, base_path=_base_path(r.current_event)),
+        )
+
+    return r
+
+
+def _base_path(event: Any) -> str:
+    """API Gateway serves a stage under ``/<stage>``; locally the stage is ``$default`` (no prefix)."""
+    stage = (event.raw_event.get("requestContext") or {}).get("stage")
+    return "/" if not stage or stage == "$default" else f"/{stage}"
+
+
+def openapi_json(container: Any, *, base_path: str = "/") -> str:
+    """The OpenAPI document of the whole API (every area, chat included when installed), whatever
+    areas this function serves. Building routers touches no service, so this is cheap."""
+    from aws_lambda_powertools.event_handler.openapi.models import Server
+
+    from ragchat.api.app import create_app
+
+    full = create_app(container)
+    return full.get_openapi_json_schema(
+        title=OPENAPI_TITLE,
+        version=__version__,
+        description=OPENAPI_DESCRIPTION,
+        servers=[Server(url=base_path)],
+    )

@@ -1,0 +1,85 @@
+"""Request bodies (pydantic, so Powertools validates them and documents them in OpenAPI) and the
+camelCase JSON shapes the API returns. Responses are the records as stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragchat.domain.models import Document, Note, Page, SourceRef
+
+MAX_TITLE = 1000
+
+
+class NoteIn(BaseModel):
+    """``POST /notes``."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    text: str = Field(description="The note or document text (required, non-blank).")
+    title: str | None = Field(None, max_length=MAX_TITLE)
+    content_type: str | None = Field(
+        None, alias="contentType", description="text/plain (default), text/markdown or text/html."
+    )
+    metadata: dict[str, Any] | None = None
+    collection: str | None = Field(None, max_length=200)
+    split: bool | None = Field(None, description="Split into chunks (default: ENABLE_TEXT_SPLITTING).")
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("text must not be empty")
+        return value
+
+
+class DocumentPatch(BaseModel):
+    """``PATCH /documents/{id}``: at least one field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = None
+    title: str | None = Field(None, max_length=MAX_TITLE)
+    metadata: dict[str, Any] | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump(exclude_unset=True).items() if v is not None}
+
+
+def document_json(doc: Document) -> dict[str, Any]:
+    return {
+        "id": doc.id,
+        "documentId": doc.id,
+        "title": doc.title,
+        "contentType": doc.content_type,
+        "metadata": doc.metadata,
+        "collection": doc.collection,
+        "source": doc.source,
+        "status": str(doc.status),
+        "error": doc.error,
+        "chunkCount": doc.chunk_count,
+        "enabled": doc.enabled,
+        "createdAt": doc.created_at,
+        "updatedAt": doc.updated_at,
+    }
+
+
+def note_json(note: Note) -> dict[str, Any]:
+    return {
+        "id": note.id,
+        "documentId": note.document_id,
+        "chunkIndex": note.chunk_index,
+        "text": note.text,
+        "collection": note.collection,
+        "metadata": note.metadata,
+        "createdAt": note.created_at,
+    }
+
+
+def source_json(src: SourceRef) -> dict[str, Any]:
+    return {"id": src.id, "text": src.text}
+
+
+def page_json(page: Page[Any], convert: Any) -> dict[str, Any]:
+    return {"items": [convert(item) for item in page.items], "cursor": page.cursor}
