@@ -170,11 +170,15 @@ class Container:
                 raise ConfigError("ANTHROPIC_API_KEY: required when RAGCHAT_CHAT_MODEL=anthropic")
             return AnthropicChatModel(api_key=key, model=self.settings.anthropic_model)
         if choice == "bedrock":
-            from ragchat.adapters.aws.bedrock import BedrockConverseChatModel
+            from botocore.config import Config
 
-            return BedrockConverseChatModel(
-                self._boto_session.client("bedrock-runtime"), model_id=self.settings.bedrock_chat_model_id
+            from ragchat.adapters.aws.bedrock_chat import BedrockConverseChatModel
+
+            # botocore retries off: the adapter applies SPEC §7's policy (2 retries, 200/400 ms).
+            client = self._boto_session.client(
+                "bedrock-runtime", config=Config(retries={"total_max_attempts": 1})
             )
+            return BedrockConverseChatModel(client, model_id=self.settings.bedrock_chat_model_id)
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 
         return ExtractiveChatModel()
