@@ -54,10 +54,10 @@ def body_size(event: Mapping[str, Any]) -> int:
     body = event.get("body")
     if not body:
         return 0
-    if event.get("isBase64Encoded"):
+    if event.get("isBase64Encoded") and isinstance(body, str):
         # Decoded size without decoding: 3 bytes per 4 characters, minus padding.
         return len(body) * 3 // 4 - body[-2:].count("=")
-    return len(body.encode("utf-8")) if isinstance(body, str) else len(body)
+    return len(body.encode("utf-8")) if isinstance(body, str) else len(bytes(body))
 
 
 def _area_router(area: str, container: Any) -> Router | None:

@@ -30,7 +30,7 @@ INTERNAL_ERROR = "Internal error"
 
 def error_response(
     status: int, message: str, *, headers: dict[str, str] | None = None, **extra: Any
-) -> Response:
+) -> Response[Any]:
     body: dict[str, Any] = {"error": message, **extra}
     return Response(
         status_code=status,
@@ -74,8 +74,8 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
 def register_error_handlers(app: APIGatewayRestResolver) -> None:
     """Attach the SPEC §4 error contract to ``app``."""
 
-    @app.exception_handler(RagchatError)
-    def _ragchat_error(exc: RagchatError) -> Response:
+    @app.exception_handler(RagchatError)  # type: ignore[untyped-decorator]
+    def _ragchat_error(exc: RagchatError) -> Response[Any]:
         if isinstance(exc, RateLimited):
             return error_response(
                 exc.status,
@@ -87,12 +87,12 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             logger.error("dependency error: %s", exc.message, exc_info=exc)
         return error_response(exc.status, exc.message)
 
-    @app.exception_handler(RequestValidationError)
-    def _validation_error(exc: RequestValidationError) -> Response:
+    @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
+    def _validation_error(exc: RequestValidationError) -> Response[Any]:
         return error_response(400, describe_validation_errors(exc.errors()))
 
     @app.not_found
-    def _not_found(_exc: NotFoundError) -> Response:
+    def _not_found(_exc: NotFoundError) -> Response[Any]:
         event = app.current_event
         method = event.http_method.upper()
         path = event.path
@@ -107,7 +107,7 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
             return error_response(405, "Method not allowed", headers={"Allow": ", ".join(allowed)})
         return error_response(404, "Not found")
 
-    @app.exception_handler(Exception)
-    def _unexpected(exc: Exception) -> Response:
+    @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
+    def _unexpected(exc: Exception) -> Response[Any]:
         logger.exception("unhandled error", exc_info=exc)
         return error_response(500, INTERNAL_ERROR)

@@ -33,7 +33,7 @@ UPLOAD_TYPES = {
 
 
 def router(container: Any) -> APIGatewayRouter:
-    r = APIGatewayRouter()
+    r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     def owner() -> str:
         return principal(r.current_event)
@@ -78,7 +78,7 @@ def router(container: Any) -> APIGatewayRouter:
     @r.delete("/notes/<note_id>", summary="Delete a note and its vector", tags=["notes"])
     def delete_note(note_id: Annotated[str, Path()]) -> Response[None]:
         container.document_service.delete_note(owner(), note_id)
-        return Response(status_code=204, content_type=None, body="")
+        return Response(status_code=204, content_type=None, body=None)
 
     # ---------------------------------------------------------------- documents
     @r.get("/documents", summary="List documents (newest first)", tags=["documents"])
@@ -146,7 +146,7 @@ def router(container: Any) -> APIGatewayRouter:
     )
     def delete_document(document_id: Annotated[str, Path()]) -> Response[None]:
         container.document_service.delete(owner(), document_id)
-        return Response(status_code=204, content_type=None, body="")
+        return Response(status_code=204, content_type=None, body=None)
 
     # ---------------------------------------------------------------- ask
     @r.get("/", summary="Ask a one-shot question", tags=["ask"])

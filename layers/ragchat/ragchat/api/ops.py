@@ -18,7 +18,7 @@ OPENAPI_DESCRIPTION = (
 
 
 def router(container: Any) -> APIGatewayRouter:
-    r = APIGatewayRouter()
+    r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     @r.get("/health", summary="Liveness", tags=["ops"])
     def health() -> dict[str, Any]:
