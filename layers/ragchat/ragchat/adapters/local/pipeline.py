@@ -1,0 +1,119 @@
+"""The local ingestion pipeline: the same steps the cloud state machine runs, called in order in one
+background worker thread, so ``POST /notes`` answers 202 at once and the document moves
+``PENDING → PROCESSING → READY | FAILED`` behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragchat.services.ingestion import IngestSteps
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+class InlineIngestionLauncher:
+    """``IngestionLauncher`` with one worker thread and a FIFO queue.
+
+    A document is never run twice at the same time: starting one that is queued is a no-op (the run
+    will read the latest body); starting one that is running queues exactly one more run after the
+    current one (a replacement uploaded mid-run is not lost)."""
+
+    def __init__(self, steps_factory: Callable[[], IngestSteps]) -> None:
+        self._steps_factory = steps_factory
+        self._queue: deque[Key] = deque()
+        self._queued: set[Key] = set()
+        self._running: Key | None = None
+        self._rerun: set[Key] = set()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.completed = 0  # runs finished (for tests and the CLI's progress)
+
+    # ------------------------------------------------------------------ IngestionLauncher
+    def start(self, owner: str, document_id: str) -> None:
+        key = (owner, document_id)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("ingestion pipeline is closed")
+            if key in self._queued:
+                return
+            if key == self._running:
+                self._rerun.add(key)
+                return
+            self._queue.append(key)
+            self._queued.add(key)
+            self._ensure_worker()
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ extras
+    def resume(self, pending: Iterable[Key]) -> None:
+        """Queue documents a crash left ``PENDING``/``PROCESSING`` (called at server start)."""
+        for owner, document_id in pending:
+            self.start(owner, document_id)
+
+    def busy(self) -> bool:
+        with self._cond:
+            return bool(self._queue) or self._running is not None
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until nothing is queued or running, at most ``timeout`` seconds. True when idle."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._running is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop accepting work, let the current run finish, stop the worker. Queued runs that have not
+        started stay ``PENDING`` (``resume`` picks them up next time)."""
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._queued.clear()
+            self._rerun.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    # ------------------------------------------------------------------ worker
+    def _ensure_worker(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._work, name="ragchat-ingest", daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                key = self._queue.popleft()
+                self._queued.discard(key)
+                self._running = key
+            try:
+                self._steps_factory().run(*key)
+            except Exception:  # run() records failures itself; this is a last resort
+                logger.exception("ingest.worker_error", extra={"documentId": key[1]})
+            finally:
+                with self._cond:
+                    self._running = None
+                    self.completed += 1
+                    if key in self._rerun and not self._closed:
+                        self._rerun.discard(key)
+                        self._queue.append(key)
+                        self._queued.add(key)
+                    self._cond.notify_all()

@@ -1,0 +1,211 @@
+"""Answering from retrieved notes (SPEC §7): the core shared by one-shot questions and chat turns.
+
+``Answerer`` turns a :class:`~ragchat.services.retrieval.Retrieval` into an :class:`Answer`: the exact
+guard reply when retrieval refused; otherwise the fixed system prompt rebuilt with fresh sources, a
+model call, and citation validation (only retrieved ids survive, stored sources carry ≤ 160 chars).
+
+``AskService`` is the one-shot ``GET /?text=`` path: same retrieval and answer path as a chat turn,
+without history.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.chat import GUARD_MODEL, source_refs
+from ragchat.domain.citations import CitationResult, validate_citations
+from ragchat.domain.errors import ModelError, TransientError, ValidationError
+from ragchat.domain.models import ChatTurn, Completion, Hit, ModelRequest, SearchFilter, SourceRef
+from ragchat.domain.prompts import GUARD_REPLY, build_system_prompt, detect_injection
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
+    from ragchat.ports import ChatModel
+    from ragchat.services.retrieval import Retrieval, Retriever
+
+logger = Logger(service="ragchat", child=True)
+
+MAX_QUESTION_CHARS = 4000
+
+
+@dataclass(slots=True)
+class Answer:
+    text: str
+    sources: list[SourceRef]
+    guard_used: bool
+    model: str
+    citations: CitationResult | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class AskResult:
+    answer: str
+    sources: list[SourceRef]
+    guard_used: bool
+    model: str
+
+
+def model_messages(history: Sequence[ChatTurn], question: str) -> list[ChatTurn]:
+    """History followed by the current user turn, never with the current message twice (a history
+    that already ends with it — e.g. just persisted — is not doubled)."""
+    turns = list(history)
+    if turns and turns[-1].role == "user" and turns[-1].content.strip() == question.strip():
+        turns.pop()
+    turns.append(ChatTurn("user", question))
+    return turns
+
+
+class Answerer:
+    def __init__(self, model: ChatModel, settings: Settings) -> None:
+        self.model = model
+        self.settings = settings
+
+    def guard_answer(self, retrieval: Retrieval) -> Answer:
+        return Answer(
+            text=GUARD_REPLY, sources=[], guard_used=True, model=GUARD_MODEL, timings=dict(retrieval.timings)
+        )
+
+    def request(
+        self,
+        question: str,
+        retrieval: Retrieval,
+        *,
+        history: Sequence[ChatTurn] = (),
+        persona: str | None = None,
+        reinforce: bool = False,
+    ) -> ModelRequest:
+        """The model request: the fixed system prompt with fresh sources (persona ahead, reinforcement
+        line after), the history and the current user turn, and the hits themselves."""
+        system = build_system_prompt(
+            retrieval.hits, persona=persona, reinforce=reinforce, max_chars=self.settings.context_chars
+        )
+        return ModelRequest(
+            system=system,
+            messages=model_messages(history, question),
+            sources=list(retrieval.hits),
+            question=question,
+        )
+
+    def finish(
+        self,
+        text: str,
+        retrieval: Retrieval,
+        *,
+        model: str,
+        tool_hits: Sequence[Hit] = (),
+        conversation_id: str | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> Answer:
+        """Validate citations of a generated ``text`` against the retrieved notes (and any a tool
+        returned); sources are the valid ids with ≤ 160 chars of their text."""
+        hits = [*retrieval.hits, *tool_hits]
+        retrieved_ids = list(dict.fromkeys(h.id for h in hits))
+        result = validate_citations(text, retrieved_ids, enabled=self.settings.enable_citation_validation)
+        logger.info(
+            "chat.citations",
+            extra={
+                "conversationId": conversation_id,
+                "generatedIds": result.generated_ids,
+                "validIds": result.valid_ids,
+                "removed": result.removed,
+            },
+        )
+        return Answer(
+            text=result.text,
+            sources=source_refs(hits, result.valid_ids),
+            guard_used=False,
+            model=model,
+            citations=result,
+            timings=dict(timings or {}),
+        )
+
+    def answer(
+        self,
+        question: str,
+        retrieval: Retrieval,
+        *,
+        history: Sequence[ChatTurn] = (),
+        persona: str | None = None,
+        reinforce: bool = False,
+        conversation_id: str | None = None,
+        complete: Callable[[ModelRequest], Completion] | None = None,
+    ) -> Answer:
+        """Guard reply, or model call + citation validation. ``complete`` replaces the plain
+        ``model.complete`` call (the chat service passes one with retries and its breaker)."""
+        if retrieval.guard:
+            return self.guard_answer(retrieval)
+        if reinforce:
+            logger.info("chat.injection", extra={"conversationId": conversation_id})
+        req = self.request(question, retrieval, history=history, persona=persona, reinforce=reinforce)
+        timings = dict(retrieval.timings)
+        t0 = time.perf_counter()
+        completion = (complete or self.model.complete)(req)
+        timings["ai_completion"] = (time.perf_counter() - t0) * 1000
+        return self.finish(
+            completion.text,
+            retrieval,
+            model=completion.model or self.model.model_id,
+            tool_hits=completion.tool_hits,
+            conversation_id=conversation_id,
+            timings=timings,
+        )
+
+
+class AskService:
+    """One-shot questions (``GET /?text=``): the chat turn's retrieval and answer path, no history."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        model: ChatModel,
+        settings: Settings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.retriever = retriever
+        self.model = model
+        self.settings = settings
+        self.answerer = Answerer(model, settings)
+        self.sleep = sleep
+
+    def _complete(self, request: ModelRequest) -> Completion:
+        from ragchat.domain.chat import call_with_retries
+
+        return call_with_retries(
+            lambda: self.model.complete(request),
+            retryable=lambda exc: isinstance(exc, TransientError),
+            sleep=self.sleep,
+        )
+
+    def ask(
+        self,
+        owner: str,
+        text: str,
+        *,
+        collection: str | None = None,
+        document_id: str | None = None,
+    ) -> AskResult:
+        from ragchat.domain.chat import FALLBACK_MODEL, sanitize_message
+        from ragchat.domain.prompts import fallback_reply
+
+        question = sanitize_message(text, max_chars=self.settings.max_message_chars)
+        if not question:  # pragma: no cover - sanitize_message raises first
+            raise ValidationError("A question is required")
+        flt = SearchFilter(owner=owner, collection=collection or None, document_id=document_id or None)
+        retrieval = self.retriever.retrieve(question, flt)
+        reinforce = detect_injection(question)
+        try:
+            ans = self.answerer.answer(question, retrieval, reinforce=reinforce, complete=self._complete)
+        except (ModelError, TransientError) as exc:
+            logger.warning(
+                "chat.error",
+                extra={"conversationId": None, "errorType": type(exc).__name__, "message": exc.message},
+            )
+            ans = self.answerer.finish(fallback_reply(retrieval.hits), retrieval, model=FALLBACK_MODEL)
+        return AskResult(answer=ans.text, sources=ans.sources, guard_used=ans.guard_used, model=ans.model)

@@ -1,0 +1,138 @@
+"""Managing documents and notes: list, read, enable/disable, rename, re-tag, delete.
+
+Every call is confined to one owner; someone else's document is simply not found (404, never 403).
+Deleting a document removes its vectors first (so nothing is retrievable a moment longer), then its
+notes, body, pipeline work files and the record.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.models import Document, DocumentStatus, Note, Page
+from ragchat.services.ingestion import validate_metadata, validate_title, work_prefix
+
+if TYPE_CHECKING:
+    from ragchat.ports import BlobStore, DocumentStore, VectorIndex
+
+logger = Logger(service="ragchat", child=True)
+
+MAX_PAGE = 200
+_UPDATABLE = ("enabled", "title", "metadata")
+_IN_FLIGHT = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+
+
+def _limit(limit: int) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValidationError("limit must be a positive integer")
+    return min(limit, MAX_PAGE)
+
+
+class DocumentService:
+    def __init__(self, documents: DocumentStore, index: VectorIndex, blobs: BlobStore) -> None:
+        self.documents = documents
+        self.index = index
+        self.blobs = blobs
+
+    # ------------------------------------------------------------------ documents
+    def list_documents(
+        self, owner: str, *, collection: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Document]:
+        return self.documents.list_documents(
+            owner, collection=collection or None, limit=_limit(limit), cursor=cursor or None
+        )
+
+    def get(self, owner: str, document_id: str) -> Document:
+        doc = self.documents.get_document(owner, document_id)
+        if doc is None:
+            raise NotFound("Document not found")
+        return doc
+
+    def get_body(self, owner: str, document_id: str) -> str:
+        """The document's full text (a PDF's extracted text, pages separated by blank lines)."""
+        doc = self.get(owner, document_id)
+        try:
+            data = self.blobs.get(doc.body_key)
+        except KeyError:
+            raise NotFound("Document body not found") from None
+        from ragchat.domain.extraction import HTML, PDF, extract
+
+        if doc.content_type in (PDF, HTML):
+            return "\n\n".join(text for text, _ in extract(data, content_type=doc.content_type))
+        return data.decode("utf-8-sig", errors="replace")
+
+    def update(
+        self,
+        owner: str,
+        document_id: str,
+        changes: dict[str, Any] | None = None,
+        *,
+        enabled: bool | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Document:
+        """Apply ``enabled``/``title``/``metadata`` (as keyword arguments or a ``changes`` dict).
+        Enabling or disabling reaches the index at once, unless the document is still being ingested
+        (then the pipeline applies it when it finishes)."""
+        wanted: dict[str, Any] = dict(changes or {})
+        for name, value in (("enabled", enabled), ("title", title), ("metadata", metadata)):
+            if value is not None:
+                wanted[name] = value
+        unknown = sorted(set(wanted) - set(_UPDATABLE))
+        if unknown:
+            raise ValidationError(f"Cannot update: {', '.join(unknown)} (only enabled, title, metadata)")
+        if not wanted:
+            raise ValidationError("Nothing to update: give at least one of enabled, title, metadata")
+        clean: dict[str, Any] = {}
+        if "enabled" in wanted:
+            if not isinstance(wanted["enabled"], bool):
+                raise ValidationError("enabled must be true or false")
+            clean["enabled"] = wanted["enabled"]
+        if "title" in wanted:
+            clean["title"] = validate_title(wanted["title"])
+        if "metadata" in wanted:
+            if wanted["metadata"] is None:
+                raise ValidationError("metadata must be a JSON object")
+            clean["metadata"] = validate_metadata(wanted["metadata"])
+
+        updated = self.documents.update_document(owner, document_id, clean)
+        if updated is None:
+            raise NotFound("Document not found")
+        if "enabled" in clean and updated.status not in _IN_FLIGHT:
+            self.index.set_enabled(owner, document_id, updated.enabled)
+        logger.info("documents.updated", extra={"documentId": document_id, "fields": sorted(clean)})
+        return updated
+
+    def delete(self, owner: str, document_id: str) -> None:
+        doc = self.get(owner, document_id)
+        self.index.delete_document(owner, document_id)
+        note_ids = self.documents.delete_notes_of_document(owner, document_id)
+        if note_ids:
+            self.index.delete(note_ids)
+        if doc.body_key:
+            self.blobs.delete(doc.body_key)
+        self.blobs.delete_prefix(work_prefix(document_id))
+        self.documents.delete_document(owner, document_id)
+        logger.info("documents.deleted", extra={"documentId": document_id, "notes": len(note_ids)})
+
+    # ------------------------------------------------------------------ notes
+    def list_notes(
+        self, owner: str, *, document_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Note]:
+        return self.documents.list_notes(
+            owner, document_id=document_id or None, limit=_limit(limit), cursor=cursor or None
+        )
+
+    def delete_note(self, owner: str, note_id: str) -> Note:
+        note = self.documents.delete_note(owner, note_id)
+        if note is None:
+            raise NotFound("Note not found")
+        self.index.delete([note.id])
+        if note.document_id:
+            doc = self.documents.get_document(owner, note.document_id)
+            if doc is not None:
+                self.documents.update_document(owner, doc.id, {"chunk_count": max(0, doc.chunk_count - 1)})
+        return note

@@ -1,0 +1,550 @@
+"""Ingestion use cases: accept a document (``IngestionService``) and the pipeline steps that split,
+embed, index and finalize it (``IngestSteps``).
+
+The steps are plain methods taking and returning JSON-able values: in the cloud the Step Functions
+state machine calls each in its own Lambda invocation (camelCase keys in and out); locally the inline
+pipeline calls :meth:`IngestSteps.run`, which runs them in order in-process.
+
+States: ``PENDING`` (accepted, body stored) → ``PROCESSING`` (split started) → ``READY`` (every
+chunk embedded and indexed, vectors switched on) or ``FAILED`` (error recorded, nothing of the
+document left in the notes or the index). Vectors are written disabled and only switched on by
+:meth:`IngestSteps.finalize`, so a half-indexed document is never retrievable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.clock import Clock, parse_iso, system_clock
+from ragchat.domain.errors import NotFound, PayloadTooLarge, RagchatError, ValidationError
+from ragchat.domain.ids import new_id, note_id
+from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
+    from ragchat.ports import BlobStore, DocumentStore, Embedder, IngestionLauncher, VectorIndex
+
+logger = Logger(service="ragchat", child=True)
+
+MAX_TITLE_CHARS = 1000
+DEFAULT_TITLE_CHARS = 200
+MAX_METADATA_BYTES = 16 * 1024
+BATCH_SIZE = 64
+# Without splitting a page (or the whole text) is one chunk, but never more than this many characters:
+# embedding models truncate long inputs, and a single multi-megabyte note would be useless as context.
+MAX_UNSPLIT_CHARS = 8000
+MAX_ERROR_CHARS = 500
+
+_COLLECTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_DOCUMENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+
+_EXTENSIONS = {
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/html": ".html",
+    "application/pdf": ".pdf",
+}
+
+
+# --------------------------------------------------------------------------------------- helpers
+def resolve_content_type(content_type: str | None, filename: str | None, body: bytes) -> str:
+    """The document's content type (declared, else from the file name; unsupported → 400). A body
+    posted with neither that starts with ``%PDF-`` is a PDF."""
+    from ragchat.domain.extraction import PDF, detect_content_type
+
+    ctype = detect_content_type(filename, content_type)
+    if not filename and not (content_type or "").strip() and body.lstrip()[:5] == b"%PDF-":
+        return PDF
+    return ctype
+
+
+def blob_segment(owner: str) -> str:
+    """A key segment for an owner: as-is when it is plainly safe, otherwise a stable hash."""
+    if _SAFE_SEGMENT.match(owner) and owner not in (".", ".."):
+        return owner
+    import hashlib
+
+    return "h-" + hashlib.sha256(owner.encode("utf-8")).hexdigest()[:32]
+
+
+def body_key(owner: str, document_id: str, content_type: str) -> str:
+    return f"documents/{blob_segment(owner)}/{document_id}/body{_EXTENSIONS.get(content_type, '.bin')}"
+
+
+def work_prefix(document_id: str) -> str:
+    return f"work/{document_id}/"
+
+
+def _default_title(filename: str | None, text: str | None) -> str:
+    if filename:
+        name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+        if name:
+            return name[:MAX_TITLE_CHARS]
+    if text:
+        for line in text.splitlines():
+            line = " ".join(line.split()).lstrip("#").strip()
+            if line:
+                if len(line) <= DEFAULT_TITLE_CHARS:
+                    return line
+                cut = line[:DEFAULT_TITLE_CHARS]
+                space = cut.rfind(" ")
+                return (cut[:space] if space > DEFAULT_TITLE_CHARS // 2 else cut).rstrip() + "…"
+    return "Untitled document"
+
+
+def validate_metadata(metadata: Any) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise ValidationError("metadata must be a JSON object")
+    try:
+        encoded = json.dumps(metadata, ensure_ascii=False)
+    except (TypeError, ValueError):
+        raise ValidationError("metadata must be a JSON object") from None
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise ValidationError(f"metadata is too large (at most {MAX_METADATA_BYTES} bytes as JSON)")
+    return dict(metadata)
+
+
+def validate_title(title: Any) -> str:
+    if not isinstance(title, str):
+        raise ValidationError("title must be a string")
+    clean: str = title.strip()
+    if len(clean) > MAX_TITLE_CHARS:
+        raise ValidationError(f"title must be at most {MAX_TITLE_CHARS} characters")
+    if not clean:
+        raise ValidationError("title must not be blank")
+    return clean
+
+
+def validate_collection(collection: Any) -> str | None:
+    if collection is None:
+        return None
+    if not isinstance(collection, str):
+        raise ValidationError("collection must be a string")
+    clean: str = collection.strip()
+    if not clean:
+        return None
+    if not _COLLECTION.match(clean):
+        raise ValidationError(
+            "collection must be 1-64 characters: letters, digits, '_', '-', '.', ':' "
+            "(starting with a letter or digit)"
+        )
+    return clean
+
+
+def human_error(error: str) -> str:
+    """A short, readable failure message. Step Functions hands over a Lambda error's ``Cause`` as a
+    JSON string (``{"errorMessage": ..., "errorType": ...}``): keep only the message."""
+    text = (error or "").strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            text = str(data.get("errorMessage") or data.get("Cause") or data.get("Error") or text)
+    text = " ".join(text.split()) or "Ingestion failed"
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, RagchatError):
+        return exc.message
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------- service
+class IngestionService:
+    """Accepts documents: validates, stores the body, records the document ``PENDING`` and starts the
+    pipeline. Returns at once; the pipeline moves the document on."""
+
+    def __init__(
+        self,
+        documents: DocumentStore,
+        blobs: BlobStore,
+        launcher: IngestionLauncher,
+        settings: Settings,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.documents = documents
+        self.blobs = blobs
+        self.launcher = launcher
+        self.settings = settings
+        self.clock = clock
+
+    def submit(
+        self,
+        owner: str,
+        *,
+        body: bytes | str | None = None,
+        text: str | None = None,
+        title: str | None = None,
+        content_type: str | None = None,
+        filename: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        collection: str | None = None,
+        split: bool | None = None,
+        source: str = "api",
+        document_id: str | None = None,
+    ) -> Document:
+        """Accept a document (``body``; ``text`` is an alias for a text body). Returns the document as
+        stored (``PENDING``) once the pipeline is started."""
+        if not owner:
+            raise ValidationError("owner is required")
+        if body is None:
+            body = text
+        if body is None:
+            raise ValidationError("text is required and must not be blank")
+        if not isinstance(body, (bytes, bytearray, str)):
+            raise ValidationError("text must be a string")
+        raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        if len(raw) * 1.2 > self.settings.max_body_bytes:
+            limit_mib = self.settings.body_limit_bytes / (1024 * 1024)
+            raise PayloadTooLarge(f"Document is too large (limit {limit_mib:.1f} MiB)")
+        ctype = resolve_content_type(content_type, filename, raw)
+
+        body_text: str | None = None
+        if ctype == "application/pdf":
+            if not raw.strip():
+                raise ValidationError("Document body is empty")
+        else:
+            try:
+                utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+                body_text = raw.decode("utf-16" if utf16 else "utf-8-sig")
+            except UnicodeDecodeError:
+                raise ValidationError("Text must be UTF-8 encoded") from None
+            if not body_text.strip():
+                raise ValidationError("text is required and must not be blank")
+
+        if title is not None:
+            if not isinstance(title, str):
+                raise ValidationError("title must be a string")
+            if len(title.strip()) > MAX_TITLE_CHARS:
+                raise ValidationError(f"title must be at most {MAX_TITLE_CHARS} characters")
+        final_title = (title or "").strip() or _default_title(filename, body_text)
+        meta = validate_metadata(metadata)
+        coll = validate_collection(collection)
+        if split is not None and not isinstance(split, bool):
+            raise ValidationError("split must be a boolean")
+
+        if document_id is not None:
+            if not _DOCUMENT_ID.match(document_id):
+                raise ValidationError("document id must be 1-64 characters of letters, digits, '_' or '-'")
+            doc_id = document_id
+        else:
+            doc_id = new_id()
+
+        enabled = True
+        previous = self.documents.get_document(owner, doc_id) if document_id is not None else None
+        key = body_key(owner, doc_id, ctype)
+        if previous is not None:
+            enabled = previous.enabled
+            if previous.body_key and previous.body_key != key:
+                self.blobs.delete(previous.body_key)
+
+        self.blobs.put(key, raw, content_type=ctype)
+        doc = self.documents.create_document(
+            Document(
+                id=doc_id,
+                owner=owner,
+                title=final_title,
+                content_type=ctype,
+                source=source,
+                body_key=key,
+                metadata=meta,
+                collection=coll,
+                status=DocumentStatus.PENDING,
+                enabled=enabled,
+                split=True if split is None else split,
+            )
+        )
+        logger.info(
+            "ingest.accepted",
+            extra={
+                "documentId": doc.id,
+                "contentType": ctype,
+                "bytes": len(raw),
+                "replaced": previous is not None,
+            },
+        )
+        try:
+            self.launcher.start(owner, doc.id)
+        except Exception as exc:
+            # The document is kept (nothing is lost) and says why it did not proceed.
+            logger.exception("ingest.start_failed", extra={"documentId": doc.id})
+            self.documents.update_document(
+                owner,
+                doc.id,
+                {"status": DocumentStatus.FAILED, "error": human_error(f"Could not start ingestion: {exc}")},
+            )
+            raise
+        return doc
+
+    def submit_file(
+        self,
+        owner: str,
+        *,
+        data: bytes,
+        filename: str | None = None,
+        content_type: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        collection: str | None = None,
+        split: bool | None = None,
+        source: str = "api",
+        document_id: str | None = None,
+    ) -> Document:
+        """An uploaded file (``.txt .md .html .pdf``): the type comes from ``content_type`` or the
+        file name; the title defaults to the file name."""
+        return self.submit(
+            owner,
+            body=data,
+            filename=filename,
+            content_type=content_type,
+            title=title,
+            metadata=metadata,
+            collection=collection,
+            split=split,
+            source=source,
+            document_id=document_id,
+        )
+
+
+# ----------------------------------------------------------------------------------------- steps
+class IngestSteps:
+    """The pipeline's steps. Each takes and returns JSON-able values so a Lambda can run one step."""
+
+    def __init__(
+        self,
+        documents: DocumentStore,
+        blobs: BlobStore,
+        embedder: Embedder,
+        index: VectorIndex,
+        settings: Settings,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.documents = documents
+        self.blobs = blobs
+        self.embedder = embedder
+        self.index = index
+        self.settings = settings
+        self.clock = clock
+
+    # ---------------------------------------------------------------- helpers
+    def _document(self, owner: str, document_id: str) -> Document:
+        doc = self.documents.get_document(owner, document_id)
+        if doc is None:
+            raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
+        return doc
+
+    def _remove_indexed(self, owner: str, document_id: str) -> None:
+        ids = self.documents.delete_notes_of_document(owner, document_id)
+        if ids:
+            self.index.delete(ids)
+        self.index.delete_document(owner, document_id)
+
+    def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
+        """Extract the text (per content type) and cut it into chunks."""
+        from ragchat.domain.extraction import extract
+        from ragchat.domain.splitting import split_pages
+
+        pages = extract(body, content_type=doc.content_type)
+        if self.settings.enable_text_splitting and doc.split:
+            size, overlap = self.settings.chunk_size, self.settings.chunk_overlap
+        else:
+            # No splitting: one chunk per page (or the whole text), capped at MAX_UNSPLIT_CHARS.
+            size, overlap = MAX_UNSPLIT_CHARS, 0
+        return split_pages(pages, content_type=doc.content_type, chunk_size=size, overlap=overlap)
+
+    # ---------------------------------------------------------------- steps
+    def split(self, owner: str, document_id: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        doc = self._document(owner, document_id)
+        self.documents.update_document(
+            owner, document_id, {"status": DocumentStatus.PROCESSING, "error": None}
+        )
+        try:
+            body = self.blobs.get(doc.body_key)
+        except KeyError:
+            raise NotFound("The document's body is missing from storage") from None
+        chunks = [c for c in self.chunks_of(doc, body) if c.text.strip()]
+        if not chunks:
+            raise ValidationError("No text could be extracted from the document")
+
+        # A re-run or a replacement: the previous notes and vectors go before the new ones arrive.
+        self._remove_indexed(owner, document_id)
+        prefix = work_prefix(document_id)
+        self.blobs.delete_prefix(prefix)
+
+        batches: list[dict[str, Any]] = []
+        for n, start in enumerate(range(0, len(chunks), BATCH_SIZE)):
+            key = f"{prefix}batch-{n:05d}.json"
+            payload = {
+                "owner": owner,
+                "documentId": document_id,
+                "chunks": [
+                    {"index": i, "text": c.text, "metadata": c.metadata}
+                    for i, c in enumerate(chunks[start : start + BATCH_SIZE], start=start)
+                ],
+            }
+            self.blobs.put(
+                key, json.dumps(payload, ensure_ascii=False).encode("utf-8"), content_type="application/json"
+            )
+            batches.append({"owner": owner, "documentId": document_id, "key": key})
+        manifest_key = f"{prefix}manifest.json"
+        self.blobs.put(manifest_key, json.dumps(batches).encode("utf-8"), content_type="application/json")
+        logger.info(
+            "ingest.split",
+            extra={
+                "documentId": document_id,
+                "chunkCount": len(chunks),
+                "batchCount": len(batches),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return {
+            "owner": owner,
+            "documentId": document_id,
+            "chunkCount": len(chunks),
+            "batchCount": len(batches),
+            "batches": batches,
+            "manifestKey": manifest_key,
+        }
+
+    def embed_index(self, owner: str, document_id: str, key: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        if not key.startswith(work_prefix(document_id)):
+            raise ValidationError("batch key does not belong to this document")
+        doc = self._document(owner, document_id)
+        try:
+            batch = json.loads(self.blobs.get(key))
+        except KeyError:
+            raise NotFound(f"Batch {key} is missing") from None
+        chunks: list[dict[str, Any]] = batch["chunks"]
+        if not chunks:
+            return {"indexed": 0}
+        texts = [str(c["text"]) for c in chunks]
+        t0 = time.perf_counter()
+        vectors = self.embedder.embed_documents(texts)
+        embed_ms = (time.perf_counter() - t0) * 1000
+        if len(vectors) != len(texts):
+            raise RuntimeError(f"Embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        notes = [
+            Note(
+                id=note_id(document_id, int(c["index"])),
+                document_id=document_id,
+                chunk_index=int(c["index"]),
+                text=str(c["text"]),
+                owner=owner,
+                collection=doc.collection,
+                metadata=dict(c.get("metadata") or {}),
+            )
+            for c in chunks
+        ]
+        t1 = time.perf_counter()
+        self.documents.put_notes(notes)
+        self.index.upsert(
+            [
+                VectorRecord(
+                    id=n.id,
+                    vector=list(v),
+                    text=n.text,
+                    owner=owner,
+                    document_id=document_id,
+                    chunk_index=n.chunk_index,
+                    collection=doc.collection,
+                    enabled=False,  # switched on by finalize: nothing half-indexed is retrievable
+                )
+                for n, v in zip(notes, vectors, strict=True)
+            ]
+        )
+        logger.info(
+            "ingest.embed_index",
+            extra={
+                "documentId": document_id,
+                "key": key,
+                "indexed": len(notes),
+                "embedMs": round(embed_ms, 1),
+                "indexMs": round((time.perf_counter() - t1) * 1000, 1),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return {"indexed": len(notes)}
+
+    def finalize(self, owner: str, document_id: str, chunk_count: int) -> dict[str, Any]:
+        doc = self._document(owner, document_id)
+        if doc.enabled:
+            self.index.set_enabled(owner, document_id, True)
+        updated = self.documents.update_document(
+            owner,
+            document_id,
+            {"status": DocumentStatus.READY, "chunk_count": int(chunk_count), "error": None},
+        )
+        if updated is None:  # deleted at the last moment: leave nothing behind
+            self._remove_indexed(owner, document_id)
+            raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
+        if not updated.enabled and doc.enabled:  # disabled while we were switching on
+            self.index.set_enabled(owner, document_id, False)
+        self.blobs.delete_prefix(work_prefix(document_id))
+        now = self.clock()
+        extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
+        try:
+            extra["totalMs"] = round((now - parse_iso(doc.created_at)) * 1000, 1)
+            extra["processingMs"] = round((now - parse_iso(doc.updated_at)) * 1000, 1)
+        except (ValueError, TypeError):
+            pass
+        logger.info("ingest.ready", extra=extra)
+        return {"status": DocumentStatus.READY.value, "chunkCount": int(chunk_count)}
+
+    def fail(self, owner: str, document_id: str, error: str) -> dict[str, Any]:
+        message = human_error(error)
+        self.documents.update_document(
+            owner,
+            document_id,
+            {"status": DocumentStatus.FAILED, "error": message, "chunk_count": 0},
+        )
+        self._remove_indexed(owner, document_id)
+        self.blobs.delete_prefix(work_prefix(document_id))
+        logger.warning("ingest.failed", extra={"documentId": document_id, "error": message})
+        return {"status": DocumentStatus.FAILED.value, "error": message}
+
+    # ---------------------------------------------------------------- in-process
+    def run(self, owner: str, document_id: str) -> Document | None:
+        """Every step in order, in-process (the local pipeline). Any failure → ``fail``. Returns the
+        final document (``None`` if it was deleted meanwhile)."""
+        timings: dict[str, float] = {}
+        phase = "split"
+        try:
+            t0 = time.perf_counter()
+            plan = self.split(owner, document_id)
+            timings["split"] = (time.perf_counter() - t0) * 1000
+            phase = "embed_index"
+            t1 = time.perf_counter()
+            for item in plan["batches"]:
+                self.embed_index(owner, document_id, item["key"])
+            timings["embed_index"] = (time.perf_counter() - t1) * 1000
+            phase = "finalize"
+            t2 = time.perf_counter()
+            self.finalize(owner, document_id, plan["chunkCount"])
+            timings["finalize"] = (time.perf_counter() - t2) * 1000
+        except Exception as exc:
+            logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
+            prefix = {"split": "", "embed_index": "Embedding/indexing failed: ", "finalize": ""}[phase]
+            try:
+                self.fail(owner, document_id, prefix + _message(exc))
+            except Exception:  # pragma: no cover - storage down: nothing more we can do here
+                logger.exception("ingest.fail_error", extra={"documentId": document_id})
+        else:
+            logger.info(
+                "ingest.durations",
+                extra={"documentId": document_id, **{f"{k}Ms": round(v, 1) for k, v in timings.items()}},
+            )
+        return self.documents.get_document(owner, document_id)
