@@ -140,8 +140,8 @@ class Container:
             )
         from ragchat.adapters.local.vector_index import LocalVectorIndex
 
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        return LocalVectorIndex(self.settings.data_dir / "vectors", dimension=self.embedder.dimension)
+        # vectors live in the same SQLite file as everything else (tables ``vectors``/``vectors_fts``)
+        return LocalVectorIndex(self._sqlite, dimension=self.embedder.dimension)
 
     @cached_property
     def launcher(self) -> IngestionLauncher:

@@ -1,0 +1,435 @@
+"""``VectorIndex`` for the local backend: exact cosine search over a numpy matrix, kept in SQLite.
+
+Storage: the table ``vectors`` of the shared SQLite file (see ``sqlite_store.MIGRATIONS``) holds each
+note's unit-length float32 vector, its text and its filterable metadata; the FTS5 table
+``vectors_fts`` indexes the same texts for keyword (BM25) search and is kept in sync by triggers.
+
+Search: the vectors are loaded lazily into one contiguous float32 matrix; a search is one
+matrix-vector product, a boolean mask for the filter (owner, enabled, collection, document — cached
+per filter until the next write) and ``argpartition`` for the top k. Every write bumps a change
+counter (``index_state.version``) in the same transaction; before searching, the index compares it
+with the version its matrix was built from, so writes from another process (``ragchat ingest``
+while ``ragchat serve`` runs) are noticed and the matrix is reloaded. Writes made through this
+object update the matrix in place instead.
+
+Hybrid search: BM25 over FTS5 (filters applied in SQL) and the vector ranking are fused by
+reciprocal rank fusion (``score`` = fused score). Every hybrid hit also carries ``similarity``, the
+cosine similarity of its vector to the query, which is what similarity gating must use.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragchat.adapters.local.sqlite_store import SqliteDatabase
+from ragchat.domain.models import Hit, SearchFilter, VectorRecord
+
+RRF_K = 60
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+_MAX_QUERY_TOKENS = 64
+_F32 = np.float32
+_BATCH = 500
+
+FloatArray = npt.NDArray[np.float32]
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion: ``score(id) = Σ 1 / (k + rank)`` over the rankings (rank from 1).
+    Sorted by fused score, ties by first appearance."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    order = {item: i for i, item in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+@dataclass
+class _Matrix:
+    """In-memory copy of the ``vectors`` table (without texts). Rows are reused after deletes."""
+
+    dimension: int
+    capacity: int = 0
+    n: int = 0  # rows in use (alive or free)
+    vectors: FloatArray = field(default_factory=lambda: np.zeros((0, 0), dtype=_F32))
+    owner: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    collection: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    document: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    enabled: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    alive: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    ids: list[str | None] = field(default_factory=list)
+    row_of: dict[str, int] = field(default_factory=dict)
+    free: list[int] = field(default_factory=list)
+    codes: dict[str | None, int] = field(default_factory=lambda: {None: 0})
+    masks: dict[SearchFilter, tuple[BoolArray, IntArray]] = field(default_factory=dict)
+
+    def code(self, value: str | None) -> int:
+        c = self.codes.get(value)
+        if c is None:
+            c = self.codes[value] = len(self.codes)
+        return c
+
+    def _grow(self, needed: int) -> None:
+        if needed <= self.capacity:
+            return
+        cap = max(needed, self.capacity * 2, 1024)
+        vectors = np.zeros((cap, self.dimension), dtype=_F32)
+        vectors[: self.n] = self.vectors[: self.n]
+        self.vectors = vectors
+        for name, dtype in (
+            ("owner", np.int64),
+            ("collection", np.int64),
+            ("document", np.int64),
+            ("enabled", np.bool_),
+            ("alive", np.bool_),
+        ):
+            arr = np.zeros(cap, dtype=dtype)
+            arr[: self.n] = getattr(self, name)[: self.n]
+            setattr(self, name, arr)
+        self.capacity = cap
+
+    def put(
+        self,
+        id_: str,
+        vector: FloatArray,
+        owner: str,
+        document_id: str | None,
+        collection: str | None,
+        enabled: bool,
+    ) -> None:
+        row = self.row_of.get(id_)
+        if row is None:
+            if self.free:
+                row = self.free.pop()
+            else:
+                self._grow(self.n + 1)
+                row = self.n
+                self.n += 1
+                self.ids.append(None)
+            self.row_of[id_] = row
+            self.ids[row] = id_
+        self.vectors[row] = vector
+        self.owner[row] = self.code(owner)
+        self.document[row] = self.code(document_id)
+        self.collection[row] = self.code(collection)
+        self.enabled[row] = enabled
+        self.alive[row] = True
+        self.masks.clear()
+
+    def remove(self, id_: str) -> None:
+        row = self.row_of.pop(id_, None)
+        if row is None:
+            return
+        self.alive[row] = False
+        self.enabled[row] = False
+        self.ids[row] = None
+        self.free.append(row)
+        self.masks.clear()
+
+    def rows_of_document(self, owner: str, document_id: str) -> IntArray:
+        o, d = self.codes.get(owner), self.codes.get(document_id)
+        if o is None or d is None:
+            return np.zeros(0, dtype=np.int64)
+        n = self.n
+        return np.flatnonzero(self.alive[:n] & (self.owner[:n] == o) & (self.document[:n] == d))
+
+    def mask(self, flt: SearchFilter) -> tuple[BoolArray, IntArray]:
+        """(mask over rows, row numbers) of the alive, enabled rows within the filter; cached."""
+        cached = self.masks.get(flt)
+        if cached is not None:
+            return cached
+        n = self.n
+        o = self.codes.get(flt.owner)
+        if o is None:
+            mask = np.zeros(n, dtype=np.bool_)
+        else:
+            mask = self.alive[:n] & self.enabled[:n] & (self.owner[:n] == o)
+            if flt.collection is not None:
+                c = self.codes.get(flt.collection)
+                mask &= self.collection[:n] == (c if c is not None else -1)
+            if flt.document_id is not None:
+                d = self.codes.get(flt.document_id)
+                mask &= self.document[:n] == (d if d is not None else -1)
+        result = (mask, np.flatnonzero(mask))
+        if len(self.masks) > 256:
+            self.masks.clear()
+        self.masks[flt] = result
+        return result
+
+
+class LocalVectorIndex:
+    """``VectorIndex`` persisted in the shared SQLite database (see the module docstring)."""
+
+    def __init__(self, db: SqliteDatabase, *, dimension: int) -> None:
+        if dimension < 1:
+            raise ValueError("dimension must be positive")
+        self.db = db
+        self.dimension = int(dimension)
+        self._lock = threading.RLock()
+        self._matrix: _Matrix | None = None
+        self._version: int | None = None  # index_state.version the matrix reflects
+        self._check_stored_dimension()
+
+    # ------------------------------------------------------------------ helpers
+    def _check_stored_dimension(self) -> None:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT length(vector) AS n FROM vectors LIMIT 1").fetchone()
+        if row is not None and row["n"] != self.dimension * 4:
+            raise ValueError(
+                f"the vector index in {self.db.path} holds {row['n'] // 4}-dimensional vectors but the "
+                f"embedder produces {self.dimension}-dimensional ones; re-ingest into a fresh "
+                "RAGCHAT_DATA_DIR (or delete its ragchat.db) after changing the embedding model"
+            )
+
+    def _unit(self, vector: Sequence[float], what: str) -> FloatArray:
+        arr = np.asarray(vector, dtype=_F32).reshape(-1)
+        if arr.shape[0] != self.dimension:
+            raise ValueError(f"{what} has dimension {arr.shape[0]}, expected {self.dimension}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{what} contains NaN or infinite values")
+        norm = float(np.linalg.norm(arr))
+        return arr / norm if norm > 0 else arr
+
+    @staticmethod
+    def _read_version(conn: Any) -> int:
+        return int(conn.execute("SELECT value FROM index_state WHERE key = 'version'").fetchone()[0])
+
+    @staticmethod
+    def _bump(conn: Any) -> int:
+        """Increment the change counter inside the current write; returns the version before it."""
+        before = LocalVectorIndex._read_version(conn)
+        conn.execute("UPDATE index_state SET value = value + 1 WHERE key = 'version'")
+        return before
+
+    def _after_write(self, before: int) -> bool:
+        """True when the in-memory matrix may be patched in place (it was current before the write)."""
+        if self._matrix is not None and self._version == before:
+            self._version = before + 1
+            return True
+        self._matrix = None
+        self._version = None
+        return False
+
+    def _fresh(self) -> _Matrix:
+        """The matrix, reloaded if the table changed since it was built (another process wrote)."""
+        with self.db.read() as conn:
+            version = self._read_version(conn)
+            if self._matrix is not None and version == self._version:
+                return self._matrix
+            matrix = _Matrix(self.dimension)
+            rows = conn.execute(
+                "SELECT id, owner, document_id, collection, enabled, vector FROM vectors ORDER BY rid"
+            ).fetchall()
+        count = len(rows)
+        matrix._grow(count)
+        if count:
+            blob = b"".join(r["vector"] for r in rows)
+            if len(blob) != count * self.dimension * 4:
+                raise ValueError(
+                    f"the vector index in {self.db.path} holds vectors of another dimension than "
+                    f"{self.dimension}; re-ingest into a fresh RAGCHAT_DATA_DIR"
+                )
+            matrix.vectors[:count] = np.frombuffer(blob, dtype=_F32).reshape(count, self.dimension)
+            ids = [r["id"] for r in rows]
+            matrix.ids = list(ids)
+            matrix.row_of = {id_: i for i, id_ in enumerate(ids)}
+            matrix.owner[:count] = [matrix.code(r["owner"]) for r in rows]
+            matrix.document[:count] = [matrix.code(r["document_id"]) for r in rows]
+            matrix.collection[:count] = [matrix.code(r["collection"]) for r in rows]
+            matrix.enabled[:count] = [bool(r["enabled"]) for r in rows]
+            matrix.alive[:count] = True
+            matrix.n = count
+        self._matrix, self._version = matrix, version
+        return matrix
+
+    def _rank(self, matrix: _Matrix, query: FloatArray, flt: SearchFilter, k: int) -> list[tuple[int, float]]:
+        """Top ``k`` (row, cosine) within the filter, best first."""
+        mask, rows = matrix.mask(flt)
+        count = int(rows.shape[0])
+        if k < 1 or count == 0:
+            return []
+        n = matrix.n
+        if count * 8 < n:  # small selection: gather its rows instead of scoring everything
+            scores = matrix.vectors[rows] @ query
+            candidates = rows
+        else:
+            scores = matrix.vectors[:n] @ query
+            scores[~mask] = -np.inf
+            candidates = None
+        kk = min(k, count)
+        total = scores.shape[0]
+        top = np.argpartition(-scores, kk - 1)[:kk] if kk < total else np.arange(total)
+        top = top[np.lexsort((top, -scores[top]))]  # by score desc, then row for stable ties
+        if candidates is not None:
+            return [(int(candidates[i]), float(scores[i])) for i in top]
+        return [(int(i), float(scores[i])) for i in top if mask[i]]
+
+    def _texts(self, ids: Sequence[str]) -> dict[str, tuple[str, str | None, int, str | None]]:
+        out: dict[str, tuple[str, str | None, int, str | None]] = {}
+        with self.db.read() as conn:
+            for start in range(0, len(ids), _BATCH):
+                batch = list(ids[start : start + _BATCH])
+                marks = ",".join("?" * len(batch))
+                for r in conn.execute(
+                    "SELECT id, text, document_id, chunk_index, collection FROM vectors "
+                    f"WHERE id IN ({marks})",
+                    batch,
+                ):
+                    out[r["id"]] = (r["text"], r["document_id"], int(r["chunk_index"]), r["collection"])
+        return out
+
+    def _hits(self, scored: Sequence[tuple[str, float, float | None]]) -> list[Hit]:
+        texts = self._texts([s[0] for s in scored])
+        hits = []
+        for id_, score, similarity in scored:
+            found = texts.get(id_)
+            if found is None:  # deleted by another process between ranking and reading
+                continue
+            text, document_id, chunk_index, collection = found
+            hits.append(
+                Hit(
+                    id=id_,
+                    score=score,
+                    text=text,
+                    document_id=document_id,
+                    chunk_index=chunk_index,
+                    collection=collection,
+                    similarity=similarity,
+                )
+            )
+        return hits
+
+    # ------------------------------------------------------------------ VectorIndex
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
+        if not records:
+            return
+        prepared = [(r, self._unit(r.vector, f"vector {r.id!r}")) for r in records]
+        rows = [
+            (r.id, r.owner, r.document_id, int(r.chunk_index), r.collection, int(bool(r.enabled)), r.text,
+             vec.tobytes())
+            for r, vec in prepared
+        ]  # fmt: skip
+        with self._lock:
+            with self.db.write() as conn:
+                before = self._bump(conn)
+                conn.executemany(
+                    """INSERT INTO vectors
+                        (id, owner, document_id, chunk_index, collection, enabled, text, vector)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET
+                        owner = excluded.owner, document_id = excluded.document_id,
+                        chunk_index = excluded.chunk_index, collection = excluded.collection,
+                        enabled = excluded.enabled, text = excluded.text, vector = excluded.vector""",
+                    rows,
+                )
+            if self._after_write(before):
+                assert self._matrix is not None
+                for r, vec in prepared:
+                    self._matrix.put(r.id, vec, r.owner, r.document_id, r.collection, bool(r.enabled))
+
+    def search(self, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        query = self._unit(vector, "query vector")
+        with self._lock:
+            matrix = self._fresh()
+            ranked = self._rank(matrix, query, flt, k)
+            scored = [(matrix.ids[row] or "", score, score) for row, score in ranked]
+        return self._hits(scored)
+
+    def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        query = self._unit(vector, "query vector")
+        if k < 1:
+            return []
+        depth = max(k * 4, 20)  # candidates taken from each ranking before fusing
+        with self._lock:
+            matrix = self._fresh()
+            vector_ranked = self._rank(matrix, query, flt, depth)
+            keyword_ids = self._keyword(text, flt, depth)
+            vector_ids = [matrix.ids[row] or "" for row, _ in vector_ranked]
+            fused = rrf([vector_ids, keyword_ids])
+            scored: list[tuple[str, float, float | None]] = []
+            for id_, score in fused[:k]:
+                row = matrix.row_of.get(id_)
+                similarity = float(matrix.vectors[row] @ query) if row is not None else None
+                scored.append((id_, float(score), similarity))
+        return self._hits(scored)
+
+    def _keyword(self, text: str, flt: SearchFilter, limit: int) -> list[str]:
+        """BM25 ranking of the owner's enabled notes within the filter (FTS5, best first)."""
+        tokens = list(dict.fromkeys(t.lower() for t in _TOKEN.findall(text)))[:_MAX_QUERY_TOKENS]
+        if not tokens:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+        where = ["vectors_fts MATCH ?", "v.owner = ?", "v.enabled = 1"]
+        params: list[Any] = [match, flt.owner]
+        if flt.collection is not None:
+            where.append("v.collection = ?")
+            params.append(flt.collection)
+        if flt.document_id is not None:
+            where.append("v.document_id = ?")
+            params.append(flt.document_id)
+        sql = (
+            "SELECT v.id FROM vectors_fts JOIN vectors v ON v.rid = vectors_fts.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY bm25(vectors_fts), v.id LIMIT ?"
+        )
+        with self.db.read() as conn:
+            return [r["id"] for r in conn.execute(sql, (*params, int(limit)))]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return
+        with self._lock:
+            with self.db.write() as conn:
+                before = self._bump(conn)
+                for start in range(0, len(wanted), _BATCH):
+                    batch = wanted[start : start + _BATCH]
+                    conn.execute(f"DELETE FROM vectors WHERE id IN ({','.join('?' * len(batch))})", batch)
+            if self._after_write(before):
+                assert self._matrix is not None
+                for id_ in wanted:
+                    self._matrix.remove(id_)
+
+    def delete_document(self, owner: str, document_id: str) -> int:
+        with self._lock:
+            with self.db.write() as conn:
+                before = self._bump(conn)
+                ids = [
+                    r["id"]
+                    for r in conn.execute(
+                        "SELECT id FROM vectors WHERE owner = ? AND document_id = ?", (owner, document_id)
+                    )
+                ]
+                conn.execute("DELETE FROM vectors WHERE owner = ? AND document_id = ?", (owner, document_id))
+            if self._after_write(before):
+                assert self._matrix is not None
+                for id_ in ids:
+                    self._matrix.remove(id_)
+        return len(ids)
+
+    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+        with self._lock:
+            with self.db.write() as conn:
+                before = self._bump(conn)
+                conn.execute(
+                    "UPDATE vectors SET enabled = ? WHERE owner = ? AND document_id = ?",
+                    (int(bool(enabled)), owner, document_id),
+                )
+            if self._after_write(before):
+                matrix = self._matrix
+                assert matrix is not None
+                matrix.enabled[matrix.rows_of_document(owner, document_id)] = bool(enabled)
+                matrix.masks.clear()
+
+    def count(self, owner: str) -> int:
+        with self._lock:
+            matrix = self._fresh()
+            return int(matrix.mask(SearchFilter(owner=owner))[1].shape[0])

@@ -1,0 +1,165 @@
+"""Contract tests: one suite per storage port, run against every registered adapter.
+
+How to add an adapter to a suite
+================================
+Each port has a registry below (``DOCUMENT_STORES``, ``CONVERSATION_STORES``, ``COUNTERS``,
+``VECTOR_INDEXES``, ``BLOB_STORES``): a dict from a short name (it becomes the test id, e.g.
+``test_pagination[dynamodb]``) to a *factory*. A factory is a context-manager function that takes a
+:class:`ContractEnv` and yields a ready, **empty** adapter; whatever it needs around the adapter
+(a moto ``mock_aws()`` context, tables, a temporary folder) it sets up before the ``yield`` and
+tears down after it. Import heavy SDKs inside the factory, not at module level::
+
+    @contextmanager
+    def dynamodb_document_store(env: ContractEnv) -> Iterator[DocumentStore]:
+        import boto3
+        from moto import mock_aws
+
+        from ragchat.adapters.aws.dynamodb import DynamoDocumentStore
+        from ragchat.adapters.aws.tables import create_tables
+
+        with mock_aws():
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            create_tables(client, documents="docs", conversations="convs", counters="counters")
+            yield DynamoDocumentStore("docs", client, clock=env.clock)
+
+    DOCUMENT_STORES["dynamodb"] = dynamodb_document_store      # the one-line registration
+
+Rules every factory follows:
+
+* timestamps come from ``env.clock`` (a :class:`tests.fakes.FakeClock`; tests move it with
+  ``clock.advance(seconds)`` and never sleep) — the suites assert the exact stored times;
+* vector indexes are built with ``dimension=env.dimension``;
+* the adapter starts empty and nothing is shared between tests.
+
+The suites then receive the adapter through the fixtures ``document_store``, ``conversation_store``,
+``counters``, ``vector_index`` and ``blob_store``, parametrized over the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragchat.ports import BlobStore, ConversationStore, Counters, DocumentStore, VectorIndex
+
+from tests.fakes import FakeClock
+
+
+@dataclass
+class ContractEnv:
+    """What a factory gets: a fresh folder, the injected clock and the vector dimension."""
+
+    tmp_path: Path
+    clock: FakeClock
+    dimension: int = 8
+
+
+Factory = Callable[[ContractEnv], AbstractContextManager[Any]]
+
+
+# ------------------------------------------------------------------------------ local (SQLite) adapters
+@contextmanager
+def _sqlite_db(env: ContractEnv) -> Iterator[Any]:
+    from ragchat.adapters.local.sqlite_store import SqliteDatabase
+
+    db = SqliteDatabase(env.tmp_path / "ragchat.db")
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+@contextmanager
+def sqlite_document_store(env: ContractEnv) -> Iterator[DocumentStore]:
+    from ragchat.adapters.local.sqlite_store import SqliteDocumentStore
+
+    with _sqlite_db(env) as db:
+        yield SqliteDocumentStore(db, clock=env.clock)
+
+
+@contextmanager
+def sqlite_conversation_store(env: ContractEnv) -> Iterator[ConversationStore]:
+    from ragchat.adapters.local.sqlite_store import SqliteConversationStore
+
+    with _sqlite_db(env) as db:
+        yield SqliteConversationStore(db, clock=env.clock)
+
+
+@contextmanager
+def sqlite_counters(env: ContractEnv) -> Iterator[Counters]:
+    from ragchat.adapters.local.sqlite_store import SqliteCounters
+
+    with _sqlite_db(env) as db:
+        yield SqliteCounters(db)
+
+
+@contextmanager
+def local_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
+    from ragchat.adapters.local.vector_index import LocalVectorIndex
+
+    with _sqlite_db(env) as db:
+        yield LocalVectorIndex(db, dimension=env.dimension)
+
+
+@contextmanager
+def file_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
+    from ragchat.adapters.local.files import FileBlobStore
+
+    yield FileBlobStore(env.tmp_path / "blobs")
+
+
+# ------------------------------------------------------------------------------ registries
+DOCUMENT_STORES: dict[str, Factory] = {"sqlite": sqlite_document_store}
+CONVERSATION_STORES: dict[str, Factory] = {"sqlite": sqlite_conversation_store}
+COUNTERS: dict[str, Factory] = {"sqlite": sqlite_counters}
+VECTOR_INDEXES: dict[str, Factory] = {"local": local_vector_index}
+BLOB_STORES: dict[str, Factory] = {"files": file_blob_store}
+# Register further adapters here, one line each (see the module docstring), e.g.
+# DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
+
+
+# ------------------------------------------------------------------------------ fixtures
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def contract_env(tmp_path: Path, clock: FakeClock) -> ContractEnv:
+    return ContractEnv(tmp_path=tmp_path, clock=clock)
+
+
+def _adapter(registry: dict[str, Factory], request: pytest.FixtureRequest, env: ContractEnv) -> Iterator[Any]:
+    with registry[request.param](env) as adapter:
+        yield adapter
+
+
+@pytest.fixture(params=sorted(DOCUMENT_STORES))
+def document_store(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[DocumentStore]:
+    yield from _adapter(DOCUMENT_STORES, request, contract_env)
+
+
+@pytest.fixture(params=sorted(CONVERSATION_STORES))
+def conversation_store(
+    request: pytest.FixtureRequest, contract_env: ContractEnv
+) -> Iterator[ConversationStore]:
+    yield from _adapter(CONVERSATION_STORES, request, contract_env)
+
+
+@pytest.fixture(params=sorted(COUNTERS))
+def counters(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[Counters]:
+    yield from _adapter(COUNTERS, request, contract_env)
+
+
+@pytest.fixture(params=sorted(VECTOR_INDEXES))
+def vector_index(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[VectorIndex]:
+    yield from _adapter(VECTOR_INDEXES, request, contract_env)
+
+
+@pytest.fixture(params=sorted(BLOB_STORES))
+def blob_store(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[BlobStore]:
+    yield from _adapter(BLOB_STORES, request, contract_env)

@@ -1,0 +1,271 @@
+"""DocumentStore contract: every adapter registered in ``conftest.DOCUMENT_STORES`` must pass."""
+
+from __future__ import annotations
+
+import pytest
+from ragchat.domain.clock import utc_iso
+from ragchat.domain.errors import Conflict, ValidationError
+from ragchat.domain.ids import new_id, note_id
+from ragchat.domain.models import Document, DocumentStatus, Note
+from ragchat.ports import DocumentStore
+
+from tests.fakes import FakeClock
+
+
+def make_doc(owner: str = "alice", *, doc_id: str | None = None, collection: str | None = None) -> Document:
+    return Document(
+        id=doc_id or new_id(),
+        owner=owner,
+        title="A title",
+        content_type="text/plain",
+        source="api",
+        body_key=f"documents/{owner}/body",
+        metadata={"lang": "en", "tags": ["a", "b"], "nested": {"n": 1}},
+        collection=collection,
+    )
+
+
+def make_notes(doc: Document, count: int) -> list[Note]:
+    return [
+        Note(
+            id=note_id(doc.id, i),
+            document_id=doc.id,
+            chunk_index=i,
+            text=f"chunk {i} of {doc.id}",
+            owner=doc.owner,
+            collection=doc.collection,
+            metadata={"page": i + 1},
+        )
+        for i in range(count)
+    ]
+
+
+def walk_documents(store: DocumentStore, owner: str, limit: int, collection: str | None = None) -> list[str]:
+    ids: list[str] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = store.list_documents(owner, collection=collection, limit=limit, cursor=cursor)
+        assert len(page.items) <= limit
+        ids += [d.id for d in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            return ids
+    raise AssertionError("pagination did not end")
+
+
+def test_create_returns_the_record_as_stored_with_clock_timestamps(document_store, clock: FakeClock):
+    doc = make_doc(collection="work")
+    stored = document_store.create_document(doc)
+    expected_time = utc_iso(clock())
+    assert stored.created_at == stored.updated_at == expected_time
+    assert stored.id == doc.id and stored.title == "A title" and stored.collection == "work"
+    assert stored.status == DocumentStatus.PENDING and stored.enabled is True
+    fetched = document_store.get_document("alice", doc.id)
+    assert fetched == stored
+    assert fetched.metadata == {"lang": "en", "tags": ["a", "b"], "nested": {"n": 1}}
+
+
+def test_create_with_the_same_id_replaces_the_record(document_store, clock: FakeClock):
+    doc = make_doc()
+    document_store.create_document(doc)
+    clock.advance(5)
+    doc.title = "Replaced"
+    doc.status = DocumentStatus.READY
+    stored = document_store.create_document(doc)
+    assert stored.title == "Replaced" and stored.status == DocumentStatus.READY
+    assert stored.updated_at == utc_iso(clock())
+    assert [d.id for d in document_store.list_documents("alice").items] == [doc.id]
+
+
+def test_create_cannot_take_over_another_owners_document(document_store):
+    doc = document_store.create_document(make_doc("alice"))
+    with pytest.raises(Conflict):
+        document_store.create_document(make_doc("mallory", doc_id=doc.id))
+    assert document_store.get_document("alice", doc.id).owner == "alice"
+    assert document_store.get_document("mallory", doc.id) is None
+
+
+def test_update_applies_changes_and_bumps_updated_at_only(document_store, clock: FakeClock):
+    doc = document_store.create_document(make_doc())
+    clock.advance(60)
+    updated = document_store.update_document(
+        "alice",
+        doc.id,
+        {"status": DocumentStatus.READY, "chunk_count": 4, "enabled": False, "metadata": {"k": "v"}},
+    )
+    assert updated is not None
+    assert updated.created_at == doc.created_at
+    assert updated.updated_at == utc_iso(clock())
+    assert (updated.status, updated.chunk_count, updated.enabled, updated.metadata) == (
+        DocumentStatus.READY,
+        4,
+        False,
+        {"k": "v"},
+    )
+    assert document_store.get_document("alice", doc.id) == updated
+    assert document_store.update_document("alice", "missing", {"title": "x"}) is None
+
+
+def test_failed_status_keeps_its_error(document_store):
+    doc = document_store.create_document(make_doc())
+    document_store.update_document("alice", doc.id, {"status": DocumentStatus.FAILED, "error": "boom"})
+    fetched = document_store.get_document("alice", doc.id)
+    assert fetched.status == DocumentStatus.FAILED and fetched.error == "boom"
+
+
+def test_another_owners_documents_are_invisible(document_store):
+    doc = document_store.create_document(make_doc("alice"))
+    assert document_store.get_document("bob", doc.id) is None
+    assert document_store.list_documents("bob").items == []
+    assert document_store.update_document("bob", doc.id, {"title": "pwned"}) is None
+    assert document_store.delete_document("bob", doc.id) is False
+    assert document_store.get_document("alice", doc.id).title == "A title"
+
+
+def test_list_is_newest_first_and_pages_without_gaps_or_duplicates(document_store, clock: FakeClock):
+    created = []
+    for _ in range(7):
+        created.append(document_store.create_document(make_doc()).id)
+        clock.advance(1)
+    document_store.create_document(make_doc("bob"))
+    expected = list(reversed(created))
+    for limit in (1, 3, 7, 50):
+        assert walk_documents(document_store, "alice", limit) == expected
+    first = document_store.list_documents("alice", limit=3)
+    assert [d.id for d in first.items] == expected[:3] and first.cursor is not None
+    last = document_store.list_documents("alice", limit=7)
+    assert last.cursor is None
+
+
+def test_documents_written_in_the_same_millisecond_keep_newest_first(document_store):
+    # the clock does not move: ids (ULIDs, monotonic) break the tie
+    created = [document_store.create_document(make_doc()).id for _ in range(5)]
+    assert walk_documents(document_store, "alice", 2) == list(reversed(created))
+
+
+def test_collection_filter(document_store, clock: FakeClock):
+    a = document_store.create_document(make_doc(collection="work")).id
+    clock.advance(1)
+    document_store.create_document(make_doc(collection="home"))
+    clock.advance(1)
+    b = document_store.create_document(make_doc(collection="work")).id
+    clock.advance(1)
+    document_store.create_document(make_doc())
+    assert walk_documents(document_store, "alice", 1, collection="work") == [b, a]
+    assert document_store.list_documents("bob", collection="work").items == []
+
+
+def test_invalid_cursor_is_a_validation_error(document_store):
+    document_store.create_document(make_doc())
+    for bad in ("not-a-cursor", "!!!", "e30"):
+        with pytest.raises(ValidationError):
+            document_store.list_documents("alice", cursor=bad)
+
+
+def test_delete_document_removes_it_and_its_notes_only(document_store):
+    doc = document_store.create_document(make_doc())
+    other = document_store.create_document(make_doc())
+    document_store.put_notes(make_notes(doc, 3) + make_notes(other, 2))
+    assert document_store.delete_document("alice", doc.id) is True
+    assert document_store.get_document("alice", doc.id) is None
+    assert document_store.list_notes("alice", document_id=doc.id).items == []
+    assert document_store.get_notes("alice", [note_id(doc.id, 0)]) == []
+    assert len(document_store.list_notes("alice", document_id=other.id).items) == 2
+    assert document_store.delete_document("alice", doc.id) is False
+
+
+def test_put_notes_returns_them_as_stored_and_round_trips_metadata(document_store, clock: FakeClock):
+    doc = document_store.create_document(make_doc(collection="work"))
+    clock.advance(2)
+    stored = document_store.put_notes(make_notes(doc, 2))
+    assert [n.id for n in stored] == [note_id(doc.id, 0), note_id(doc.id, 1)]
+    assert all(n.created_at == utc_iso(clock()) for n in stored)
+    fetched = document_store.get_notes("alice", [n.id for n in stored])
+    assert fetched == stored
+    assert fetched[1].metadata == {"page": 2} and fetched[1].collection == "work"
+
+
+def test_put_notes_twice_with_the_same_id_keeps_one_note(document_store):
+    doc = document_store.create_document(make_doc())
+    notes = make_notes(doc, 3)
+    document_store.put_notes(notes)
+    notes[1].text = "rewritten"
+    document_store.put_notes(notes)
+    listed = document_store.list_notes("alice", document_id=doc.id).items
+    assert [n.id for n in listed] == [n.id for n in notes]
+    assert listed[1].text == "rewritten"
+
+
+def test_get_notes_follows_the_requested_order_and_skips_missing_and_foreign(document_store):
+    doc = document_store.create_document(make_doc())
+    theirs = document_store.create_document(make_doc("bob"))
+    document_store.put_notes(make_notes(doc, 4) + make_notes(theirs, 1))
+    ids = [note_id(doc.id, 3), "missing", note_id(theirs.id, 0), note_id(doc.id, 0), note_id(doc.id, 2)]
+    assert [n.id for n in document_store.get_notes("alice", ids)] == [ids[0], ids[3], ids[4]]
+    assert document_store.get_notes("alice", []) == []
+
+
+def test_notes_of_a_document_list_in_chunk_order_across_pages(document_store):
+    doc = document_store.create_document(make_doc())
+    notes = make_notes(doc, 7)
+    document_store.put_notes([notes[i] for i in (4, 0, 6, 2, 1, 5, 3)])
+    seen: list[int] = []
+    cursor = None
+    for _ in range(10):
+        page = document_store.list_notes("alice", document_id=doc.id, limit=3, cursor=cursor)
+        seen += [n.chunk_index for n in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == list(range(7))
+
+
+def test_all_notes_list_newest_first_across_pages(document_store, clock: FakeClock):
+    docs = []
+    for _ in range(3):
+        doc = document_store.create_document(make_doc())
+        document_store.put_notes(make_notes(doc, 2))
+        docs.append(doc)
+        clock.advance(1)
+    ids: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = document_store.list_notes("alice", limit=4, cursor=cursor)
+        ids += [n.id for n in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert len(ids) == len(set(ids)) == 6
+    # documents written later come first
+    assert {ids[0], ids[1]} == {note_id(docs[2].id, 0), note_id(docs[2].id, 1)}
+    assert {ids[4], ids[5]} == {note_id(docs[0].id, 0), note_id(docs[0].id, 1)}
+    assert document_store.list_notes("bob").items == []
+
+
+def test_legacy_notes_without_a_document(document_store):
+    note = Note(id=new_id(), document_id=None, chunk_index=0, text="loose note", owner="alice")
+    document_store.put_notes([note])
+    (listed,) = document_store.list_notes("alice").items
+    assert listed.id == note.id and listed.document_id is None and listed.text == "loose note"
+
+
+def test_delete_note_returns_it_once_and_never_for_another_owner(document_store):
+    doc = document_store.create_document(make_doc())
+    notes = document_store.put_notes(make_notes(doc, 2))
+    assert document_store.delete_note("bob", notes[0].id) is None
+    deleted = document_store.delete_note("alice", notes[0].id)
+    assert deleted is not None and deleted.id == notes[0].id and deleted.text == notes[0].text
+    assert document_store.delete_note("alice", notes[0].id) is None
+    assert [n.id for n in document_store.list_notes("alice", document_id=doc.id).items] == [notes[1].id]
+
+
+def test_delete_notes_of_document_returns_their_ids(document_store):
+    doc = document_store.create_document(make_doc())
+    other = document_store.create_document(make_doc())
+    notes = make_notes(doc, 3)
+    document_store.put_notes(notes + make_notes(other, 1))
+    assert document_store.delete_notes_of_document("bob", doc.id) == []
+    assert sorted(document_store.delete_notes_of_document("alice", doc.id)) == sorted(n.id for n in notes)
+    assert document_store.list_notes("alice", document_id=doc.id).items == []
+    assert document_store.get_document("alice", doc.id) is not None  # the record itself stays
+    assert len(document_store.list_notes("alice", document_id=other.id).items) == 1
