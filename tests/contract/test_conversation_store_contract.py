@@ -1,0 +1,222 @@
+"""ConversationStore contract: every adapter registered in ``conftest.CONVERSATION_STORES`` must pass."""
+
+from __future__ import annotations
+
+import pytest
+from ragchat.domain.clock import utc_iso
+from ragchat.domain.errors import Conflict, NotFound, ValidationError
+from ragchat.domain.ids import new_id
+from ragchat.domain.models import Conversation, Message, SourceRef
+from ragchat.ports import ConversationStore
+
+from tests.fakes import FakeClock
+
+
+def new_conv(store: ConversationStore, owner: str = "alice", **fields) -> Conversation:
+    return store.create_conversation(Conversation(id=new_id(), owner=owner, **fields))
+
+
+def add(
+    store: ConversationStore,
+    conv: Conversation,
+    content: str = "hello",
+    role: str = "user",
+    client_message_id: str | None = None,
+    **fields,
+) -> Message:
+    return store.add_message(
+        Message(
+            id=new_id(),
+            conversation_id=conv.id,
+            owner=conv.owner,
+            role=role,  # type: ignore[arg-type]
+            content=content,
+            client_message_id=client_message_id,
+            **fields,
+        )
+    )
+
+
+def test_create_returns_the_conversation_as_stored(conversation_store, clock: FakeClock):
+    conv = new_conv(conversation_store, title="Trip", collection="travel", persona="default")
+    assert conv.created_at == conv.updated_at == utc_iso(clock())
+    assert conv.message_count == 0
+    fetched = conversation_store.get_conversation("alice", conv.id)
+    assert fetched is not None
+    assert (fetched.title, fetched.collection, fetched.persona) == ("Trip", "travel", "default")
+    assert (fetched.created_at, fetched.updated_at) == (conv.created_at, conv.updated_at)
+
+
+def test_add_message_returns_it_as_stored_with_sources_and_flags(conversation_store, clock: FakeClock):
+    conv = new_conv(conversation_store)
+    clock.advance(3)
+    sources = [SourceRef(id="n1", text="first source"), SourceRef(id="n2", text="second")]
+    msg = add(
+        conversation_store,
+        conv,
+        "the answer [source: n1]",
+        role="assistant",
+        client_message_id="c-1",
+        sources=sources,
+        model="extractive",
+        interrupted=True,
+    )
+    assert msg.created_at == utc_iso(clock())
+    fetched = conversation_store.get_message("alice", conv.id, msg.id)
+    assert fetched == msg
+    assert fetched.sources == sources and fetched.model == "extractive"
+    assert fetched.interrupted is True and fetched.client_message_id == "c-1"
+    plain = add(conversation_store, conv, "question")
+    assert conversation_store.get_message("alice", conv.id, plain.id).sources is None
+
+
+def test_adding_a_message_moves_the_conversation_to_the_top(conversation_store, clock: FakeClock):
+    older = new_conv(conversation_store, title="older")
+    clock.advance(1)
+    newer = new_conv(conversation_store, title="newer")
+    clock.advance(1)
+    listed = conversation_store.list_conversations("alice").items
+    assert [c.id for c in listed] == [newer.id, older.id]
+    add(conversation_store, older)
+    add(conversation_store, older, "answer", role="assistant")
+    page = conversation_store.list_conversations("alice")
+    assert [c.id for c in page.items] == [older.id, newer.id]
+    assert [c.message_count for c in page.items] == [2, 0]
+    assert page.items[0].updated_at == utc_iso(clock())
+    assert page.cursor is None
+
+
+def test_conversations_page_without_gaps_or_duplicates(conversation_store, clock: FakeClock):
+    created = []
+    for _ in range(5):
+        created.append(new_conv(conversation_store).id)
+        clock.advance(1)
+    new_conv(conversation_store, owner="bob")
+    ids: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = conversation_store.list_conversations("alice", limit=2, cursor=cursor)
+        assert len(page.items) <= 2
+        ids += [c.id for c in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert ids == list(reversed(created))
+    with pytest.raises(ValidationError):
+        conversation_store.list_conversations("alice", cursor="garbage")
+
+
+def test_update_conversation(conversation_store, clock: FakeClock):
+    conv = new_conv(conversation_store)
+    clock.advance(10)
+    updated = conversation_store.update_conversation(
+        "alice", conv.id, {"title": "Renamed", "summary_cursor": "m1", "last_summary_id": "s1"}
+    )
+    assert updated is not None
+    assert (updated.title, updated.summary_cursor, updated.last_summary_id) == ("Renamed", "m1", "s1")
+    assert updated.created_at == conv.created_at and updated.updated_at == utc_iso(clock())
+    assert conversation_store.get_conversation("alice", conv.id).title == "Renamed"
+    assert conversation_store.update_conversation("alice", "missing", {"title": "x"}) is None
+
+
+def test_another_owners_conversation_is_invisible(conversation_store):
+    conv = new_conv(conversation_store)
+    msg = add(conversation_store, conv, client_message_id="c-1")
+    assert conversation_store.get_conversation("bob", conv.id) is None
+    assert conversation_store.list_conversations("bob").items == []
+    assert conversation_store.update_conversation("bob", conv.id, {"title": "pwned"}) is None
+    assert conversation_store.recent_messages("bob", conv.id, 10) == []
+    assert conversation_store.list_messages("bob", conv.id).items == []
+    assert conversation_store.get_message("bob", conv.id, msg.id) is None
+    assert conversation_store.find_by_client_message_id("bob", conv.id, "c-1") == []
+    assert conversation_store.delete_messages_after("bob", conv.id, msg.id) == 0
+    assert conversation_store.delete_conversation("bob", conv.id) is False
+    with pytest.raises(NotFound):
+        conversation_store.add_message(
+            Message(id=new_id(), conversation_id=conv.id, owner="bob", role="user", content="hi")
+        )
+    assert conversation_store.get_conversation("alice", conv.id).message_count == 1
+    assert conversation_store.get_conversation("alice", conv.id).title == ""
+
+
+def test_messages_keep_creation_order_within_one_millisecond(conversation_store):
+    conv = new_conv(conversation_store)  # the clock never moves in this test
+    roles = ["user", "assistant"] * 3
+    sent = [add(conversation_store, conv, f"m{i}", role=role) for i, role in enumerate(roles)]
+    ids = [m.id for m in sent]
+    assert [m.id for m in conversation_store.list_messages("alice", conv.id).items] == ids
+    assert [m.id for m in conversation_store.recent_messages("alice", conv.id, 4)] == ids[::-1][:4]
+
+
+def test_recent_messages_newest_first_with_limit(conversation_store, clock: FakeClock):
+    conv = new_conv(conversation_store)
+    sent = []
+    for i in range(5):
+        sent.append(add(conversation_store, conv, f"m{i}").id)
+        clock.advance(1)
+    assert [m.id for m in conversation_store.recent_messages("alice", conv.id, 3)] == sent[::-1][:3]
+    assert [m.id for m in conversation_store.recent_messages("alice", conv.id, 50)] == sent[::-1]
+
+
+def test_list_messages_pages_in_ascending_order(conversation_store, clock: FakeClock):
+    conv = new_conv(conversation_store)
+    other = new_conv(conversation_store)
+    sent = []
+    for i in range(7):
+        sent.append(add(conversation_store, conv, f"m{i}").id)
+        add(conversation_store, other, "noise")
+        clock.advance(1)
+    ids: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = conversation_store.list_messages("alice", conv.id, limit=3, cursor=cursor)
+        ids += [m.id for m in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert ids == sent
+
+
+def test_duplicate_client_message_id_for_the_same_role_is_a_conflict(conversation_store):
+    conv = new_conv(conversation_store)
+    user = add(conversation_store, conv, "question", client_message_id="c-1")
+    answer = add(conversation_store, conv, "answer", role="assistant", client_message_id="c-1")
+    with pytest.raises(Conflict):
+        add(conversation_store, conv, "question again", client_message_id="c-1")
+    with pytest.raises(Conflict):
+        add(conversation_store, conv, "answer again", role="assistant", client_message_id="c-1")
+    # the same client id in another conversation is independent
+    add(conversation_store, new_conv(conversation_store), "question", client_message_id="c-1")
+    found = conversation_store.find_by_client_message_id("alice", conv.id, "c-1")
+    assert sorted(m.id for m in found) == sorted([user.id, answer.id])
+    assert {m.role for m in found} == {"user", "assistant"}
+    assert len(conversation_store.list_messages("alice", conv.id).items) == 2
+    assert conversation_store.find_by_client_message_id("alice", conv.id, "other") == []
+
+
+def test_delete_messages_after(conversation_store, clock: FakeClock):
+    conv = new_conv(conversation_store)
+    sent = []
+    for i in range(5):
+        sent.append(add(conversation_store, conv, f"m{i}", client_message_id=f"c-{i}").id)
+        clock.advance(1)
+    assert conversation_store.delete_messages_after("alice", conv.id, sent[1]) == 3
+    assert [m.id for m in conversation_store.list_messages("alice", conv.id).items] == sent[:2]
+    assert conversation_store.list_conversations("alice").items[0].message_count == 2
+    # the deleted messages' client ids can be used again
+    add(conversation_store, conv, "again", client_message_id="c-3")
+    assert conversation_store.delete_messages_after("alice", conv.id, "missing") == 0
+
+
+def test_delete_conversation_removes_its_messages(conversation_store):
+    conv = new_conv(conversation_store)
+    keep = new_conv(conversation_store)
+    msg = add(conversation_store, conv)
+    add(conversation_store, keep)
+    assert conversation_store.delete_conversation("alice", conv.id) is True
+    assert conversation_store.get_conversation("alice", conv.id) is None
+    assert conversation_store.get_message("alice", conv.id, msg.id) is None
+    assert conversation_store.list_messages("alice", conv.id).items == []
+    assert conversation_store.delete_conversation("alice", conv.id) is False
+    assert [c.id for c in conversation_store.list_conversations("alice").items] == [keep.id]
+    assert len(conversation_store.list_messages("alice", keep.id).items) == 1
