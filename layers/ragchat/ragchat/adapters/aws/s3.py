@@ -1,0 +1,53 @@
+"""S3 blob store: document bodies and uploads live in the documents bucket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+_MISSING = {"NoSuchKey", "404", "NotFound"}
+_DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
+
+
+class S3BlobStore:
+    """``BlobStore`` on one bucket (low-level client, as ``container.py`` builds it)."""
+
+    def __init__(self, bucket: str, client: Any) -> None:
+        self.bucket = bucket
+        self._client = client
+
+    def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None:
+        self._client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+
+    def get(self, key: str) -> bytes:
+        try:
+            resp = self._client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in _MISSING:
+                raise KeyError(key) from exc
+            raise
+        body: bytes = resp["Body"].read()
+        return body
+
+    def delete(self, key: str) -> None:
+        self._client.delete_object(Bucket=self.bucket, Key=key)  # absent keys are not an error in S3
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under ``prefix`` (paginated listing, batched deletes); returns how many.
+        Raises if S3 reports any key it could not delete."""
+        deleted = 0
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+            for start in range(0, len(keys), _DELETE_BATCH):
+                batch = keys[start : start + _DELETE_BATCH]
+                resp = self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
+                errors = resp.get("Errors", [])
+                if errors:
+                    failed = ", ".join(f"{e.get('Key')} ({e.get('Code')})" for e in errors[:5])
+                    raise RuntimeError(f"S3 could not delete {len(errors)} object(s): {failed}")
+                deleted += len(batch)
+        return deleted

@@ -1,0 +1,96 @@
+"""Step Functions launcher: starts the ingestion state machine for a document.
+
+Execution names: ``<document id>-<attempt>`` (attempt 1, 2, …). Step Functions keeps a (standard
+workflow) execution name unique for 90 days, which gives us both halves of the launcher contract:
+
+- a start while the latest attempt is still RUNNING (a Lambda retry, a double click) returns
+  without starting anything; two starters racing for the same free name both send the same name
+  and input, and ``StartExecution`` is idempotent for that while the run is open;
+- a *re-ingest* of the same document after its run closed (an S3 re-upload of the same key, an
+  edit) finds attempt ``n`` closed and starts ``n + 1``, so it is never refused. The first free
+  attempt is found with ``DescribeExecution`` by galloping then bisecting: O(log n) look-ups.
+
+A digest of ``updated_at`` would also be distinct per version, but the launcher only receives the
+document id, and an attempt counter keeps the names readable in the console. Names keep to
+``[A-Za-z0-9_-]`` and ≤ 80 characters; an id that had to be altered gets a short hash so two ids
+cannot collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+MAX_NAME = 80
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def execution_base_name(document_id: str) -> str:
+    safe = _UNSAFE.sub("_", document_id)
+    if safe != document_id or len(safe) > 60:
+        digest = hashlib.sha256(document_id.encode()).hexdigest()[:10]
+        safe = f"{safe[:60]}-{digest}"
+    return safe
+
+
+def execution_name(document_id: str, attempt: int) -> str:
+    name = f"{execution_base_name(document_id)}-{attempt}"
+    assert len(name) <= MAX_NAME
+    return name
+
+
+class StepFunctionsLauncher:
+    """``IngestionLauncher`` that calls ``StartExecution`` with input ``{"owner", "documentId"}``."""
+
+    def __init__(self, state_machine_arn: str, client: Any) -> None:
+        self.state_machine_arn = state_machine_arn
+        self._client = client
+        # arn:aws:states:<region>:<account>:stateMachine:<name> → …:execution:<name>:<execution name>
+        self._execution_prefix = state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
+
+    def _status(self, document_id: str, attempt: int) -> str | None:
+        try:
+            resp = self._client.describe_execution(
+                executionArn=self._execution_prefix + execution_name(document_id, attempt)
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+                return None
+            raise
+        return str(resp.get("status"))
+
+    def _first_free_attempt(self, document_id: str) -> int:
+        """Attempts are used in order 1, 2, 3…: gallop then bisect, O(log n) lookups."""
+        used, free = 0, 1
+        while self._status(document_id, free) is not None:
+            used, free = free, free * 2
+        while free - used > 1:
+            mid = (used + free) // 2
+            if self._status(document_id, mid) is None:
+                free = mid
+            else:
+                used = mid
+        return free
+
+    def start(self, owner: str, document_id: str) -> None:
+        payload = json.dumps({"owner": owner, "documentId": document_id}, separators=(",", ":"))
+        for _ in range(5):
+            attempt = self._first_free_attempt(document_id)
+            if attempt > 1 and self._status(document_id, attempt - 1) == "RUNNING":
+                return  # that ingestion is under way: starting again is neither an error nor a new run
+            try:
+                self._client.start_execution(
+                    stateMachineArn=self.state_machine_arn,
+                    name=execution_name(document_id, attempt),
+                    input=payload,
+                )
+                return
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+                    raise
+            # A concurrent start took that name first (and closed it already): look again.
+        raise RuntimeError(f"document {document_id}: could not start an ingestion run")
