@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `make validate`: the deployment definition is well-formed before anything is deployed.
+#   1. cfn-lint on template.yaml (from .venv, the dev extra)
+#   2. sam validate --lint (SAM transform + lint) from .venv-sam, created on first use
+#   3. every events/*.json and the state machine parse as JSON; the ASL is JSONPath only
+# No AWS credentials are needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
+export SAM_CLI_TELEMETRY=0
+PY=.venv/bin/python
+SAM_VERSION="${SAM_VERSION:-1.170.0}"
+
+echo "validate: cfn-lint template.yaml"
+.venv/bin/cfn-lint template.yaml
+
+echo "validate: sam validate --lint"
+if [[ ! -x .venv-sam/bin/sam || ! -f ".venv-sam/.sam-$SAM_VERSION" ]]; then
+  py="${PYTHON:-python3.11}"
+  command -v "$py" >/dev/null 2>&1 || py=python3
+  if { [[ -x .venv-sam/bin/python ]] || "$py" -m venv .venv-sam; } &&
+    .venv-sam/bin/pip install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION" >/tmp/ragchat-sam-install.log 2>&1 &&
+    .venv-sam/bin/sam --version >/dev/null; then
+    touch ".venv-sam/.sam-$SAM_VERSION"
+  else
+    echo "validate: SKIPPED sam validate: could not install aws-sam-cli==$SAM_VERSION into .venv-sam" >&2
+    grep -v "^WARNING: Location" /tmp/ragchat-sam-install.log | tail -5 >&2 || true
+  fi
+fi
+if [[ -f ".venv-sam/.sam-$SAM_VERSION" ]]; then
+  .venv-sam/bin/sam validate --lint --template template.yaml
+fi
+
+echo "validate: events/*.json and statemachine/*.asl.json"
+"$PY" - <<'EOF'
+import json
+import pathlib
+import sys
+
+problems = []
+events = sorted(pathlib.Path("events").glob("*.json"))
+if not events:
+    problems.append("events/: no sample events")
+for path in events:
+    try:
+        json.loads(path.read_text())
+    except ValueError as exc:
+        problems.append(f"{path}: invalid JSON: {exc}")
+
+
+def walk(node, where):
+    if isinstance(node, dict):
+        if node.get("QueryLanguage") == "JSONata":
+            problems.append(f"{where}: QueryLanguage JSONata (the test emulator runs JSONPath only)")
+        for key, value in node.items():
+            if key in ("Assign", "Arguments", "Output"):
+                problems.append(f"{where}.{key}: JSONata/variables are not allowed (JSONPath only)")
+            walk(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            walk(value, f"{where}[{i}]")
+    elif isinstance(node, str) and "{%" in node:
+        problems.append(f"{where}: JSONata expression {node!r}")
+
+
+machines = sorted(pathlib.Path("statemachine").glob("*.asl.json"))
+if not machines:
+    problems.append("statemachine/: no *.asl.json")
+for path in machines:
+    try:
+        definition = json.loads(path.read_text())
+    except ValueError as exc:
+        problems.append(f"{path}: invalid JSON: {exc}")
+        continue
+    walk(definition, path.name)
+
+for p in problems:
+    print(f"validate: {p}", file=sys.stderr)
+print(f"validate: {len(events)} events, {len(machines)} state machine(s) checked")
+sys.exit(1 if problems else 0)
+EOF
+echo "validate: OK"
