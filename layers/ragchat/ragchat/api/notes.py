@@ -151,7 +151,7 @@ def router(container: Any) -> APIGatewayRouter:
     # ---------------------------------------------------------------- ask
     @r.get("/", summary="Ask a one-shot question", tags=["ask"])
     def ask(
-        text: Annotated[str | None, Query(description="The question.", max_length=4000)] = None,
+        text: Annotated[str | None, Query(description="The question.")] = None,
         collection: Annotated[str | None, Query()] = None,
     ) -> Response[dict[str, Any]]:
         who = owner()

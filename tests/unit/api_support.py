@@ -1,0 +1,64 @@
+"""A resolver over a Container wired with the in-memory fakes (ingestion runs synchronously)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ragchat.api.app import create_app
+from ragchat.config import load_settings
+from ragchat.container import Container
+from tests.events import api_event
+from tests.fakes import (
+    FakeBlobStore,
+    FakeClock,
+    FakeConversationStore,
+    FakeCounters,
+    FakeDocumentStore,
+    FakeEmbedder,
+    FakeLauncher,
+    FakeVectorIndex,
+)
+
+
+@dataclass
+class Api:
+    container: Container
+    app: Any
+    launcher: FakeLauncher
+    documents: FakeDocumentStore
+    index: FakeVectorIndex
+    clock: FakeClock
+
+    def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self.app.resolve(api_event(method, path, **kwargs), None)
+        return result
+
+
+def make_api(env: dict[str, str] | None = None, *, run_pipeline: bool = True, **overrides: Any) -> Api:
+    settings = load_settings(
+        {
+            "RAGCHAT_CHAT_MODEL": "extractive",
+            "MIN_SIMILARITY": "0.3",
+            "RAGCHAT_DATA_DIR": "/nonexistent",
+            **(env or {}),
+        }
+    )
+    clock = FakeClock()
+    documents = FakeDocumentStore(clock=clock)
+    index = FakeVectorIndex(dimension=64)
+    launcher = FakeLauncher()
+    parts: dict[str, Any] = {
+        "documents": documents,
+        "conversations": FakeConversationStore(clock=clock),
+        "counters": FakeCounters(),
+        "blobs": FakeBlobStore(),
+        "embedder": FakeEmbedder(dimension=64),
+        "index": index,
+        "launcher": launcher,
+        **overrides,
+    }
+    container = Container(settings, clock=clock, **parts)
+    if run_pipeline:
+        launcher.run = lambda owner, doc_id: container.ingest_steps.run(owner, doc_id)
+    return Api(container, create_app(container), launcher, documents, index, clock)

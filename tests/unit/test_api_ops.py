@@ -1,0 +1,216 @@
+"""Operations routes, the error contract's less common branches, Lambda entry points and the local
+server's event translation (no sockets)."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from ragchat.api.app import create_app
+from ragchat.api.auth import principal
+from ragchat.api.handler import step_error
+from ragchat.api.s3_events import ingest_s3_event
+from ragchat.domain.errors import Conflict, RateLimited, Unauthenticated
+from ragchat.local_server import build_event, response_body, response_headers
+from tests.events import api_event, header, json_body
+from tests.unit.api_support import make_api
+
+SPEC_ROUTES = {
+    ("post", "/notes"),
+    ("get", "/notes"),
+    ("get", "/notes.json"),
+    ("delete", "/notes/{note_id}"),
+    ("get", "/documents"),
+    ("post", "/documents"),
+    ("get", "/documents/{document_id}"),
+    ("patch", "/documents/{document_id}"),
+    ("delete", "/documents/{document_id}"),
+    ("get", "/"),
+    ("get", "/health"),
+}
+
+
+def test_openapi_lists_every_route_with_relative_server():
+    api = make_api()
+    res = api.call("GET", "/openapi.json", stage="Prod")
+    assert res["statusCode"] == 200
+    doc = json_body(res)
+    assert doc["info"]["title"] == "ragchat"
+    assert doc["servers"] == [{"url": "/Prod"}]
+    listed = {(m, p) for p, ops in doc["paths"].items() for m in ops}
+    assert SPEC_ROUTES <= listed
+    # The notes body schema is documented (camelCase field names).
+    assert "contentType" in doc["components"]["schemas"]["NoteIn"]["properties"]
+
+
+def test_openapi_documents_all_areas_even_from_a_function_serving_one():
+    api = make_api()
+    ops_only = create_app(api.container, areas={"ops"})
+    doc = json_body(ops_only.resolve(api_event("GET", "/openapi.json"), None))
+    assert ("post", "/notes") in {(m, p) for p, ops in doc["paths"].items() for m in ops}
+
+
+def test_swagger_page_is_html():
+    api = make_api()
+    res = api.call("GET", "/swagger")
+    assert res["statusCode"] == 200
+    assert "text/html" in header(res, "Content-Type")
+    assert "swagger" in res["body"].lower()
+
+
+def test_areas_limit_the_routes():
+    api = make_api()
+    notes_only = create_app(api.container, areas={"notes"})
+    assert notes_only.resolve(api_event("GET", "/health"), None)["statusCode"] == 404
+    assert notes_only.resolve(api_event("GET", "/documents"), None)["statusCode"] == 200
+
+
+def _app_raising(exc: Exception):
+    api = make_api()
+    app = create_app(api.container, areas={"ops"})
+    r = APIGatewayRouter()
+
+    @r.get("/boom")
+    def boom() -> Response[None]:
+        raise exc
+
+    app.include_router(r)
+    return app
+
+
+def test_rate_limited_is_429_with_retry_after():
+    res = _app_raising(RateLimited("Too many requests", retry_after=42)).resolve(
+        api_event("GET", "/boom"), None
+    )
+    assert res["statusCode"] == 429
+    assert json_body(res) == {"error": "Too many requests", "retryAfter": 42}
+    assert header(res, "Retry-After") == "42"
+
+
+def test_domain_errors_keep_their_status_and_message():
+    res = _app_raising(Conflict("Already exists")).resolve(api_event("GET", "/boom"), None)
+    assert res["statusCode"] == 409 and json_body(res) == {"error": "Already exists"}
+
+
+def test_principal_sources_and_401():
+    assert principal(api_event("GET", "/", principal="sub-1")) == "sub-1"
+    assert principal(api_event("GET", "/", principal=None, api_key_principal="key-1")) == "key-1"
+    try:
+        principal(api_event("GET", "/", principal=None))
+    except Unauthenticated as exc:
+        assert exc.status == 401
+    else:  # pragma: no cover
+        raise AssertionError("expected 401")
+
+
+def test_base64_body_size_is_checked_decoded():
+    api = make_api({"MAX_BODY_BYTES": "12000"})
+    small = api.call("POST", "/documents", query={"filename": "a.txt"}, raw_body=b"a" * 9000)
+    assert small["statusCode"] == 202
+    big = api.call("POST", "/documents", query={"filename": "a.txt"}, raw_body=b"a" * 10_001)
+    assert big["statusCode"] == 413
+
+
+# ------------------------------------------------------------------------- Lambda entry points
+def test_ingest_step_error_from_step_functions_catch():
+    cause = '{"errorMessage": "No text could be extracted", "errorType": "ValidationError"}'
+    assert step_error({"Error": "ValidationError", "Cause": cause}) == cause
+    assert step_error({"Error": "States.Timeout"}) == "States.Timeout"
+    assert step_error(None) == "Ingestion failed"
+
+
+class FakeS3:
+    def __init__(self, objects):
+        self.objects = objects
+
+    def get_object(self, Bucket, Key):  # noqa: N803 (boto3 names)
+        data, meta = self.objects[(Bucket, Key)]
+        return {"Body": io.BytesIO(data), "Metadata": meta}
+
+
+def s3_event(*keys):
+    return {
+        "Records": [
+            {"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "docs"}, "object": {"key": k}}}
+            for k in keys
+        ]
+    }
+
+
+def test_s3_upload_is_ingested_with_stable_id_and_metadata():
+    api = make_api()
+    s3 = FakeS3(
+        {
+            ("docs", "uploads/alice/cat facts.md"): (b"# Cats\n\nCats purr.", {"title": "Cat facts"}),
+            ("docs", "uploads/orphan.txt"): (b"no owner here", {}),
+        }
+    )
+    event = s3_event("uploads/alice/cat+facts.md", "uploads/orphan.txt")
+    first = ingest_s3_event(api.container, event, s3=s3)
+    assert [r["key"] for r in first["rejected"]] == ["uploads/orphan.txt"]
+    (accepted,) = first["accepted"]
+    doc = json_body(api.call("GET", f"/documents/{accepted['documentId']}", principal="alice"))
+    assert doc["title"] == "Cat facts" and doc["status"] == "READY"
+    assert doc["source"] == "s3://docs/uploads/alice/cat facts.md"
+    again = ingest_s3_event(api.container, event, s3=s3)
+    assert again["accepted"][0]["documentId"] == accepted["documentId"]
+    assert len(json_body(api.call("GET", "/documents", principal="alice"))["items"]) == 1
+
+
+# ------------------------------------------------------------------------- local server translation
+def test_build_event_for_a_json_post():
+    event = build_event(
+        "POST",
+        "/notes?x=1&x=2&y=",
+        [("Content-Type", "application/json"), ("X-A", "1"), ("X-A", "2")],
+        b'{"text": "hi"}',
+        source_ip="10.0.0.1",
+        principal="local",
+        request_id="r1",
+    )
+    assert event["path"] == "/notes" and event["httpMethod"] == "POST"
+    assert event["queryStringParameters"] == {"x": "2", "y": ""}
+    assert event["multiValueQueryStringParameters"] == {"x": ["1", "2"], "y": [""]}
+    assert event["multiValueHeaders"]["X-A"] == ["1", "2"]
+    assert event["body"] == '{"text": "hi"}' and event["isBase64Encoded"] is False
+    assert event["requestContext"]["authorizer"]["claims"]["sub"] == "local"
+    assert event["requestContext"]["identity"]["sourceIp"] == "10.0.0.1"
+    assert event["requestContext"]["requestId"] == "r1"
+
+
+def test_build_event_binary_body_is_base64():
+    pdf = b"%PDF-1.4\xff\xfe"
+    event = build_event("POST", "/documents", [("Content-Type", "application/pdf")], pdf)
+    assert event["isBase64Encoded"] is True
+    assert base64.b64decode(event["body"]) == pdf
+    assert event["requestContext"]["authorizer"] == {}
+
+
+def test_local_events_resolve_like_api_gateway_events():
+    api = make_api({"RAGCHAT_LOCAL_USER": "local"})
+    event = build_event(
+        "POST", "/notes", [("Content-Type", "application/json")], b'{"text": "Cats purr."}', principal="local"
+    )
+    res = api.app.resolve(event, None)
+    assert res["statusCode"] == 202
+    doc_id = json_body(res)["documentId"]
+    got = api.app.resolve(build_event("GET", f"/documents/{doc_id}", [], b"", principal="local"), None)
+    assert json_body(got)["status"] == "READY"
+
+
+def test_response_translation_headers_and_bodies():
+    result = {
+        "statusCode": 200,
+        "headers": {"A": "1", "B": "x"},
+        "multiValueHeaders": {"B": ["2", "3"]},
+        "body": base64.b64encode(b"\x00\x01").decode(),
+        "isBase64Encoded": True,
+    }
+    assert response_headers(result) == [("A", "1"), ("B", "2"), ("B", "3")]
+    assert response_body(result) == b"\x00\x01"
+    assert response_body({"body": None}) == b""
+    stream = response_body({"body": (c for c in ["a", "b"])})
+    assert list(stream) == ["a", "b"]
