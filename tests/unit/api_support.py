@@ -8,6 +8,7 @@ from typing import Any
 from ragchat.api.app import create_app
 from ragchat.config import load_settings
 from ragchat.container import Container
+
 from tests.events import api_event
 from tests.fakes import (
     FakeBlobStore,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ragchat.domain.prompts import GUARD_REPLY
+
 from tests.events import header, json_body
 from tests.unit.api_support import make_api
 
