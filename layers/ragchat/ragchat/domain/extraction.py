@@ -1,0 +1,190 @@
+"""Turning an uploaded file's bytes into text pages (SPEC §5).
+
+Supported: ``text/plain`` (.txt), ``text/markdown`` (.md, .markdown), ``text/html`` (.html, .htm:
+visible text only) and ``application/pdf`` (.pdf: text per page, ``{"page": n}`` 1-based, empty
+pages skipped). Anything else is a ``ValidationError`` naming the supported types; a file that is
+supported but unreadable (corrupt or encrypted PDF, bytes that are not UTF-8 text, no text at all)
+is an ``ExtractionError`` (also a 400) with a message a person can act on.
+
+Text files are decoded as UTF-8 (a UTF-8 BOM is dropped; a UTF-16 file is recognised by its BOM).
+There is deliberately no guessing fallback (Latin-1 would "succeed" on any bytes and index
+mojibake): undecodable bytes are rejected with the position of the first bad byte.
+
+Parsing libraries (pypdf, selectolax) are imported inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+from ragchat.domain.errors import ValidationError
+
+Page = tuple[str, dict[str, Any]]
+
+TEXT = "text/plain"
+MARKDOWN = "text/markdown"
+HTML = "text/html"
+PDF = "application/pdf"
+
+SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
+    TEXT: (".txt", ".text"),
+    MARKDOWN: (".md", ".markdown"),
+    HTML: (".html", ".htm"),
+    PDF: (".pdf",),
+}
+_ALIASES = {
+    "text/x-markdown": MARKDOWN,
+    "application/xhtml+xml": HTML,
+    "application/x-pdf": PDF,
+}
+# Declared types that say nothing: the file name's extension decides.
+_GENERIC = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
+_BY_EXTENSION = {ext: ctype for ctype, exts in SUPPORTED_TYPES.items() for ext in exts}
+
+
+class ExtractionError(ValidationError):
+    """The file has a supported type but no text could be read from it."""
+
+
+def supported_description() -> str:
+    return ", ".join(f"{ctype} ({' '.join(exts)})" for ctype, exts in SUPPORTED_TYPES.items())
+
+
+def _extension(filename: str | None) -> str:
+    if not filename:
+        return ""
+    name = filename.rsplit("/", 1)[-1]
+    return "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+
+
+def detect_content_type(filename: str | None, declared: str | None) -> str:
+    """The content type to extract ``filename`` with, given what the client ``declared``.
+
+    A supported declared type wins, except that ``text/plain`` is refined by a ``.md``/``.html``/
+    ``.pdf`` extension (clients often label everything text/plain). A missing, generic
+    (``application/octet-stream``) or unsupported declared type defers to a supported extension.
+    With neither, the text is plain text (a note posted as a string). Anything else raises
+    ``ValidationError``.
+    """
+    base = (declared or "").split(";", 1)[0].strip().lower()
+    base = _ALIASES.get(base, base)
+    ext = _extension(filename)
+    from_ext = _BY_EXTENSION.get(ext)
+    if base in SUPPORTED_TYPES and not (base == TEXT and from_ext):
+        return base
+    if from_ext:
+        return from_ext
+    if not ext and (base in SUPPORTED_TYPES or base in _GENERIC):
+        return base if base in SUPPORTED_TYPES else TEXT
+    what = f"content type {declared!r}" if base and base not in _GENERIC else f"file {filename!r}"
+    raise ValidationError(f"Unsupported {what}. Supported types: {supported_description()}.")
+
+
+def extract(data: bytes, *, content_type: str | None, filename: str | None = None) -> list[Page]:
+    """Text pages of a document: ``[(text, metadata), ...]``; at least one, none blank."""
+    ctype = detect_content_type(filename, content_type)
+    if ctype == PDF:
+        pages = _pdf_pages(data)
+    elif ctype == HTML:
+        pages = _html_pages(_decode(data))
+    else:
+        pages = [(_decode(data), {})]
+    pages = [(text, meta) for text, meta in pages if text.strip()]
+    if not pages:
+        raise ExtractionError("The document contains no text.")
+    return pages
+
+
+def _decode(data: bytes) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return _clean(data.decode("utf-16"))
+        except UnicodeDecodeError as exc:
+            raise ExtractionError(f"Could not decode UTF-16 text: {exc.reason}.") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ExtractionError(
+            f"The file is not UTF-8 text (invalid byte 0x{data[exc.start]:02x} at position {exc.start}); "
+            "save it as UTF-8 and upload it again."
+        ) from exc
+    if "\x00" in text:
+        raise ExtractionError("The file looks binary (it contains NUL bytes), not text.")
+    return _clean(text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _clean(text: str) -> str:
+    """Normalise newlines and drop control characters (keeps tabs and newlines)."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
+# ---------------------------------------------------------------------------------------- HTML
+
+_INVISIBLE = ["script", "style", "noscript", "template", "head", "iframe", "object", "svg", "canvas"]
+# Elements that start a paragraph (blank line) or a line of their own.
+_PARAGRAPH = (
+    "p,h1,h2,h3,h4,h5,h6,blockquote,pre,table,ul,ol,dl,section,article,header,footer,"
+    "nav,aside,main,figure,form,fieldset,address,details,hr"
+)
+_LINE = "br,div,li,tr,dt,dd,figcaption,summary,caption,option,label"
+_CELL = "td,th"
+# Markers (private-use characters) inserted around block elements before whitespace is collapsed.
+_PARA_MARK, _LINE_MARK = "\ue000", "\ue001"
+_MARKS = re.compile(r"[ \ue000\ue001]*[\ue000\ue001][ \ue000\ue001]*")
+
+
+def _html_pages(html: str) -> list[Page]:
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(html.replace(_PARA_MARK, "").replace(_LINE_MARK, ""))
+    title_node = tree.css_first("title")
+    title = " ".join(title_node.text().split()) if title_node is not None else ""
+    tree.strip_tags(_INVISIBLE, recursive=True)
+    for selector, mark in ((_PARAGRAPH, _PARA_MARK), (_LINE, _LINE_MARK), (_CELL, " ")):
+        for node in tree.css(selector):
+            node.insert_before(mark)
+            node.insert_after(mark)
+    root = tree.body or tree.root
+    raw = root.text(separator="") if root is not None else ""
+    collapsed = re.sub(r"\s+", " ", raw)
+    text = _MARKS.sub(lambda m: "\n\n" if _PARA_MARK in m.group() else "\n", collapsed).strip()
+    return [(text, {"title": title} if title else {})]
+
+
+# ----------------------------------------------------------------------------------------- PDF
+
+
+def _pdf_pages(data: bytes) -> list[Page]:
+    from pypdf import PdfReader
+
+    if not data.lstrip()[:5].startswith(b"%PDF"):
+        raise ExtractionError("Could not read PDF: the file is not a PDF (no %PDF header).")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")
+            except Exception as exc:  # a missing crypto backend or an unsupported algorithm
+                raise ExtractionError(f"Could not read PDF: it is encrypted ({exc}).") from exc
+            if not opened:
+                raise ExtractionError("Could not read PDF: it is password-protected.")
+        pages: list[Page] = []
+        for number, page in enumerate(reader.pages, start=1):
+            text = _clean(page.extract_text() or "")
+            text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
+            if text:
+                pages.append((text, {"page": number}))
+    except ExtractionError:
+        raise
+    except Exception as exc:  # pypdf raises many types on malformed input; all mean "unreadable"
+        raise ExtractionError(f"Could not read PDF: {exc or type(exc).__name__}.") from exc
+    if not pages:
+        raise ExtractionError(
+            "The PDF has no extractable text (it may be scanned images; OCR is not supported)."
+        )
+    return pages

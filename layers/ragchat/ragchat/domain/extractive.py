@@ -1,0 +1,165 @@
+"""The extractive answerer (SPEC §7, seed 004): an answer made of the retrieved notes' own sentences.
+
+The retrieved chunks are split into sentences; each sentence is scored against the question with
+BM25 (k1=1.2, b=0.75) over the candidate sentences, after lower-casing, stop-word removal and a
+light plural folding. Up to ``max_sentences`` best sentences are kept (ties: the better-ranked
+hit, then the earlier sentence), grouped by source in retrieval order and in document order within
+a source, each followed by ``[source: <id>]``, then the ``Sources: id1, id2`` line. When no
+sentence shares a word with the question (retrieval already judged the notes relevant) the first
+sentence of the top note is given. Deterministic, and the output passes ``validate_citations``
+unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragchat.domain.citations import strip_citations, with_sources_line
+from ragchat.domain.models import Hit
+from ragchat.domain.prompts import GUARD_REPLY, truncate_at_word
+
+MAX_SENTENCE_CHARS = 400
+_K1, _B = 1.2, 0.75
+
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves tell please explain describe give
+    know much many may might must shall also""".split()  # noqa: SIM905
+)
+
+_ABBREVIATIONS = frozenset(
+    """e.g i.e vs cf al approx ca fig figs eq eqs ref refs no nos vol vols p pp ed eds dr mr mrs ms
+    prof sr jr st mt inc ltd co corp dept est resp jan feb mar apr jun jul aug sep sept oct nov dec
+    u.s u.k a.m p.m ph.d""".split()  # noqa: SIM905
+)
+
+# End of a sentence: terminal punctuation, optional closing quotes/brackets, then whitespace.
+_BOUNDARY = re.compile(r"([.!?…]+)[\"'”’)\]]*\s+")
+_LAST_WORD = re.compile(r"(\S+)$")
+_BULLET = re.compile(r"\s*(?:[-*•]|\d+[.)])\s")
+_WORD = re.compile(r"\w+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``; paragraphs and list items always end a sentence; abbreviations
+    (``e.g.``, ``Dr.``, ``et al.``), initials (``J. Smith``) and decimals (``1.5``) do not."""
+    sentences: list[str] = []
+    for paragraph in re.split(r"\n[ \t]*\n", text):
+        segments: list[str] = []
+        for line in paragraph.split("\n"):
+            if segments and not _BULLET.match(line):
+                segments[-1] += " " + line
+            else:
+                segments.append(line)
+        for segment in segments:
+            bullet = _BULLET.match(segment)
+            if bullet:
+                segment = segment[bullet.end() :]
+            sentences.extend(_split_segment(" ".join(segment.split())))
+    return [s for s in sentences if any(c.isalnum() for c in s)]
+
+
+def _split_segment(segment: str) -> list[str]:
+    out: list[str] = []
+    start = 0
+    for match in _BOUNDARY.finditer(segment):
+        end = match.end()
+        if end >= len(segment):
+            break
+        following = segment[end]
+        if following.islower():
+            continue
+        if match.group(1) == ".":
+            word_match = _LAST_WORD.search(segment, start, match.start())
+            word = word_match.group(1).lower().lstrip("(\"'") if word_match else ""
+            if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+                continue
+        out.append(segment[start:end].strip())
+        start = end
+    out.append(segment[start:].strip())
+    return [s for s in out if s]
+
+
+def _fold(token: str) -> str:
+    """Light plural folding: ``studies`` → ``study``, ``diseases`` → ``disease``."""
+    if len(token) > 4 and token.endswith("ies"):
+        return token[:-3] + "y"
+    if len(token) > 3 and token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        return token[:-1]
+    return token
+
+
+def tokens(text: str) -> list[str]:
+    """Content words of ``text``: lower-cased, stop words and one-letter words removed, folded."""
+    return [
+        _fold(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())
+    ]
+
+
+@dataclass(slots=True)
+class _Candidate:
+    hit_rank: int
+    position: int
+    text: str
+    terms: Counter[str]
+    score: float = 0.0
+
+
+def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
+    seen: set[str] = set()
+    out: list[Hit] = []
+    for hit in hits:
+        if hit.id not in seen:
+            seen.add(hit.id)
+            out.append(hit)
+    return out
+
+
+def extractive_answer(
+    question: str, hits: Sequence[Hit], *, max_sentences: int = 3, min_relative: float = 0.25
+) -> str:
+    """An answer made of at most ``max_sentences`` sentences of ``hits`` (best first by retrieval).
+
+    Sentences scoring below ``min_relative`` × the best score are left out. Without hits the guard
+    reply is returned (the caller normally guards first)."""
+    ranked = _unique_hits(hits)
+    if not ranked:
+        return GUARD_REPLY
+    candidates = [
+        _Candidate(rank, pos, sentence, Counter(tokens(sentence)))
+        for rank, hit in enumerate(ranked)
+        for pos, sentence in enumerate(split_sentences(strip_citations(hit.text)))
+    ]
+    if not candidates:
+        return GUARD_REPLY
+    query = set(tokens(question))
+    n = len(candidates)
+    avg_len = sum(sum(c.terms.values()) for c in candidates) / n or 1.0
+    df = Counter(term for c in candidates for term in c.terms.keys() & query)
+    for c in candidates:
+        length = sum(c.terms.values())
+        for term in query & c.terms.keys():
+            tf = c.terms[term]
+            idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+            c.score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / avg_len))
+    ordered = sorted(candidates, key=lambda c: (-c.score, c.hit_rank, c.position))
+    best = ordered[0].score
+    if best > 0:
+        chosen = [c for c in ordered[:max_sentences] if c.score >= min_relative * best]
+    else:
+        chosen = [min(candidates, key=lambda c: (c.hit_rank, c.position))]
+    chosen.sort(key=lambda c: (c.hit_rank, c.position))
+    parts = [
+        f"{truncate_at_word(c.text, MAX_SENTENCE_CHARS)} [source: {ranked[c.hit_rank].id}]" for c in chosen
+    ]
+    used = list(dict.fromkeys(ranked[c.hit_rank].id for c in chosen))
+    return with_sources_line(" ".join(parts), used)
