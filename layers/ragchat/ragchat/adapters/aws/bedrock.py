@@ -1,0 +1,189 @@
+"""Embeddings on Amazon Bedrock: Titan Text Embeddings V2 (default) and Cohere Embed v3.
+
+Both return unit-length float vectors in input order. Calls run concurrently on a bounded thread
+pool (``concurrency``) and are retried with exponential backoff and jitter on throttling, service
+unavailability and model timeouts; the sleep and the jitter source are injectable so tests never
+wait. Build the client with botocore's own retries off (``container.py`` does) so the two retry
+layers do not multiply.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from botocore.exceptions import ClientError
+
+from ragchat.domain.errors import TransientError, ValidationError
+
+T = TypeVar("T")
+
+TITAN_MODEL_ID = "amazon.titan-embed-text-v2:0"
+TITAN_DIMENSIONS = (256, 512, 1024)
+COHERE_BATCH = 96  # Cohere Embed on Bedrock: at most 96 texts per call
+COHERE_MAX_CHARS = 2048  # … and at most 2048 characters per text
+COHERE_DIMENSION = 1024
+
+RETRYABLE = {
+    "ThrottlingException",
+    "ServiceUnavailableException",
+    "ModelTimeoutException",
+    "ModelNotReadyException",
+    "InternalServerException",
+}
+
+
+def normalize(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    if not norm:
+        raise ValueError("the model returned a zero vector")
+    return [float(x) / norm for x in vector]
+
+
+class Backoff:
+    """Retry policy: attempt ``n`` (0-based) that fails retryably waits
+    ``min(cap, base * 2**n) * (0.5 + 0.5 * jitter())`` ("equal jitter"), up to ``attempts`` tries."""
+
+    def __init__(
+        self,
+        *,
+        attempts: int = 6,
+        base: float = 0.25,
+        cap: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.attempts = attempts
+        self.base = base
+        self.cap = cap
+        self.sleep = sleep
+        self.jitter = jitter
+
+    def delay(self, attempt: int) -> float:
+        return min(self.cap, self.base * 2**attempt) * (0.5 + 0.5 * self.jitter())
+
+    def run(self, call: Callable[[], T], what: str) -> T:
+        for attempt in range(self.attempts):
+            try:
+                return call()
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if code == "ValidationException":
+                    raise ValidationError(f"{what}: {exc.response['Error'].get('Message', code)}") from exc
+                if code not in RETRYABLE:
+                    raise
+                if attempt == self.attempts - 1:
+                    raise TransientError(f"{what}: {code} after {self.attempts} attempts") from exc
+                self.sleep(self.delay(attempt))
+        raise AssertionError("unreachable")
+
+
+def _invoke(client: Any, model_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    resp = client.invoke_model(
+        modelId=model_id,
+        body=json.dumps(body),
+        contentType="application/json",
+        accept="application/json",
+    )
+    payload = resp["body"].read()
+    result: dict[str, Any] = json.loads(payload)
+    return result
+
+
+def _map_ordered(fn: Callable[[T], Any], items: Sequence[T], concurrency: int) -> list[Any]:
+    if len(items) <= 1 or concurrency <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(items))) as pool:
+        return list(pool.map(fn, items))  # map keeps input order
+
+
+class TitanEmbedder:
+    """``amazon.titan-embed-text-v2:0``: one ``InvokeModel`` per text (the model takes one input),
+    ``{"inputText", "dimensions", "normalize": true}``, run ``concurrency`` at a time."""
+
+    model_id = TITAN_MODEL_ID
+
+    def __init__(
+        self,
+        client: Any,
+        dimension: int = 1024,
+        concurrency: int = 8,
+        *,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if dimension not in TITAN_DIMENSIONS:
+            raise ValueError(
+                f"Titan Text Embeddings V2 supports dimensions {TITAN_DIMENSIONS}, not {dimension}"
+            )
+        self._client = client
+        self.dimension = dimension
+        self.concurrency = max(1, concurrency)
+        self.backoff = backoff or Backoff()
+
+    def _embed_one(self, text: str) -> list[float]:
+        body = {"inputText": text, "dimensions": self.dimension, "normalize": True}
+        result = self.backoff.run(lambda: _invoke(self._client, self.model_id, body), "Titan embedding")
+        vector = result["embedding"]
+        if len(vector) != self.dimension:
+            raise ValueError(f"Titan returned {len(vector)} dimensions, expected {self.dimension}")
+        return normalize(vector)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return _map_ordered(self._embed_one, list(texts), self.concurrency)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed_one(text)
+
+
+class CohereEmbedder:
+    """Cohere Embed v3 on Bedrock: batches of ≤ 96 texts per call, ``input_type`` ``search_document``
+    for notes and ``search_query`` for questions, ``embedding_types: ["float"]``; vectors normalized
+    here (Cohere does not promise unit length). Batches run ``concurrency`` at a time."""
+
+    def __init__(
+        self,
+        client: Any,
+        model_id: str = "cohere.embed-english-v3",
+        concurrency: int = 4,
+        *,
+        dimension: int = COHERE_DIMENSION,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self._client = client
+        self.model_id = model_id
+        self.dimension = dimension
+        self.concurrency = max(1, concurrency)
+        self.backoff = backoff or Backoff()
+
+    def _embed_batch(self, texts: Sequence[str], input_type: str) -> list[list[float]]:
+        body = {
+            "texts": [t[:COHERE_MAX_CHARS] for t in texts],
+            "input_type": input_type,
+            "embedding_types": ["float"],
+            "truncate": "END",
+        }
+        result = self.backoff.run(lambda: _invoke(self._client, self.model_id, body), "Cohere embedding")
+        embeddings = result["embeddings"]
+        vectors = embeddings["float"] if isinstance(embeddings, dict) else embeddings
+        if len(vectors) != len(texts):
+            raise ValueError(f"Cohere returned {len(vectors)} embeddings for {len(texts)} texts")
+        for v in vectors:
+            if len(v) != self.dimension:
+                raise ValueError(f"Cohere returned {len(v)} dimensions, expected {self.dimension}")
+        return [normalize(v) for v in vectors]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        items = list(texts)
+        batches = [items[i : i + COHERE_BATCH] for i in range(0, len(items), COHERE_BATCH)]
+        results = _map_ordered(
+            lambda batch: self._embed_batch(batch, "search_document"), batches, self.concurrency
+        )
+        return [vector for batch in results for vector in batch]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed_batch([text], "search_query")[0]
