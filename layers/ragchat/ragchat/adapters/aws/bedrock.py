@@ -65,7 +65,7 @@ class Backoff:
         self.jitter = jitter
 
     def delay(self, attempt: int) -> float:
-        return min(self.cap, self.base * 2**attempt) * (0.5 + 0.5 * self.jitter())
+        return float(min(self.cap, self.base * 2**attempt) * (0.5 + 0.5 * self.jitter()))
 
     def run(self, call: Callable[[], T], what: str) -> T:
         for attempt in range(self.attempts):
