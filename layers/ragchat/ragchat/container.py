@@ -106,11 +106,23 @@ class Container:
     @cached_property
     def embedder(self) -> Embedder:
         kind = self.settings.embedder_kind
+        if kind in ("titan", "cohere"):
+            from botocore.config import Config
+
+            # botocore retries off (the adapter backs off with jitter itself); one pooled connection
+            # per concurrent call.
+            bedrock = self._boto_session.client(
+                "bedrock-runtime",
+                config=Config(
+                    retries={"total_max_attempts": 1},
+                    max_pool_connections=max(10, self.settings.embed_concurrency),
+                ),
+            )
         if kind == "titan":
             from ragchat.adapters.aws.bedrock import TitanEmbedder
 
             return TitanEmbedder(
-                self._boto_session.client("bedrock-runtime"),
+                bedrock,
                 dimension=self.settings.titan_dimension,
                 concurrency=self.settings.embed_concurrency,
             )
@@ -118,7 +130,7 @@ class Container:
             from ragchat.adapters.aws.bedrock import CohereEmbedder
 
             return CohereEmbedder(
-                self._boto_session.client("bedrock-runtime"),
+                bedrock,
                 model_id=self.settings.cohere_model_id,
                 concurrency=self.settings.embed_concurrency,
             )
