@@ -72,6 +72,9 @@ class _Matrix:
     codes: dict[str | None, int] = field(default_factory=lambda: {None: 0})
     masks: dict[SearchFilter, tuple[BoolArray, IntArray]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.vectors = np.zeros((0, self.dimension), dtype=_F32)
+
     def code(self, value: str | None) -> int:
         c = self.codes.get(value)
         if c is None:

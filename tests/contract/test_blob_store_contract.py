@@ -1,0 +1,52 @@
+"""BlobStore contract: every adapter registered in ``conftest.BLOB_STORES`` must pass."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_put_then_get_round_trips_bytes(blob_store):
+    data = bytes(range(256)) * 10
+    blob_store.put("documents/alice/d1/body", data, content_type="application/pdf")
+    assert blob_store.get("documents/alice/d1/body") == data
+
+
+def test_put_overwrites(blob_store):
+    blob_store.put("k/one", b"first")
+    blob_store.put("k/one", b"second")
+    assert blob_store.get("k/one") == b"second"
+
+
+def test_empty_blob(blob_store):
+    blob_store.put("k/empty", b"")
+    assert blob_store.get("k/empty") == b""
+
+
+def test_get_of_an_absent_key_raises_key_error(blob_store):
+    with pytest.raises(KeyError):
+        blob_store.get("nothing/here")
+
+
+def test_delete_removes_and_tolerates_absent_keys(blob_store):
+    blob_store.put("k/a", b"a")
+    blob_store.delete("k/a")
+    with pytest.raises(KeyError):
+        blob_store.get("k/a")
+    blob_store.delete("k/a")
+    blob_store.delete("never/was")
+
+
+def test_delete_prefix_removes_exactly_the_matching_keys(blob_store):
+    for key in ("documents/alice/d1/body", "documents/alice/d1/pages/1", "documents/alice/d12/body"):
+        blob_store.put(key, b"x")
+    blob_store.put("documents/bob/d1/body", b"keep")
+    assert blob_store.delete_prefix("documents/alice/d1/") == 2
+    with pytest.raises(KeyError):
+        blob_store.get("documents/alice/d1/pages/1")
+    assert blob_store.get("documents/alice/d12/body") == b"x"
+    assert blob_store.get("documents/bob/d1/body") == b"keep"
+    assert blob_store.delete_prefix("documents/alice/d1") == 1  # a plain string prefix, as in S3
+    with pytest.raises(KeyError):
+        blob_store.get("documents/alice/d12/body")
+    assert blob_store.delete_prefix("documents/nobody/") == 0
+    assert blob_store.get("documents/bob/d1/body") == b"keep"
