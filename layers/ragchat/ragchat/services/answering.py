@@ -205,7 +205,8 @@ class AskService:
         except (ModelError, TransientError) as exc:
             logger.warning(
                 "chat.error",
-                extra={"conversationId": None, "errorType": type(exc).__name__, "message": exc.message},
+                # "message" is reserved by logging (LogRecord.message): the text goes in errorMessage.
+                extra={"conversationId": None, "errorType": type(exc).__name__, "errorMessage": exc.message},
             )
             ans = self.answerer.finish(fallback_reply(retrieval.hits), retrieval, model=FALLBACK_MODEL)
         return AskResult(answer=ans.text, sources=ans.sources, guard_used=ans.guard_used, model=ans.model)

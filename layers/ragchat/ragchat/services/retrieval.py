@@ -66,7 +66,7 @@ class Retriever:
         try:
             return fn()
         except TransientError as exc:
-            logger.warning("chat.retry", extra={"operation": what, "message": exc.message})
+            logger.warning("chat.retry", extra={"operation": what, "error": exc.message})
             return fn()
 
     @staticmethod

@@ -1,0 +1,271 @@
+"""Ingestion: accepting documents (validation, storage, launch) and the pipeline steps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+from ragchat.adapters.local.pipeline import InlineIngestionLauncher
+from ragchat.config import Settings, load_settings
+from ragchat.domain.errors import PayloadTooLarge, ValidationError
+from ragchat.domain.ids import note_id, stable_document_id
+from ragchat.domain.models import DocumentStatus, SearchFilter
+from ragchat.services.ingestion import IngestionService, IngestSteps, human_error
+
+from tests.fakes import (
+    FakeBlobStore,
+    FakeClock,
+    FakeDocumentStore,
+    FakeEmbedder,
+    FakeLauncher,
+    FakeVectorIndex,
+)
+
+OWNER = "alice"
+TEXT = (
+    "Photosynthesis converts light energy into chemical energy in plants.\n\n"
+    "Mitochondria produce most of the cell's supply of adenosine triphosphate."
+)
+
+
+class World:
+    """The ingestion service wired to fakes; ``launcher`` runs the pipeline synchronously."""
+
+    def __init__(self, env: dict[str, str] | None = None, embedder: FakeEmbedder | None = None) -> None:
+        self.settings: Settings = load_settings(env or {})
+        self.clock = FakeClock()
+        self.docs = FakeDocumentStore(clock=self.clock)
+        self.blobs = FakeBlobStore()
+        self.embedder = embedder or FakeEmbedder()
+        self.index = FakeVectorIndex(dimension=self.embedder.dimension)
+        self.steps = IngestSteps(
+            self.docs, self.blobs, self.embedder, self.index, self.settings, clock=self.clock
+        )
+        self.launcher = FakeLauncher(run=self.steps.run)
+        self.service = IngestionService(self.docs, self.blobs, self.launcher, self.settings, clock=self.clock)
+
+    def notes_of(self, doc_id: str) -> list[str]:
+        return [n.id for n in self.docs.list_notes(OWNER, document_id=doc_id, limit=1000).items]
+
+    def searchable(self, text: str) -> list[str]:
+        vec = self.embedder.vector_for(text)
+        return [h.id for h in self.index.search(vec, SearchFilter(owner=OWNER), 100)]
+
+
+class FailingEmbedder(FakeEmbedder):
+    """Embeds the first ``ok_calls`` batches, then fails."""
+
+    def __init__(self, ok_calls: int, error: Exception) -> None:
+        super().__init__()
+        self.ok_calls = ok_calls
+        self.error = error
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.document_calls >= self.ok_calls:
+            self.document_calls += 1
+            raise self.error
+        return super().embed_documents(texts)
+
+
+def many_paragraphs(n: int) -> str:
+    return "\n\n".join(f"Paragraph number {i} talks about topic {i} at some length." for i in range(n))
+
+
+# ------------------------------------------------------------------------------ happy path
+def test_document_goes_from_pending_to_ready_through_the_inline_pipeline() -> None:
+    w = World()
+    launcher = InlineIngestionLauncher(lambda: w.steps)
+    service = IngestionService(w.docs, w.blobs, launcher, w.settings, clock=w.clock)
+    try:
+        doc = service.submit(OWNER, body=TEXT, collection="biology")
+        assert doc.status == DocumentStatus.PENDING
+        assert doc.created_at  # the record as stored
+        assert launcher.wait_idle(10)
+    finally:
+        launcher.close()
+
+    stored = w.docs.get_document(OWNER, doc.id)
+    assert stored is not None
+    assert stored.status == DocumentStatus.READY
+    assert stored.error is None
+    assert stored.chunk_count == len(w.notes_of(doc.id)) >= 1
+    assert w.blobs.get(stored.body_key) == TEXT.encode()
+    assert w.blobs.keys("work/") == []  # work files cleaned up
+    assert note_id(doc.id, 0) in w.searchable("photosynthesis light energy")
+    notes = w.docs.list_notes(OWNER, document_id=doc.id).items
+    assert all(n.collection == "biology" for n in notes)
+
+
+def test_submit_stores_the_body_then_the_pending_document_then_starts_the_pipeline() -> None:
+    w = World()
+    w.launcher.run = None  # record only
+    doc = w.service.submit(OWNER, body=TEXT, filename="notes.md", metadata={"k": "v"})
+    assert w.launcher.started == [(OWNER, doc.id)]
+    stored = w.docs.get_document(OWNER, doc.id)
+    assert stored is not None and stored.status == DocumentStatus.PENDING
+    assert stored.content_type == "text/markdown"
+    assert stored.title == "notes.md"
+    assert stored.metadata == {"k": "v"}
+    assert stored.body_key == f"documents/{OWNER}/{doc.id}/body.md"
+    assert w.blobs.get(stored.body_key) == TEXT.encode()
+
+
+def test_title_defaults_to_the_first_line() -> None:
+    w = World()
+    doc = w.service.submit(OWNER, text="\n  # My  heading \nbody text here")
+    assert doc.title == "My heading"
+
+
+def test_nothing_is_retrievable_before_finalize() -> None:
+    w = World({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"})
+    w.launcher.run = None
+    doc = w.service.submit(OWNER, body=many_paragraphs(80))
+    plan = w.steps.split(OWNER, doc.id)
+    assert plan["batchCount"] == 2 and plan["chunkCount"] == 80
+    assert json.loads(w.blobs.get(plan["manifestKey"])) == plan["batches"]
+    assert w.docs.get_document(OWNER, doc.id).status == DocumentStatus.PROCESSING  # type: ignore[union-attr]
+    for item in plan["batches"]:
+        w.steps.embed_index(OWNER, doc.id, item["key"])
+
+    assert len(w.notes_of(doc.id)) == 80
+    assert w.index.count(OWNER) == 0
+    assert w.searchable("paragraph number 3 topic") == []
+
+    assert w.steps.finalize(OWNER, doc.id, plan["chunkCount"]) == {"status": "READY", "chunkCount": 80}
+    assert w.index.count(OWNER) == 80
+    assert note_id(doc.id, 3) in w.searchable("paragraph number 3 topic 3")
+
+
+# ------------------------------------------------------------------------------ failures
+def test_corrupt_pdf_fails_with_a_readable_error_and_leaves_nothing() -> None:
+    w = World()
+    doc = w.service.submit(OWNER, body=b"%PDF-1.7\nthis is not really a pdf", filename="broken.pdf")
+    stored = w.docs.get_document(OWNER, doc.id)
+    assert stored is not None
+    assert stored.status == DocumentStatus.FAILED
+    assert stored.error and "PDF" in stored.error
+    assert "Traceback" not in stored.error
+    assert w.notes_of(doc.id) == []
+    assert w.index.records == {}
+    assert w.blobs.keys("work/") == []
+
+
+def test_embedder_failure_midway_marks_failed_and_removes_the_indexed_part() -> None:
+    w = World(
+        {"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"},
+        embedder=FailingEmbedder(ok_calls=1, error=RuntimeError("embedding service unavailable")),
+    )
+    doc = w.service.submit(OWNER, body=many_paragraphs(80))
+    stored = w.docs.get_document(OWNER, doc.id)
+    assert stored is not None
+    assert stored.status == DocumentStatus.FAILED
+    assert stored.error is not None and "embedding service unavailable" in stored.error
+    assert stored.chunk_count == 0
+    assert w.notes_of(doc.id) == []  # the first batch's notes are gone again
+    assert w.index.records == {}
+    assert w.blobs.keys("work/") == []
+    # the body is kept: nothing the user sent is lost
+    assert w.blobs.get(stored.body_key)
+
+
+def test_step_functions_error_cause_becomes_a_readable_message() -> None:
+    w = World()
+    w.launcher.run = None
+    doc = w.service.submit(OWNER, body=TEXT)
+    cause = json.dumps({"errorMessage": "Task timed out after 900.00 seconds", "errorType": "TimeoutError"})
+    assert w.steps.fail(OWNER, doc.id, cause)["status"] == "FAILED"
+    stored = w.docs.get_document(OWNER, doc.id)
+    assert stored is not None and stored.error == "Task timed out after 900.00 seconds"
+    assert human_error("") == "Ingestion failed"
+
+
+def test_launcher_failure_marks_the_document_failed() -> None:
+    w = World()
+
+    def boom(owner: str, doc_id: str) -> None:
+        raise RuntimeError("state machine unavailable")
+
+    w.launcher.run = boom
+    with pytest.raises(RuntimeError):
+        w.service.submit(OWNER, body=TEXT)
+    [doc] = w.docs.docs.values()
+    assert doc.status == DocumentStatus.FAILED
+    assert doc.error and "state machine unavailable" in doc.error
+
+
+# ------------------------------------------------------------------------------ re-run / replace
+def test_rerun_overwrites_instead_of_duplicating() -> None:
+    w = World()
+    doc = w.service.submit(OWNER, body=TEXT)
+    first = sorted(w.notes_of(doc.id))
+    w.steps.run(OWNER, doc.id)
+    assert sorted(w.notes_of(doc.id)) == first
+    assert sorted(w.index.records) == first
+
+
+def test_replacing_a_document_by_id_removes_the_old_chunks() -> None:
+    w = World({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"})
+    doc_id = stable_document_id("uploads/alice/report.txt")
+    w.service.submit(OWNER, body=many_paragraphs(10), document_id=doc_id, source="s3://b/uploads/r.txt")
+    assert len(w.notes_of(doc_id)) == 10
+    doc = w.service.submit(OWNER, body="A much shorter replacement.", document_id=doc_id)
+    assert doc.id == doc_id
+    assert w.notes_of(doc_id) == [note_id(doc_id, 0)]
+    assert list(w.index.records) == [note_id(doc_id, 0)]
+    assert w.index.records[note_id(doc_id, 0)].text == "A much shorter replacement."
+    assert len(w.docs.docs) == 1
+
+
+def test_without_splitting_a_text_is_one_chunk() -> None:
+    w = World({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"})
+    doc = w.service.submit(OWNER, body=many_paragraphs(10), split=False)
+    assert len(w.notes_of(doc.id)) == 1
+    w2 = World({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0", "ENABLE_TEXT_SPLITTING": "false"})
+    doc2 = w2.service.submit(OWNER, body=many_paragraphs(10))
+    assert len(w2.notes_of(doc2.id)) == 1
+
+
+# ------------------------------------------------------------------------------ validation
+def test_body_size_limit_uses_the_1_2_safety_factor() -> None:
+    w = World({"MAX_BODY_BYTES": "1200"})
+    w.launcher.run = None
+    w.service.submit(OWNER, body="x" * 1000)  # 1000 * 1.2 == 1200: accepted
+    with pytest.raises(PayloadTooLarge) as exc:
+        w.service.submit(OWNER, body="x" * 1001)
+    assert exc.value.status == 413
+    assert len(w.docs.docs) == 1 and len(w.blobs.objects) == 1  # the rejected one left nothing
+
+
+@pytest.mark.parametrize("body", ["", "   \n\t  "])
+def test_blank_text_is_rejected(body: str) -> None:
+    w = World()
+    with pytest.raises(ValidationError) as exc:
+        w.service.submit(OWNER, body=body)
+    assert exc.value.status == 400
+    assert w.docs.docs == {} and w.blobs.objects == {} and w.launcher.started == []
+
+
+def test_title_longer_than_1000_characters_is_rejected() -> None:
+    w = World()
+    with pytest.raises(ValidationError, match="title"):
+        w.service.submit(OWNER, body=TEXT, title="t" * 1001)
+    assert w.docs.docs == {}
+    doc = w.service.submit(OWNER, body=TEXT, title="t" * 1000)
+    assert len(doc.title) == 1000
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"metadata": ["not", "an", "object"]}, "metadata"),
+        ({"collection": "../etc"}, "collection"),
+        ({"content_type": "image/png"}, "Unsupported"),
+        ({"document_id": "bad id with spaces"}, "document id"),
+    ],
+)
+def test_invalid_fields_are_rejected(kwargs: dict[str, object], match: str) -> None:
+    w = World()
+    with pytest.raises(ValidationError, match=match):
+        w.service.submit(OWNER, body=TEXT, **kwargs)  # type: ignore[arg-type]
+    assert w.docs.docs == {}
