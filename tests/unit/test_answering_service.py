@@ -183,7 +183,9 @@ def ask_service(
     )
 
 
-def test_ask_answers_with_validated_sources_in_the_callers_scope() -> None:
+def test_ask_answers_with_validated_sources_in_the_callers_scope(
+    citation_logs: list[logging.LogRecord],
+) -> None:
     model = FakeChatModel("It converts light into chemical energy [source: n0] [source: n2].")
     service, index, _ = ask_service(model)
     result = service.ask("alice", "  What does photosynthesis convert? ", collection="bio")
@@ -193,6 +195,8 @@ def test_ask_answers_with_validated_sources_in_the_callers_scope() -> None:
     assert result.model == "fake-model"
     assert index.search_calls[0][1] == SearchFilter(owner="alice", collection="bio")
     assert model.requests[0].messages == [ChatTurn("user", "What does photosynthesis convert?")]
+    phases = [r.phase for r in citation_logs if r.getMessage() == "chat.metrics"]  # type: ignore[attr-defined]
+    assert phases == ["embedding_generation", "vector_search", "ai_completion"]
 
 
 def test_ask_with_an_empty_knowledge_base_refuses() -> None:

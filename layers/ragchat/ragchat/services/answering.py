@@ -208,5 +208,9 @@ class AskService:
                 # "message" is reserved by logging (LogRecord.message): the text goes in errorMessage.
                 extra={"conversationId": None, "errorType": type(exc).__name__, "errorMessage": exc.message},
             )
-            ans = self.answerer.finish(fallback_reply(retrieval.hits), retrieval, model=FALLBACK_MODEL)
+            ans = self.answerer.finish(
+                fallback_reply(retrieval.hits), retrieval, model=FALLBACK_MODEL, timings=retrieval.timings
+            )
+        for phase, ms in ans.timings.items():
+            logger.info("chat.metrics", extra={"conversationId": None, "phase": phase, "ms": round(ms, 1)})
         return AskResult(answer=ans.text, sources=ans.sources, guard_used=ans.guard_used, model=ans.model)

@@ -536,7 +536,12 @@ class IngestSteps:
             self.finalize(owner, document_id, plan["chunkCount"])
             timings["finalize"] = (time.perf_counter() - t2) * 1000
         except Exception as exc:
-            logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
+            if isinstance(exc, RagchatError) and exc.status < 500:  # bad input (e.g. an unreadable PDF)
+                logger.warning(
+                    "ingest.error", extra={"documentId": document_id, "phase": phase, "error": exc.message}
+                )
+            else:
+                logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
             prefix = {"split": "", "embed_index": "Embedding/indexing failed: ", "finalize": ""}[phase]
             try:
                 self.fail(owner, document_id, prefix + _message(exc))
