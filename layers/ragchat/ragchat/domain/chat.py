@@ -389,43 +389,53 @@ def percentile(values: Iterable[float], pct: float) -> float:
 
 # --------------------------------------------------------------------------- streaming citations
 class CitationStreamFilter:
-    """Drops ``[source: id]`` tags whose id is not in ``valid`` from a stream of text deltas, holding
-    back only what could still become a tag. ``removed`` lists the dropped ids."""
+    """Drops ``[source: id]`` tags whose id is not in ``valid`` (with the spaces before them, as
+    citation validation does) from a stream of text deltas, holding back only what could still become
+    a tag and trailing spaces. ``removed`` lists the dropped ids."""
 
     _MAX_TAG = 200
 
     def __init__(self, valid: Iterable[str]) -> None:
         self._valid = set(valid)
         self._buf = ""
+        self._ws = ""
         self.removed: list[str] = []
+
+    def _emit(self, text: str) -> str:
+        text = self._ws + text
+        kept = text.rstrip(" \t")
+        self._ws = text[len(kept) :]
+        return kept
 
     def feed(self, delta: str) -> str:
         self._buf += delta
         out: list[str] = []
-        while True:
+        while self._buf:
             start = self._buf.find("[")
             if start < 0:
-                out.append(self._buf)
+                out.append(self._emit(self._buf))
                 self._buf = ""
                 break
-            out.append(self._buf[:start])
-            self._buf = self._buf[start:]
+            if start > 0:
+                out.append(self._emit(self._buf[:start]))
+                self._buf = self._buf[start:]
             m = _CITATION_TAG.match(self._buf)
             if m:
                 if m.group(1) in self._valid:
-                    out.append(m.group(0))
+                    out.append(self._emit(m.group(0)))
                 else:
                     self.removed.append(m.group(1))
+                    self._ws = ""
                 self._buf = self._buf[m.end() :]
                 continue
             if self._could_be_tag(self._buf):
                 break  # wait for more text
-            out.append(self._buf[0])
+            out.append(self._emit(self._buf[0]))
             self._buf = self._buf[1:]
         return "".join(out)
 
     def flush(self) -> str:
-        rest, self._buf = self._buf, ""
+        rest, self._buf, self._ws = self._ws + self._buf, "", ""
         return rest
 
     def _could_be_tag(self, buf: str) -> bool:

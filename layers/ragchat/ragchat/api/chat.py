@@ -1,0 +1,228 @@
+"""Area "chat": conversations, messages (JSON or SSE), edits, export (SPEC §4, §10).
+
+``POST /chat/conversations/{id}/messages`` with ``Accept: text/event-stream`` answers as Server-Sent
+Events. Under ``ragchat serve`` (and the streaming function, which runs the same local server) the
+events are written as they are produced; behind a buffered API Gateway proxy integration the whole
+event stream is returned at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragchat.api.auth import principal
+from ragchat.domain.errors import ValidationError
+
+Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
+Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
+
+
+class ConversationIn(BaseModel):
+    """``POST /chat/conversations``."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    title: str | None = Field(None, max_length=1000)
+    collection: str | None = Field(None, max_length=200, description="Retrieve only from this collection.")
+    document_id: str | None = Field(
+        None, alias="documentId", max_length=200, description="Retrieve only from this document."
+    )
+    persona: str | None = Field(None, max_length=64, description="A configured persona (default: `default`).")
+
+
+class MessageIn(BaseModel):
+    """``POST /chat/conversations/{id}/messages``."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    content: str = Field(description="The user message (sanitized; at most 4000 characters).")
+    message_id: str | None = Field(
+        None,
+        alias="messageId",
+        description="Client id for idempotency: the same id twice returns the first answer.",
+    )
+
+
+class EditIn(BaseModel):
+    """``PUT /chat/conversations/{id}/messages/{messageId}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(description="The new version of the user message.")
+
+
+def router(container: Any) -> APIGatewayRouter:
+    from ragchat.services.chat import conversation_json, message_json
+
+    r = APIGatewayRouter()  # type: ignore[no-untyped-call]
+
+    def owner() -> str:
+        return principal(r.current_event)
+
+    def source_ip() -> str | None:
+        ctx = r.current_event.raw_event.get("requestContext") or {}
+        ip = (ctx.get("identity") or {}).get("sourceIp")
+        return str(ip) if ip else None
+
+    def wants_stream() -> bool:
+        accept = (r.current_event.headers or {}).get("accept") or _header(r.current_event, "Accept")
+        return "text/event-stream" in (accept or "").lower()
+
+    def can_stream() -> bool:
+        ctx = r.current_event.raw_event.get("requestContext") or {}
+        return ctx.get("apiId") == "local"
+
+    def reply(result: Any) -> Response[dict[str, Any]]:
+        msg = result.message
+        body = {
+            "role": "assistant",
+            "id": msg.id,
+            "content": msg.content,
+            "sources": [{"id": s.id, "text": s.text} for s in msg.sources or []],
+            "model": result.model,
+            "guardUsed": result.guard_used,
+            "userMessageId": result.user_message_id,
+            "createdAt": msg.created_at,
+        }
+        if result.replayed:
+            body["replayed"] = True
+        return Response(
+            status_code=200,
+            content_type=content_types.APPLICATION_JSON,
+            body=body,
+            headers={"x-model-used": result.model, "x-source-count": str(len(msg.sources or []))},
+        )
+
+    @r.post("/chat/conversations", status_code=201, summary="Start a conversation", tags=["chat"])
+    def create(conv: Annotated[ConversationIn, Body()]) -> Response[dict[str, Any]]:
+        created = container.chat.create_conversation(
+            owner(),
+            title=conv.title,
+            collection=conv.collection,
+            document_id=conv.document_id,
+            persona=conv.persona,
+        )
+        return Response(
+            status_code=201, content_type=content_types.APPLICATION_JSON, body=conversation_json(created)
+        )
+
+    @r.get("/chat/conversations", summary="Your conversations, newest first", tags=["chat"])
+    def list_conversations(limit: Limit = 50, cursor: Cursor = None) -> dict[str, Any]:
+        page = container.chat.list_conversations(owner(), limit=limit, cursor=cursor)
+        return {"items": [conversation_json(c) for c in page.items], "cursor": page.cursor}
+
+    @r.get(
+        "/chat/conversations/<conversation_id>",
+        summary="A conversation and its messages (ascending, with summaries and sources)",
+        tags=["chat"],
+    )
+    def get_conversation(
+        conversation_id: Annotated[str, Path()],
+        limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
+        cursor: Cursor = None,
+    ) -> dict[str, Any]:
+        who = owner()
+        conv = container.chat.get_conversation(who, conversation_id)
+        page = container.chat.messages(who, conversation_id, limit=limit, cursor=cursor)
+        return {
+            **conversation_json(conv),
+            "messages": [message_json(m) for m in page.items],
+            "cursor": page.cursor,
+        }
+
+    @r.delete("/chat/conversations/<conversation_id>", summary="Delete a conversation", tags=["chat"])
+    def delete_conversation(conversation_id: Annotated[str, Path()]) -> Response[str]:
+        container.chat.delete_conversation(owner(), conversation_id)
+        return Response(status_code=204, content_type=None, body="")
+
+    @r.post(
+        "/chat/conversations/<conversation_id>/messages",
+        summary="Send a message; JSON answer, or SSE with Accept: text/event-stream",
+        tags=["chat"],
+    )
+    def post_message(
+        conversation_id: Annotated[str, Path()], message: Annotated[MessageIn, Body()]
+    ) -> Response[Any]:
+        who = owner()
+        message_id = message.message_id or _header(r.current_event, "Idempotency-Key") or None
+        if wants_stream():
+            model, events = container.chat.stream(
+                who, conversation_id, message.content, message_id=message_id, ip=source_ip()
+            )
+            body: Any = sse(events)
+            if not can_stream():
+                body = "".join(body)
+            return Response(
+                status_code=200,
+                content_type="text/event-stream; charset=utf-8",
+                body=body,
+                headers={"x-model-used": model},
+            )
+        result = container.chat.send(
+            who, conversation_id, message.content, message_id=message_id, ip=source_ip()
+        )
+        return reply(result)
+
+    @r.put(
+        "/chat/conversations/<conversation_id>/messages/<message_id>",
+        summary="Edit a user message: later messages are deleted and the new version answered",
+        tags=["chat"],
+    )
+    def edit_message(
+        conversation_id: Annotated[str, Path()],
+        message_id: Annotated[str, Path()],
+        edit: Annotated[EditIn, Body()],
+    ) -> Response[dict[str, Any]]:
+        result = container.chat.edit(owner(), conversation_id, message_id, edit.content, ip=source_ip())
+        return reply(result)
+
+    @r.get(
+        "/chat/conversations/<conversation_id>/export",
+        summary="Export a conversation as markdown or JSON",
+        tags=["chat"],
+    )
+    def export(
+        conversation_id: Annotated[str, Path()],
+        format: Annotated[str, Query(description="`markdown` (default) or `json`.")] = "markdown",
+    ) -> Response[str]:
+        fmt = format.lower()
+        if fmt not in ("markdown", "md", "json"):
+            raise ValidationError("format: use markdown or json")
+        ctype, text = container.chat.export(owner(), conversation_id, fmt)
+        ext = "json" if fmt == "json" else "md"
+        return Response(
+            status_code=200,
+            content_type=ctype,
+            body=text,
+            headers={"Content-Disposition": f'attachment; filename="conversation-{conversation_id}.{ext}"'},
+        )
+
+    return r
+
+
+def sse(events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+    """SPEC §10 events as ``text/event-stream`` frames. Closing this generator closes ``events`` (which
+    stops generation and stores the partial answer)."""
+    try:
+        for name, data in events:
+            yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    finally:
+        close = getattr(events, "close", None)
+        if callable(close):
+            close()
+
+
+def _header(event: Any, name: str) -> str | None:
+    headers = event.headers or {}
+    lowered = name.lower()
+    for key, value in headers.items():
+        if key.lower() == lowered:
+            return str(value)
+    return None
