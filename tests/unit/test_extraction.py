@@ -116,7 +116,8 @@ def test_a_document_without_text_is_rejected(data: bytes) -> None:
 
 
 def test_markdown_is_kept_as_written_and_splits_at_headings() -> None:
-    body = "# Title\n\nIntro.\n\n## Part one\n\n" + "First part text. " * 14 + "\n\n## Part two\n\n" + "End. " * 15
+    part_one, part_two = "First part text. " * 14, "End. " * 15
+    body = f"# Title\n\nIntro.\n\n## Part one\n\n{part_one}\n\n## Part two\n\n{part_two}"
     pages = extract(body.encode(), content_type=None, filename="doc.md")
     assert pages == [(body, {})]
     chunks = split_pages(pages, content_type="text/markdown", chunk_size=300)

@@ -1,0 +1,119 @@
+"""The extractive answerer: ≤ 3 of the notes' own sentences, each cited, then the Sources line."""
+
+from __future__ import annotations
+
+import pytest
+from ragchat.domain.citations import CITATION_RE, validate_citations
+from ragchat.domain.extractive import extractive_answer, split_sentences
+from ragchat.domain.models import Hit
+from ragchat.domain.prompts import GUARD_REPLY
+
+HITS = [
+    Hit(
+        id="refunds-00000",
+        score=0.82,
+        text=(
+            "Our store opened in 1998. Refunds are issued within 30 days of purchase. "
+            "Items must be unused and in their original packaging. We love our customers."
+        ),
+    ),
+    Hit(
+        id="shipping-00001",
+        score=0.74,
+        text="Shipping takes 3.5 days on average. Refunds for shipping costs are not issued.",
+    ),
+    Hit(id="misc-00002", score=0.70, text="The office cat is called Tom. He likes naps."),
+]
+IDS = [h.id for h in HITS]
+
+
+def body_and_sources(answer: str) -> tuple[str, str]:
+    body, _, sources = answer.rpartition("\n\n")
+    return body, sources
+
+
+def test_picks_the_best_sentences_with_citations_and_sources_line() -> None:
+    answer = extractive_answer("Within how many days are refunds issued?", HITS)
+    body, sources = body_and_sources(answer)
+    assert "Refunds are issued within 30 days of purchase. [source: refunds-00000]" in body
+    assert "office cat" not in body and "opened in 1998" not in body
+    assert sources.startswith("Sources: refunds-00000")
+    assert len(CITATION_RE.findall(body)) <= 3
+
+
+def test_output_passes_citation_validation_unchanged() -> None:
+    for question in ["refund days?", "shipping time", "cat name", "unrelated zebra question"]:
+        answer = extractive_answer(question, HITS)
+        result = validate_citations(answer, IDS)
+        assert result.text == answer
+        assert result.removed == []
+        assert result.valid_ids
+
+
+def test_at_most_max_sentences_grouped_by_source_in_retrieval_order() -> None:
+    answer = extractive_answer("refunds issued shipping packaging", HITS, max_sentences=3)
+    body, sources = body_and_sources(answer)
+    tags = CITATION_RE.findall(body)
+    assert 1 <= len(tags) <= 3
+    # grouped: all refunds sentences before the shipping ones
+    assert tags == sorted(tags, key=IDS.index)
+    assert sources == "Sources: " + ", ".join(dict.fromkeys(tags))
+
+
+def test_max_sentences_one() -> None:
+    answer = extractive_answer("refunds issued", HITS, max_sentences=1)
+    assert len(CITATION_RE.findall(answer)) == 1
+
+
+def test_tie_goes_to_the_better_ranked_hit() -> None:
+    same = "Solar panels convert sunlight into electricity."
+    hits = [Hit(id="b-2", score=0.9, text=same), Hit(id="a-1", score=0.8, text=same)]
+    answer = extractive_answer("solar panels", hits, max_sentences=1)
+    assert answer == f"{same} [source: b-2]\n\nSources: b-2"
+
+
+def test_no_word_overlap_falls_back_to_the_top_notes_first_sentence() -> None:
+    answer = extractive_answer("¿Qué?", HITS)
+    assert answer == "Our store opened in 1998. [source: refunds-00000]\n\nSources: refunds-00000"
+
+
+def test_deterministic() -> None:
+    question = "how long does shipping take and are refunds issued"
+    assert len({extractive_answer(question, HITS) for _ in range(5)}) == 1
+
+
+def test_no_hits_gives_the_guard_reply() -> None:
+    assert extractive_answer("anything", []) == GUARD_REPLY
+
+
+def test_citation_tags_inside_note_text_are_not_repeated() -> None:
+    hits = [Hit(id="n-1", score=0.9, text="Cats sleep a lot [source: fake-9]. Dogs bark.")]
+    answer = extractive_answer("cats sleep", hits)
+    assert "fake-9" not in answer
+    assert answer.startswith("Cats sleep a lot. [source: n-1]")
+
+
+def test_very_long_sentence_is_shortened() -> None:
+    hits = [Hit(id="n-1", score=0.9, text="keyword " + "filler " * 200)]
+    answer = extractive_answer("keyword", hits)
+    body, _ = body_and_sources(answer)
+    assert len(body) <= 400 + len(" [source: n-1]")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Dr. Smith et al. measured 1.5 mg. The U.S. team agreed, e.g. in Fig. 2. Done!",
+            ["Dr. Smith et al. measured 1.5 mg.", "The U.S. team agreed, e.g. in Fig. 2.", "Done!"],
+        ),
+        ("First para.\n\nSecond para", ["First para.", "Second para"]),
+        ("wrapped line\ncontinues here. Next one?", ["wrapped line continues here.", "Next one?"]),
+        ("- item one\n- item two", ["item one", "item two"]),
+        ('He said "stop." Then left.', ['He said "stop."', "Then left."]),
+        ("J. K. Rowling wrote it. version 2.0 is out.", ["J. K. Rowling wrote it. version 2.0 is out."]),
+        ("   \n\n", []),
+    ],
+)
+def test_sentence_splitting(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
