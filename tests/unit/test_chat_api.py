@@ -1,0 +1,171 @@
+"""The chat routes through the real resolver (create_app) over in-memory fakes: status codes, headers,
+error bodies, SSE framing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ragchat.domain.models import VectorRecord
+from ragchat.domain.prompts import GUARD_REPLY
+
+from tests.unit.api_support import Api, make_api
+
+
+def _index(api: Api, note_id: str, text: str, owner: str = "alice") -> None:
+    emb = api.container.embedder
+    api.index.upsert(
+        [
+            VectorRecord(
+                id=note_id,
+                vector=emb.vector_for(text),
+                text=text,
+                owner=owner,
+                document_id="d1",
+                chunk_index=0,
+            )
+        ]
+    )
+
+
+def _body(res: dict[str, Any]) -> Any:
+    return json.loads(res["body"])
+
+
+def _headers(res: dict[str, Any]) -> dict[str, str]:
+    out = {k.lower(): v for k, v in (res.get("headers") or {}).items()}
+    for k, v in (res.get("multiValueHeaders") or {}).items():
+        out[k.lower()] = v[0]
+    return out
+
+
+def _api(env: dict[str, str] | None = None) -> Api:
+    api = make_api(env)
+    _index(api, "n-sky", "The sky appears blue because of Rayleigh scattering of sunlight.")
+    return api
+
+
+def test_conversation_lifecycle_and_message_headers() -> None:
+    api = _api()
+    res = api.call("POST", "/chat/conversations", body={"collection": None})
+    assert res["statusCode"] == 201
+    conv_id = _body(res)["id"]
+    api.clock.advance(5)
+    res = api.call(
+        "POST", f"/chat/conversations/{conv_id}/messages", body={"content": "Why is the sky blue?"}
+    )
+    assert res["statusCode"] == 200
+    body = _body(res)
+    assert body["role"] == "assistant" and body["id"] and "[source: n-sky]" in body["content"]
+    assert body["sources"][0]["id"] == "n-sky" and len(body["sources"][0]["text"]) <= 160
+    h = _headers(res)
+    assert h["x-model-used"] == "extractive" and h["x-source-count"] == "1"
+
+    listed = _body(api.call("GET", "/chat/conversations"))
+    assert listed["items"][0]["id"] == conv_id
+    assert listed["items"][0]["title"] == "Why is the sky blue?" and listed["items"][0]["messageCount"] == 2
+
+    got = _body(api.call("GET", f"/chat/conversations/{conv_id}"))
+    assert [m["role"] for m in got["messages"]] == ["user", "assistant"]
+    assert got["messages"][1]["sources"][0]["id"] == "n-sky"
+
+    exported = api.call("GET", f"/chat/conversations/{conv_id}/export", query={"format": "markdown"})
+    assert exported["statusCode"] == 200 and _headers(exported)["content-type"].startswith("text/markdown")
+    assert (
+        api.call("GET", f"/chat/conversations/{conv_id}/export", query={"format": "pdf"})["statusCode"] == 400
+    )
+
+    assert api.call("DELETE", f"/chat/conversations/{conv_id}")["statusCode"] == 204
+    assert api.call("GET", f"/chat/conversations/{conv_id}")["statusCode"] == 404
+
+
+def test_error_statuses() -> None:
+    api = _api()
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    res = api.call("POST", "/chat/conversations/nope/messages", body={"content": "hi"})
+    assert res["statusCode"] == 404 and _body(res) == {"error": "Conversation not found"}
+    res = api.call("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "   \n\t "})
+    assert res["statusCode"] == 400 and "error" in _body(res)
+    res = api.call("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "x" * 4001})
+    assert res["statusCode"] == 413
+    res = api.call("POST", f"/chat/conversations/{conv_id}/messages", body={})
+    assert res["statusCode"] == 400
+    res = api.call("POST", "/chat/conversations", body={"persona": "pirate"})
+    assert res["statusCode"] == 400 and "pirate" in _body(res)["error"]
+    # another principal cannot see the conversation
+    res = api.call("GET", f"/chat/conversations/{conv_id}", principal="mallory")
+    assert res["statusCode"] == 404
+    assert api.call("GET", "/chat/conversations", principal=None)["statusCode"] == 401
+
+
+def test_rate_limit_429_with_retry_after_header() -> None:
+    api = _api({"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "2"})
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    for _ in range(2):
+        api.clock.advance(30)
+        assert (
+            api.call("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "sky?"})[
+                "statusCode"
+            ]
+            == 200
+        )
+    api.clock.advance(30)
+    res = api.call("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "sky?"})
+    assert res["statusCode"] == 429
+    body = _body(res)
+    assert body["retryAfter"] >= 1 and _headers(res)["retry-after"] == str(body["retryAfter"])
+
+
+def test_idempotent_message_id_over_http() -> None:
+    api = _api()
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    send = {"content": "Why is the sky blue?", "messageId": "client-1"}
+    first = _body(api.call("POST", f"/chat/conversations/{conv_id}/messages", body=send))
+    second = _body(api.call("POST", f"/chat/conversations/{conv_id}/messages", body=send))
+    assert first["id"] == second["id"] and second.get("replayed") is True
+    got = _body(api.call("GET", f"/chat/conversations/{conv_id}"))
+    assert len(got["messages"]) == 2
+
+
+def test_edit_route() -> None:
+    api = _api()
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    first = _body(
+        api.call("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "Why is the sky blue?"})
+    )
+    res = api.call(
+        "PUT",
+        f"/chat/conversations/{conv_id}/messages/{first['userMessageId']}",
+        body={"content": "Is the sky blue?"},
+    )
+    assert res["statusCode"] == 200
+    got = _body(api.call("GET", f"/chat/conversations/{conv_id}"))
+    assert [m["content"] for m in got["messages"] if m["role"] == "user"] == ["Is the sky blue?"]
+
+
+def test_sse_buffered_behind_api_gateway() -> None:
+    api = _api()
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    res = api.call(
+        "POST",
+        f"/chat/conversations/{conv_id}/messages",
+        body={"content": "Why is the sky blue?"},
+        headers={"Accept": "text/event-stream"},
+    )
+    assert res["statusCode"] == 200
+    assert _headers(res)["content-type"].startswith("text/event-stream")
+    frames = [f for f in res["body"].split("\n\n") if f.strip()]
+    names = [f.split("\n")[0].removeprefix("event: ") for f in frames]
+    assert names[0] == "answer_start" and names[-2:] == ["sources", "answer_end"]
+    data = [json.loads(f.split("\n")[1].removeprefix("data: ")) for f in frames]
+    assert data[0]["conversationId"] == conv_id
+
+    res = api.call(
+        "POST",
+        f"/chat/conversations/{conv_id}/messages",
+        body={"content": "quantum chromodynamics lattice"},
+        headers={"Accept": "text/event-stream"},
+    )
+    frames = [f for f in res["body"].split("\n\n") if f.strip()]
+    assert frames[0].startswith("event: refusal")
+    assert json.loads(frames[0].split("\n")[1].removeprefix("data: "))["message"] == GUARD_REPLY
