@@ -1,4 +1,4 @@
-"""The ``ragchat`` command line: ``serve``, ``ingest``, ``ask``, ``bench``.
+"""The ``ragchat`` command line: ``serve``, ``ingest``, ``ask``, ``chat``, ``bench``.
 
 ``ingest`` and ``ask`` use the local backends in-process (the same container ``ragchat serve``
 builds) or, with ``--api URL`` (and ``--token``), a running or deployed API over HTTP.
@@ -159,7 +159,8 @@ def serve(
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    server.start()
+    # Warm up and resume before accepting requests: a document posted while a crashed run is being
+    # re-queued would otherwise be ingested twice.
     try:
         container.embedder  # load the model now, not on the first question  # noqa: B018
     except Exception as exc:
@@ -171,12 +172,13 @@ def serve(
         )
     resumed = resume_pending(container)
     if resumed:
-        typer.echo(f"Resuming {resumed} unfinished document(s)")
+        typer.echo(f"Resuming {resumed} unfinished document(s)", err=True)
     if samples:
         submitted = seed_samples(container)
         typer.echo(
             f"Samples: {len(submitted)} queued for ingestion" if submitted else "Samples: already ingested"
         )
+    server.start()
     url = server.url
     auth = ' -H "Authorization: Bearer $RAGCHAT_API_TOKEN"' if settings.api_token else ""
     typer.echo(f"ragchat {settings.backend} API listening on {url}  (Ctrl+C to stop)")
@@ -437,6 +439,121 @@ def ask(
         typer.secho("Sources:", bold=True)
         for src in sources:
             typer.echo(f"  [{src['id']}] {src['text']}")
+
+
+# --------------------------------------------------------------------------------------------- chat
+@app.command()
+def chat(
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Continue this conversation id.")
+    ] = None,
+    collection: Annotated[str | None, typer.Option(help="Only retrieve from this collection.")] = None,
+    document: Annotated[str | None, typer.Option(help="Only retrieve from this document id.")] = None,
+    persona: Annotated[str | None, typer.Option(help="A configured persona (RAGCHAT_PERSONAS_FILE).")] = None,
+    api: ApiOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Hold a conversation in the terminal (sources shown under each answer). Type /quit to leave,
+    /new for a fresh conversation, /export to print it as markdown."""
+    from ragchat.domain.errors import RagchatError
+
+    session: Any = _RemoteChat(api, token) if api else _LocalChat()
+    errors: tuple[type[BaseException], ...] = (RagchatError, ApiError)
+
+    def start() -> str:
+        conv_id = str(session.create(collection=collection, document_id=document, persona=persona))
+        typer.secho(f"conversation {conv_id}", dim=True)
+        return conv_id
+
+    try:
+        conv_id = conversation or start()
+    except errors as exc:
+        raise _fail(getattr(exc, "message", str(exc))) from None
+    typer.secho("Ask away (/quit, /new, /export).", dim=True)
+    while True:
+        try:
+            line = input("you> ")
+        except (EOFError, KeyboardInterrupt):
+            typer.echo("")
+            break
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            if text in ("/quit", "/exit"):
+                break
+            if text == "/new":
+                conv_id = start()
+                continue
+            if text == "/export":
+                typer.echo(session.export(conv_id))
+                continue
+            reply = session.send(conv_id, text)
+        except errors as exc:
+            typer.secho(f"error: {getattr(exc, 'message', exc)}", fg=typer.colors.RED)
+            continue
+        typer.secho("assistant> ", bold=True, nl=False)
+        typer.echo(reply.get("content", ""))
+        sources = reply.get("sources") or []
+        if sources:
+            typer.secho("  sources:", dim=True)
+            for src in sources:
+                typer.secho(f"   [{src['id']}] {src['text']}", dim=True)
+
+
+class _LocalChat:
+    def __init__(self) -> None:
+        logging.basicConfig(level=logging.WARNING)
+        self.container = _container(_settings())
+        self.owner = self.container.settings.local_principal
+
+    def create(self, **kwargs: Any) -> str:
+        return str(self.container.chat.create_conversation(self.owner, **kwargs).id)
+
+    def send(self, conv_id: str, text: str) -> dict[str, Any]:
+        result = self.container.chat.send(self.owner, conv_id, text)
+        msg = result.message
+        return {"content": msg.content, "sources": [{"id": s.id, "text": s.text} for s in msg.sources or []]}
+
+    def export(self, conv_id: str) -> str:
+        return str(self.container.chat.export(self.owner, conv_id, "markdown")[1])
+
+
+class _RemoteChat:
+    def __init__(self, api: str, token: str | None) -> None:
+        self.base = api.rstrip("/")
+        self.token = token
+
+    def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
+        body = {"collection": collection, "documentId": document_id, "persona": persona}
+        payload = json.dumps({k: v for k, v in body.items() if v}).encode()
+        data = _http(
+            "POST",
+            f"{self.base}/chat/conversations",
+            self.token,
+            body=payload,
+            headers={"Content-Type": "application/json"},
+        )
+        return str(data["id"])
+
+    def send(self, conv_id: str, text: str) -> dict[str, Any]:
+        payload = json.dumps({"content": text}).encode()
+        data: dict[str, Any] = _http(
+            "POST",
+            f"{self.base}/chat/conversations/{conv_id}/messages",
+            self.token,
+            body=payload,
+            headers={"Content-Type": "application/json"},
+        )
+        return data
+
+    def export(self, conv_id: str) -> str:
+        url = f"{self.base}/chat/conversations/{conv_id}/export?format=json"
+        data = _http("GET", url, self.token)
+        lines = [f"# {data.get('title') or 'Conversation'}"]
+        for m in data.get("messages", []):
+            lines += ["", f"## {m['role']}", "", m["content"]]
+        return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------- bench

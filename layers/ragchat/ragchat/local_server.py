@@ -49,6 +49,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 logger = logging.getLogger("ragchat.serve")
 
 STAGE = "$default"
+DRAIN_LIMIT = 64 * 1024 * 1024  # bytes of an oversized body read and dropped after the 413
 TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded", "application/xml")
 
 
@@ -235,10 +236,14 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._send_json(400, {"error": "Invalid Content-Length"})
         if length > srv.body_limit:
-            self.close_connection = True  # the body is not read
-            return self._send_json(
+            # Answer before reading the body; then discard a bounded amount of it so a client that is
+            # still sending sees the 413 instead of a connection reset.
+            self.close_connection = True
+            answer = self._send_json(
                 413, {"error": f"Payload too large: {length} bytes (limit {srv.body_limit} bytes)"}
             )
+            self._discard(min(length, DRAIN_LIMIT))
+            return answer
         body = self.rfile.read(length) if length > 0 else b""
         event = build_event(
             self.command,
@@ -255,6 +260,17 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(payload, bytes):
             return self._send(status, headers, payload, request_id=event["requestContext"]["requestId"])
         return self._stream(status, headers, payload, request_id=event["requestContext"]["requestId"])
+
+    def _discard(self, remaining: int) -> None:
+        try:
+            self.connection.settimeout(5)
+            while remaining > 0:
+                chunk = self.rfile.read(min(remaining, 1 << 16))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+        except OSError:
+            pass
 
     def _send_json(
         self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None

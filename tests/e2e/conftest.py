@@ -1,0 +1,145 @@
+"""``ragchat serve`` as a real subprocess on a free port with a throwaway data directory.
+
+The server needs the prepared MiniLM model (``make model``): ``RAGCHAT_MODEL_DIR`` if set, else the
+repository's ``.ragchat/models``. Without it the e2e tests are skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "e2e-secret-token"
+
+
+def models_path() -> Path:
+    env = os.environ.get("RAGCHAT_MODEL_DIR")
+    return Path(env) if env else REPO / ".ragchat" / "models"
+
+
+def model_ready(path: Path) -> bool:
+    from ragchat.adapters.local.onnx_embedder import model_dir
+
+    folder = model_dir(path)
+    return (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Server:
+    url: str
+    token: str | None
+    log: Path
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        token: str | bool | None = True,
+    ) -> Reply:
+        hdrs = dict(headers or {})
+        if body is not None:
+            data = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        use = self.token if token is True else (token or None)
+        if use:
+            hdrs["Authorization"] = f"Bearer {use}"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=hdrs)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return Reply(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
+        except urllib.error.HTTPError as exc:
+            return Reply(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
+
+    def wait_document(self, doc_id: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Poll the document's status until READY/FAILED (bounded)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            doc = self.request("GET", f"/documents/{doc_id}").json()
+            if doc["status"] in ("READY", "FAILED"):
+                return dict(doc)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{doc_id} still {doc['status']} after {timeout} s")
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    models = models_path()
+    if not model_ready(models):
+        pytest.skip(f"the MiniLM model is not prepared in {models} (run `make model`)")
+    data_dir = tmp_path_factory.mktemp("ragchat-e2e")
+    port = free_port()
+    env = {
+        **os.environ,
+        "RAGCHAT_DATA_DIR": str(data_dir),
+        "RAGCHAT_MODEL_DIR": str(models),
+        "RAGCHAT_API_TOKEN": TOKEN,
+        "RAGCHAT_CHAT_MODEL": "extractive",
+        "MAX_BODY_BYTES": str(2 * 1024 * 1024),
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    log = data_dir / "server.log"
+    cli = Path(sys.executable).with_name("ragchat")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(cli), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=data_dir,
+        )
+    srv = Server(f"http://127.0.0.1:{port}", TOKEN, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"ragchat serve exited early:\n{log.read_text()}")
+            try:
+                if srv.request("GET", "/health", token=False).status == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"ragchat serve did not come up:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield srv
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+            proc.wait()
