@@ -112,6 +112,79 @@ def file_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
     yield FileBlobStore(env.tmp_path / "blobs")
 
 
+# ------------------------------------------------------------------------------ AWS adapters on moto
+class _OneRequestAtATime:
+    """DynamoDB applies each request atomically (an ``UpdateItem`` with a condition is one atomic
+    step); moto does not lock, so concurrent requests can interleave inside its emulation. This
+    wrapper restores exactly the service's per-request atomicity and nothing more: an adapter that
+    read-modify-writes across two requests still races and fails the concurrency contracts."""
+
+    def __init__(self, client: Any) -> None:
+        import threading
+
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return call
+
+
+@contextmanager
+def _dynamodb(env: ContractEnv) -> Iterator[Any]:
+    import boto3
+    from moto import mock_aws
+    from ragchat.adapters.aws.tables import create_tables
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_tables(client, documents="docs", conversations="convs", counters="counters")
+        yield _OneRequestAtATime(client)
+
+
+@contextmanager
+def dynamodb_document_store(env: ContractEnv) -> Iterator[DocumentStore]:
+    from ragchat.adapters.aws.dynamodb import DynamoDocumentStore
+
+    with _dynamodb(env) as client:
+        yield DynamoDocumentStore("docs", client, clock=env.clock)
+
+
+@contextmanager
+def dynamodb_conversation_store(env: ContractEnv) -> Iterator[ConversationStore]:
+    from ragchat.adapters.aws.dynamodb import DynamoConversationStore
+
+    with _dynamodb(env) as client:
+        yield DynamoConversationStore("convs", client, clock=env.clock)
+
+
+@contextmanager
+def dynamodb_counters(env: ContractEnv) -> Iterator[Counters]:
+    from ragchat.adapters.aws.dynamodb import DynamoCounters
+
+    with _dynamodb(env) as client:
+        yield DynamoCounters("counters", client)
+
+
+@contextmanager
+def s3_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
+    import boto3
+    from moto import mock_aws
+    from ragchat.adapters.aws.s3 import S3BlobStore
+
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="docs")
+        yield S3BlobStore("docs", client)
+
+
 # ------------------------------------------------------------------------------ registries
 DOCUMENT_STORES: dict[str, Factory] = {"sqlite": sqlite_document_store}
 CONVERSATION_STORES: dict[str, Factory] = {"sqlite": sqlite_conversation_store}
@@ -120,6 +193,10 @@ VECTOR_INDEXES: dict[str, Factory] = {"local": local_vector_index}
 BLOB_STORES: dict[str, Factory] = {"files": file_blob_store}
 # Register further adapters here, one line each (see the module docstring), e.g.
 # DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
+DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
+CONVERSATION_STORES["dynamodb"] = dynamodb_conversation_store
+COUNTERS["dynamodb"] = dynamodb_counters
+BLOB_STORES["s3"] = s3_blob_store
 
 
 # ------------------------------------------------------------------------------ fixtures

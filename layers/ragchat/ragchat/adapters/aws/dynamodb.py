@@ -102,6 +102,14 @@ def decode_cursor(cursor: str) -> Item:
     return key
 
 
+def params_match(start: Item, params: dict[str, Any]) -> bool:
+    """A cursor must continue the same listing: its partition key is the one being queried."""
+    wanted = params.get("ExpressionAttributeValues", {}).get(":pk")
+    index = params.get("IndexName")
+    pk_name = f"{index}pk" if index else "pk"
+    return wanted is None or start.get(pk_name) == wanted
+
+
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
@@ -180,7 +188,10 @@ class _Table:
             return [], None
         params = dict(params, TableName=self.name)
         if cursor:
-            params["ExclusiveStartKey"] = decode_cursor(cursor)
+            start = decode_cursor(cursor)
+            if set(start) != {k for k in key_names} or not params_match(start, params):
+                raise ValidationError("invalid cursor")
+            params["ExclusiveStartKey"] = start
         items: list[Item] = []
         while True:
             try:
@@ -338,7 +349,31 @@ class DynamoDocumentStore:
         stored = Document(**{f: getattr(doc, f) for f in _DOC_FIELDS})
         stored.created_at = stored.updated_at = now
         stored.status = DocumentStatus(stored.status)
-        self._t.call("put_item", TableName=self._t.name, Item=self._doc_item(stored))
+        # Document ids are global: a guard item claims the id for its owner, so another owner can
+        # never replace (or shadow) it; the same owner re-creating it replaces the document.
+        guard = to_item({"pk": f"DOCID#{doc.id}", "sk": f"DOCID#{doc.id}", "owner": doc.owner})
+        try:
+            self._t.call(
+                "transact_write_items",
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._t.name,
+                            "Item": guard,
+                            "ConditionExpression": "attribute_not_exists(pk) OR #owner = :owner",
+                            "ExpressionAttributeNames": {"#owner": "owner"},
+                            "ExpressionAttributeValues": {":owner": {"S": doc.owner}},
+                        }
+                    },
+                    {"Put": {"TableName": self._t.name, "Item": self._doc_item(stored)}},
+                ],
+            )
+        except ClientError as exc:
+            if _code(exc) == "TransactionCanceledException":
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                if reasons[:1] == ["ConditionalCheckFailed"]:
+                    raise Conflict(f"document id {doc.id} is already taken") from exc
+            raise
         return stored
 
     def get_document(self, owner: str, doc_id: str) -> Document | None:
@@ -433,6 +468,15 @@ class DynamoDocumentStore:
             ReturnValues="ALL_OLD",
         )
         self.delete_notes_of_document(owner, doc_id)
+        if "Attributes" in resp:
+            self._t.call(
+                "delete_item",
+                TableName=self._t.name,
+                Key=_key(f"DOCID#{doc_id}", f"DOCID#{doc_id}"),
+                ConditionExpression="#owner = :owner",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":owner": {"S": owner}},
+            )
         return "Attributes" in resp
 
     # -- notes

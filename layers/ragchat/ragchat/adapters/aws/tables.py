@@ -17,6 +17,10 @@ Items (``pk`` / ``sk``; GSI keys only where shown):
   gsi1 ``OWNER#<owner>`` / ``NOTE#<created>#<tiebreak>#<id>``;
   gsi2 (only with a document) ``DOCNOTES#<owner>#<doc id>`` / ``<chunk index, 8 digits>#<id>``.
 
+- Document-id guard: ``DOCID#<doc id>`` / ``DOCID#<doc id>`` (``owner``): written in the same
+  transaction as the document, conditioned on "absent or same owner", so ids stay globally unique
+  (another owner gets ``Conflict``) while the owner may re-create (replace) the document.
+
 Access patterns:
 
 - get a document: GetItem ``OWNER#o`` / ``DOC#id`` (strongly consistent).
