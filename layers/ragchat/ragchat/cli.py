@@ -504,6 +504,7 @@ def chat(
 class _LocalChat:
     def __init__(self) -> None:
         logging.basicConfig(level=logging.WARNING)
+        logging.disable(logging.INFO)  # the chat.* events would flood the terminal
         self.container = _container(_settings())
         self.owner = self.container.settings.local_principal
 
