@@ -1,0 +1,92 @@
+"""Extractive answerer quality on SQuAD 2.0 dev (answerable questions; read from
+``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``).
+
+Retrieval is taken out of the picture: each question gets three "hits", its own paragraph first
+and the next two paragraphs of the same article as distractors (the answerer sees what a top-3
+search would give when retrieval is right). Recorded: how often a gold answer string appears in
+the answer (with the default 3 sentences and with 1), the answer length, and the time per answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ragchat.domain.extractive import extractive_answer
+from ragchat.domain.models import Hit
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "squad2-dev.json"
+
+
+def _cases() -> list[tuple[str, list[Hit], list[str]]]:
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    cases = []
+    for article in data["data"]:
+        paragraphs = article["paragraphs"]
+        for i, para in enumerate(paragraphs):
+            others = [paragraphs[(i + j) % len(paragraphs)]["context"] for j in (1, 2)]
+            texts = [para["context"], *others]
+            hits = [Hit(id=f"p{i}-{j}", score=0.9 - 0.05 * j, text=t) for j, t in enumerate(texts)]
+            for qa in para["qas"]:
+                if not qa["is_impossible"]:
+                    cases.append((qa["question"], hits, [a["text"] for a in qa["answers"]]))
+    return cases
+
+
+def _run(cases: list[tuple[str, list[Hit], list[str]]], max_sentences: int) -> dict[str, Any]:
+    found = 0
+    lengths = []
+    started = time.perf_counter()
+    for question, hits, answers in cases:
+        answer = extractive_answer(question, hits, max_sentences=max_sentences)
+        body = answer.rpartition("\n\nSources:")[0] or answer
+        lengths.append(len(body))
+        found += any(a in body for a in answers)
+    elapsed = time.perf_counter() - started
+    return {
+        "max_sentences": max_sentences,
+        "questions": len(cases),
+        "answer_contained": found / len(cases),
+        "mean_answer_chars": statistics.fmean(lengths),
+        "ms_per_answer": elapsed / len(cases) * 1000,
+    }
+
+
+def main() -> None:
+    RESULTS.mkdir(exist_ok=True)
+    cases = _cases()
+    rows = [_run(cases, 3), _run(cases, 1)]
+    result = {
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+        },
+        "setup": "own paragraph + 2 distractor paragraphs of the same article as top-3 hits",
+        "runs": rows,
+    }
+    (RESULTS / "extractive.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        "### Extractive answerer (SQuAD 2.0 dev, answerable questions, right paragraph + 2 distractors)",
+        "",
+        "| max sentences | questions | gold answer in reply | mean reply chars | ms / answer |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['max_sentences']} | {r['questions']} | {r['answer_contained']:.1%} | "
+            f"{r['mean_answer_chars']:.0f} | {r['ms_per_answer']:.2f} |"
+        )
+    (RESULTS / "extractive.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
