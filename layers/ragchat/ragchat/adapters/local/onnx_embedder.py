@@ -1,0 +1,160 @@
+"""Local sentence embedder: all-MiniLM-L6-v2 exported to ONNX, run with onnxruntime + tokenizers.
+
+Reproduces sentence-transformers' pipeline for this model without torch: WordPiece tokenisation
+truncated to 256 tokens, the 6-layer encoder, mean pooling over the attention mask, L2
+normalisation. The model files are prepared once by ``make model``
+(``python -m ragchat.adapters.local.model_prep``); this module only reads them.
+
+Importing this module is cheap: onnxruntime, tokenizers and numpy are imported when an embedder is
+built.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+MODEL_ID = "all-MiniLM-L6-v2"
+DIMENSION = 384
+MAX_TOKENS = 256
+DEFAULT_BATCH_SIZE = 32
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class ModelNotPreparedError(RuntimeError):
+    """The exported model is missing; the message says how to prepare it."""
+
+
+def model_dir(models_path: Path) -> Path:
+    """Where the prepared model lives under the models cache (``Settings.models_path``)."""
+    return Path(models_path) / MODEL_ID
+
+
+class OnnxMiniLMEmbedder:
+    """``ragchat.ports.Embedder`` for all-MiniLM-L6-v2 (384-d, unit-length vectors).
+
+    Safe to call from several threads at once: tokenisation is guarded by a lock and an
+    onnxruntime session runs concurrent requests.
+    """
+
+    model_id: str = MODEL_ID
+    dimension: int = DIMENSION
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_tokens: int = MAX_TOKENS,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.threads = threads if threads and threads > 0 else (os.cpu_count() or 1)
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.no_padding()  # we pad per batch ourselves
+        tokenizer.enable_truncation(max_length=max_tokens)
+        self._tokenizer = tokenizer
+        self._tokenizer_lock = threading.Lock()
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        # No busy-waiting between ops: the server shares its cores with request threads.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._input_names = {i.name for i in self._session.get_inputs()}
+        self._output_name = self._session.get_outputs()[0].name
+
+    @classmethod
+    def from_cache(cls, models_path: Path, **kwargs: Any) -> OnnxMiniLMEmbedder:
+        """Load the model prepared by ``make model`` from ``models_path`` (``Settings.models_path``)."""
+        folder = model_dir(models_path)
+        model_path, tokenizer_path = folder / MODEL_FILE, folder / TOKENIZER_FILE
+        missing = [p.name for p in (model_path, tokenizer_path) if not p.is_file()]
+        if missing:
+            raise ModelNotPreparedError(
+                f"The local embedding model {MODEL_ID} is not prepared ({', '.join(missing)} missing in "
+                f"{folder}). Run `make model` (or `python -m ragchat.adapters.local.model_prep`) once; "
+                "it exports the model to ONNX and caches it there."
+            )
+        return cls(model_path, tokenizer_path, **kwargs)
+
+    # ------------------------------------------------------------------ Embedder port
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text, in input order."""
+        if not texts:
+            return []
+        return self._embed(list(texts)).tolist()  # type: ignore[no-any-return]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed([text])[0].tolist()  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ internals
+    def embed_array(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Same as ``embed_documents`` but returns a float32 array of shape (len(texts), 384)."""
+        if not texts:
+            import numpy as np
+
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._embed(list(texts))
+
+    def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        import numpy as np  # already loaded by onnxruntime; a dict lookup
+
+        for position, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"text {position} is {type(text).__name__}, not str")
+        with self._tokenizer_lock:
+            encodings = self._tokenizer.encode_batch(texts, add_special_tokens=True)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        # Sorting by length keeps padding (wasted compute) small within each batch.
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = int(lengths[rows].max())
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, index in enumerate(rows):
+                enc = encodings[index]
+                n = len(enc.ids)
+                ids[r, :n] = enc.ids
+                mask[r, :n] = 1
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._input_names:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            (hidden,) = self._session.run([self._output_name], feed)
+            out[rows] = _mean_pool_normalize(hidden, mask)
+        return out
+
+
+def _mean_pool_normalize(hidden: npt.NDArray[Any], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+    import numpy as np
+
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    pooled = summed / counts
+    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    result: npt.NDArray[np.float32] = (pooled / norms).astype(np.float32, copy=False)
+    return result

@@ -1,0 +1,174 @@
+"""The local MiniLM embedder (ONNX) against sentence-transformers' output for the same model.
+
+Needs the model prepared by ``make model`` (``make test`` does it first): ``Settings.models_path``,
+else the repository's ``.ragchat/models``. Skipped, with that reason, only when it is absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from ragchat.adapters.local.onnx_embedder import (
+    ModelNotPreparedError,
+    OnnxMiniLMEmbedder,
+    model_dir,
+)
+from ragchat.ports import Embedder
+
+REPO = Path(__file__).resolve().parents[2]
+MIN_COSINE = 0.999
+
+
+def _models_path() -> Path | None:
+    from ragchat.config import load_settings
+
+    candidates = []
+    # an unrelated bad variable in the environment: fall back to the repo cache
+    with contextlib.suppress(Exception):
+        candidates.append(load_settings().models_path)
+    candidates.append(REPO / ".ragchat" / "models")
+    for path in candidates:
+        if (model_dir(path) / "model.onnx").is_file():
+            return path
+    return None
+
+
+MODELS = _models_path()
+needs_model = pytest.mark.skipif(
+    MODELS is None, reason="MiniLM ONNX model not prepared: run `make model` (make test does it)"
+)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    assert MODELS is not None
+    return OnnxMiniLMEmbedder.from_cache(MODELS)
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, Any]:
+    assert MODELS is not None
+    data: dict[str, Any] = json.loads((model_dir(MODELS) / "reference.json").read_text(encoding="utf-8"))
+    return data
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    x, y = np.asarray(a), np.asarray(b)
+    return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+
+def test_missing_model_names_make_model(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotPreparedError, match="make model"):
+        OnnxMiniLMEmbedder.from_cache(tmp_path)
+
+
+@needs_model
+def test_matches_sentence_transformers_reference(
+    embedder: OnnxMiniLMEmbedder, reference: dict[str, Any]
+) -> None:
+    sentences = reference["sentences"]
+    assert len(sentences) >= 30
+    got = embedder.embed_documents(sentences)
+    for text, vector, expected in zip(sentences, got, reference["embeddings"], strict=True):
+        assert cosine(vector, expected) >= MIN_COSINE, f"parity lost for {text!r}"
+
+
+@needs_model
+def test_long_text_is_truncated_not_rejected(embedder: OnnxMiniLMEmbedder) -> None:
+    long_text = " ".join(f"token{i}" for i in range(2000))
+    longer = long_text + " and a tail that is cut off anyway"
+    a, b = embedder.embed_documents([long_text, longer])
+    assert cosine(a, b) > 0.9999  # only the first 256 tokens count
+
+
+@pytest.mark.skipif(
+    MODELS is None or importlib.util.find_spec("sentence_transformers") is None,
+    reason="sentence-transformers not importable here (it lives in .venv-export); reference.json covers it",
+)
+def test_matches_sentence_transformers_directly(embedder: OnnxMiniLMEmbedder) -> None:
+    from ragchat.adapters.local.model_prep import source_dir
+    from sentence_transformers import SentenceTransformer
+
+    texts = ["A quick check.", "Une phrase en français, avec des accents : éèà.", "x " * 400]
+    model = SentenceTransformer(str(source_dir()), device="cpu")
+    expected = model.encode(texts, normalize_embeddings=True)
+    for vector, ref in zip(embedder.embed_documents(texts), expected, strict=True):
+        assert cosine(vector, ref.tolist()) >= MIN_COSINE
+
+
+@needs_model
+def test_paraphrase_is_closer_than_unrelated(embedder: OnnxMiniLMEmbedder) -> None:
+    query = embedder.embed_query("How do I change my password?")
+    paraphrase, unrelated = embedder.embed_documents(
+        ["Steps to reset the password of your account.", "The recipe needs two cups of flour."]
+    )
+    assert cosine(query, paraphrase) > cosine(query, unrelated) + 0.2
+
+
+@needs_model
+def test_vectors_are_unit_length_and_384_wide(embedder: OnnxMiniLMEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    assert embedder.model_id == "all-MiniLM-L6-v2"
+    assert embedder.dimension == 384
+    vectors = embedder.embed_documents(["one", "two words", "", "a much longer sentence " * 30])
+    for vector in vectors:
+        assert len(vector) == 384
+        assert all(isinstance(x, float) for x in vector[:5])
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+
+
+@needs_model
+def test_order_is_preserved_and_batching_does_not_change_vectors() -> None:
+    assert MODELS is not None
+    small_batches = OnnxMiniLMEmbedder.from_cache(MODELS, batch_size=4)
+    # Varied lengths, so sorting by length inside the call reorders them; several batches.
+    texts = [("word " * (i * 7 % 12)) + f"item {i}" for i in range(19)]
+    together = small_batches.embed_documents(texts)
+    for i in (0, 5, 11, 18):
+        alone = small_batches.embed_query(texts[i])
+        assert cosine(together[i], alone) > 0.99999
+    reversed_vectors = small_batches.embed_documents(list(reversed(texts)))
+    assert cosine(reversed_vectors[0], together[-1]) > 0.99999
+
+
+@needs_model
+def test_empty_input_gives_empty_output(embedder: OnnxMiniLMEmbedder) -> None:
+    assert embedder.embed_documents([]) == []
+
+
+@needs_model
+def test_non_string_input_is_refused(embedder: OnnxMiniLMEmbedder) -> None:
+    with pytest.raises(TypeError, match="text 1"):
+        embedder.embed_documents(["fine", None])  # type: ignore[list-item]
+
+
+@needs_model
+def test_concurrent_calls_give_the_same_vectors(embedder: OnnxMiniLMEmbedder) -> None:
+    texts = [f"concurrent sentence number {i} " + "pad " * i for i in range(10)]
+    expected = embedder.embed_documents(texts)
+    results: dict[int, list[list[float]]] = {}
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            results[n] = embedder.embed_documents(texts)
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    assert len(results) == 4
+    for got in results.values():
+        for a, b in zip(got, expected, strict=True):
+            assert cosine(a, b) > 0.99999
