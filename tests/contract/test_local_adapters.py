@@ -304,3 +304,14 @@ def test_blob_writes_leave_no_temporary_files_and_prune_empty_folders(tmp_path: 
     assert not (tmp_path / "blobs" / "documents").exists()
     with pytest.raises(ValueError):
         store.delete_prefix("")
+
+
+def test_hybrid_search_leaves_out_terms_found_in_most_notes_of_a_large_index(db):
+    index = LocalVectorIndex(db, dimension=4)
+    index.upsert(
+        [record(f"n{i}", [1, 0, 0, 0], text=f"common words everywhere item{i}") for i in range(1200)]
+        + [record("rare", [0, 1, 0, 0], text="common words and one zeppelin")]
+    )
+    hits = index.hybrid_search("common zeppelin", [0, 0, 1, 0], SearchFilter("alice"), 3)
+    assert "rare" in [h.id for h in hits]  # found by keyword: its vector is no nearer than the others
+    assert index._informative(["common", "zeppelin", "absent"]) == ["zeppelin", "absent"]

@@ -151,6 +151,10 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE index_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
         "INSERT INTO index_state (key, value) VALUES ('version', 0)",
     ],
+    # 3: document frequencies of the keyword index (hybrid search leaves out near-universal terms)
+    [
+        "CREATE VIRTUAL TABLE vectors_vocab USING fts5vocab(vectors_fts, 'row')",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

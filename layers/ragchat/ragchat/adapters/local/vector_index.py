@@ -36,6 +36,7 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_TOKENS = 64
 _F32 = np.float32
 _BATCH = 500
+_PRUNE_MIN_NOTES = 1000  # below this, keyword search is cheap: keep every query term
 
 FloatArray = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
@@ -180,6 +181,8 @@ class LocalVectorIndex:
         self._lock = threading.RLock()
         self._matrix: _Matrix | None = None
         self._version: int | None = None  # index_state.version the matrix reflects
+        self._df_cache: dict[str, int] = {}  # keyword document frequencies at _df_version
+        self._df_version: int | None = None
         self._check_stored_dimension()
 
     # ------------------------------------------------------------------ helpers
@@ -368,6 +371,7 @@ class LocalVectorIndex:
     def _keyword(self, text: str, flt: SearchFilter, limit: int) -> list[str]:
         """BM25 ranking of the owner's enabled notes within the filter (FTS5, best first)."""
         tokens = list(dict.fromkeys(t.lower() for t in _TOKEN.findall(text)))[:_MAX_QUERY_TOKENS]
+        tokens = self._informative(tokens)
         if not tokens:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
@@ -385,6 +389,25 @@ class LocalVectorIndex:
         )
         with self.db.read() as conn:
             return [r["id"] for r in conn.execute(sql, (*params, int(limit)))]
+
+    def _informative(self, tokens: list[str]) -> list[str]:
+        """Leave out terms found in more than half of a large index: their BM25 weight is ~0 (FTS5
+        clamps the idf of such terms to 1e-6), yet ranking every note containing them costs
+        O(matches). Document frequencies come from ``vectors_vocab`` and are cached until the index
+        changes. A token whose stored (Porter-stemmed) form differs is simply kept."""
+        matrix = self._matrix
+        total = len(matrix.row_of) if matrix is not None else 0
+        if total < _PRUNE_MIN_NOTES or not tokens:
+            return tokens
+        if self._df_version != self._version:
+            self._df_cache, self._df_version = {}, self._version
+        unknown = [t for t in tokens if t not in self._df_cache]
+        if unknown:
+            with self.db.read() as conn:
+                for t in unknown:
+                    row = conn.execute("SELECT doc FROM vectors_vocab WHERE term = ?", (t,)).fetchone()
+                    self._df_cache[t] = int(row[0]) if row else 0
+        return [t for t in tokens if self._df_cache[t] * 2 <= total]
 
     def delete(self, ids: Sequence[str]) -> None:
         wanted = list(dict.fromkeys(ids))
