@@ -185,6 +185,27 @@ def s3_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
         yield S3BlobStore("docs", client)
 
 
+@contextmanager
+def opensearch_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
+    """The OpenSearch adapter over opensearch-py, talking HTTP to an in-process fake cluster."""
+    from ragchat.adapters.aws.opensearch import OpenSearchVectorIndex
+
+    from tests.contract.fake_opensearch import FakeCluster
+
+    yield OpenSearchVectorIndex(FakeCluster().client(), "notes", env.dimension, service="es")
+
+
+@contextmanager
+def opensearch_serverless_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
+    """Same, with the fake behaving like a Serverless vector collection (no custom ids, no
+    ``*_by_query``, no search pipelines, no refresh)."""
+    from ragchat.adapters.aws.opensearch import OpenSearchVectorIndex
+
+    from tests.contract.fake_opensearch import FakeCluster
+
+    yield OpenSearchVectorIndex(FakeCluster(serverless=True).client(), "notes", env.dimension, service="aoss")
+
+
 # ------------------------------------------------------------------------------ registries
 DOCUMENT_STORES: dict[str, Factory] = {"sqlite": sqlite_document_store}
 CONVERSATION_STORES: dict[str, Factory] = {"sqlite": sqlite_conversation_store}
@@ -197,6 +218,8 @@ DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
 CONVERSATION_STORES["dynamodb"] = dynamodb_conversation_store
 COUNTERS["dynamodb"] = dynamodb_counters
 BLOB_STORES["s3"] = s3_blob_store
+VECTOR_INDEXES["opensearch"] = opensearch_vector_index
+VECTOR_INDEXES["opensearch-aoss"] = opensearch_serverless_vector_index
 
 
 # ------------------------------------------------------------------------------ fixtures

@@ -1,0 +1,425 @@
+"""OpenSearch vector index (Serverless vector collection ``aoss`` or a managed domain ``es``).
+
+Mapping (created idempotently on first use): ``vector`` is a ``knn_vector`` (HNSW, engine ``faiss``,
+``space_type: innerproduct``), ``text`` is ``text`` (BM25 for hybrid search), ``note_id``,
+``document_id``, ``owner``, ``collection`` are ``keyword``, ``chunk_index`` ``integer``, ``enabled``
+``boolean``; ``index.knn: true``.
+
+Why inner product: this adapter stores and queries **unit-length** vectors (it normalizes both), so
+the inner product *is* the cosine similarity, and faiss supports ``innerproduct`` on every
+OpenSearch version and on Serverless (``cosinesimil`` with faiss only arrived in 2.19). The k-NN
+plugin turns the faiss inner-product distance into a score as ``score = 1 + ip`` when ``ip >= 0``
+and ``score = 1 / (1 - ip)`` when ``ip < 0`` (OpenSearch docs, "Spaces"); :func:`score_to_cosine`
+inverts that, so ``Hit.score`` is the cosine similarity the retrieval gate expects.
+
+Filters (owner, enabled, collection, document id) go *inside* the ``knn`` clause as an efficient
+k-NN ``filter``, so the top ``k`` are found among the allowed vectors rather than filtered after.
+
+Document ids: a managed domain (``es``) indexes each vector with ``_id = note id``, so a re-run
+overwrites. Serverless *vector search* collections do not accept custom document ids on index
+requests (nor upserts), so for ``aoss`` the note id is only the ``note_id`` keyword field: an upsert
+looks up the existing documents with those note ids and sends their deletes and the new documents in
+one ``_bulk``; deletes, ``delete_document`` and ``set_enabled`` likewise work from a search for the
+server ids (``set_enabled`` re-indexes the documents with the flag flipped) instead of
+``_delete_by_query``/``_update_by_query``, which the domain path uses.
+
+Hybrid search: a ``hybrid`` query (``match`` on ``text`` + the filtered ``knn``) through a search
+pipeline with the ``normalization-processor`` (min-max, weighted arithmetic mean: keyword 0.3,
+vector 0.7), created idempotently. If the cluster cannot create search pipelines, the adapter runs
+the two queries and fuses them by reciprocal rank (k=60) itself. Either way each hit also carries
+``similarity``, the exact cosine similarity computed from the stored vector, for gating.
+
+``_bulk`` partial failures raise :class:`IndexingError` naming every failed note id; nothing is
+dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+from ragchat.domain.models import Hit, SearchFilter, VectorRecord
+
+HYBRID_PIPELINE = "ragchat-hybrid"
+HYBRID_WEIGHTS = (0.3, 0.7)  # keyword, vector
+RRF_K = 60
+PAGE = 1000
+_SOURCE_FIELDS = ["note_id", "text", "owner", "document_id", "chunk_index", "collection", "enabled"]
+
+
+class IndexingError(RuntimeError):
+    """Some records were not stored; ``failed`` maps note id → reason."""
+
+    def __init__(self, failed: dict[str, str]) -> None:
+        self.failed = failed
+        sample = "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:5])
+        super().__init__(f"OpenSearch did not store {len(failed)} vector(s): {sample}")
+
+
+def score_to_cosine(score: float) -> float:
+    """Invert the faiss inner-product score (``1 + ip`` for ip ≥ 0, ``1 / (1 - ip)`` for ip < 0)."""
+    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(float(x) * float(x) for x in vector))
+    return [float(x) / norm for x in vector] if norm else [0.0 for _ in vector]
+
+
+def index_body(dimension: int) -> dict[str, Any]:
+    return {
+        "settings": {"index": {"knn": True}},
+        "mappings": {
+            "properties": {
+                "vector": {
+                    "type": "knn_vector",
+                    "dimension": dimension,
+                    "method": {
+                        "name": "hnsw",
+                        "engine": "faiss",
+                        "space_type": "innerproduct",
+                        "parameters": {"m": 16, "ef_construction": 128},
+                    },
+                },
+                "text": {"type": "text"},
+                "note_id": {"type": "keyword"},
+                "document_id": {"type": "keyword"},
+                "owner": {"type": "keyword"},
+                "collection": {"type": "keyword"},
+                "chunk_index": {"type": "integer"},
+                "enabled": {"type": "boolean"},
+            }
+        },
+    }
+
+
+def pipeline_body() -> dict[str, Any]:
+    return {
+        "description": "ragchat hybrid search: min-max normalization, weighted mean (keyword, vector)",
+        "phase_results_processors": [
+            {
+                "normalization-processor": {
+                    "normalization": {"technique": "min_max"},
+                    "combination": {
+                        "technique": "arithmetic_mean",
+                        "parameters": {"weights": list(HYBRID_WEIGHTS)},
+                    },
+                }
+            }
+        ],
+    }
+
+
+def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
+    clauses: list[dict[str, Any]] = [{"term": {"owner": flt.owner}}, {"term": {"enabled": True}}]
+    if flt.collection is not None:
+        clauses.append({"term": {"collection": flt.collection}})
+    if flt.document_id is not None:
+        clauses.append({"term": {"document_id": flt.document_id}})
+    return clauses
+
+
+class OpenSearchVectorIndex:
+    """``VectorIndex`` on OpenSearch through opensearch-py (client built by :meth:`connect`, or
+    passed in ready-made by tests)."""
+
+    SERVICES: ClassVar[tuple[str, ...]] = ("aoss", "es")
+
+    def __init__(
+        self,
+        client: Any,
+        index: str,
+        dimension: int,
+        *,
+        service: str = "es",
+        refresh: bool | None = None,
+    ) -> None:
+        if service not in self.SERVICES:
+            raise ValueError(f"service must be one of {self.SERVICES}, not {service!r}")
+        self._client = client
+        self.index = index
+        self.dimension = dimension
+        self.service = service
+        self.server_ids = service == "aoss"
+        # Serverless refreshes on its own schedule and rejects explicit refreshes.
+        self.refresh = (service == "es") if refresh is None else refresh
+        self._index_ready = False
+        self._pipeline: bool | None = None  # None: not tried yet; False: unsupported → client-side RRF
+
+    @classmethod
+    def connect(
+        cls, *, endpoint: str, index: str, service: str, region: str, dimension: int
+    ) -> OpenSearchVectorIndex:
+        """Build a SigV4-signed client (service ``aoss`` or ``es``) with the Lambda's credentials."""
+        import boto3
+        from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
+
+        host = endpoint.removeprefix("https://").removeprefix("http://").rstrip("/")
+        credentials = boto3.session.Session().get_credentials()
+        client = OpenSearch(
+            hosts=[{"host": host, "port": 443}],
+            http_auth=AWSV4SignerAuth(credentials, region, service),
+            use_ssl=True,
+            verify_certs=True,
+            connection_class=RequestsHttpConnection,
+            pool_maxsize=20,
+            timeout=30,
+        )
+        return cls(client, index, dimension, service=service)
+
+    # ------------------------------------------------------------------ helpers
+    def _check(self, vector: Sequence[float]) -> list[float]:
+        if len(vector) != self.dimension:
+            raise ValueError(f"vector has dimension {len(vector)}, the index expects {self.dimension}")
+        return _unit(vector)
+
+    def ensure_index(self) -> None:
+        if self._index_ready:
+            return
+        if not self._client.indices.exists(index=self.index):
+            from opensearchpy.exceptions import RequestError
+
+            try:
+                self._client.indices.create(index=self.index, body=index_body(self.dimension))
+            except RequestError as exc:  # created meanwhile by another Lambda: fine
+                if "resource_already_exists_exception" not in str(exc.error):
+                    raise
+        self._index_ready = True
+
+    def _refresh_params(self) -> dict[str, Any]:
+        return {"refresh": "true"} if self.refresh else {}
+
+    def _bulk(self, lines: list[dict[str, Any]], *, ids: list[str | None]) -> None:
+        """Send NDJSON; ``ids[i]`` names the note of the i-th action (None: a delete we tolerate 404 on)."""
+        if not lines:
+            return
+        body = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+        resp = self._client.bulk(body=body, params=self._refresh_params())
+        if not resp.get("errors"):
+            return
+        failed: dict[str, str] = {}
+        for note, item in zip(ids, resp.get("items", []), strict=False):
+            ((action, result),) = item.items()
+            status = int(result.get("status", 500))
+            if action == "delete" and status == 404:
+                continue
+            if status >= 300 or "error" in result:
+                error = result.get("error", {})
+                reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
+                failed[note or str(result.get("_id"))] = f"{status} {reason}"
+        if failed:
+            raise IndexingError(failed)
+
+    def _doc(self, r: VectorRecord, vector: list[float]) -> dict[str, Any]:
+        return {
+            "note_id": r.id,
+            "vector": vector,
+            "text": r.text,
+            "owner": r.owner,
+            "document_id": r.document_id,
+            "chunk_index": r.chunk_index,
+            "collection": r.collection,
+            "enabled": r.enabled,
+        }
+
+    def _scan(self, query: dict[str, Any], *, with_source: bool) -> Iterator[dict[str, Any]]:
+        """Every matching document, paged with ``search_after`` on ``note_id``."""
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": PAGE,
+                "query": query,
+                "sort": [{"note_id": "asc"}],
+                "_source": True if with_source else ["note_id"],
+            }
+            if after is not None:
+                body["search_after"] = after
+            hits = self._client.search(index=self.index, body=body)["hits"]["hits"]
+            yield from hits
+            if len(hits) < PAGE:
+                return
+            after = hits[-1]["sort"]
+
+    def _owned(self, owner: str, document_id: str) -> dict[str, Any]:
+        return {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"document_id": document_id}}]}}
+
+    # ------------------------------------------------------------------ VectorIndex
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
+        vectors = [self._check(r.vector) for r in records]  # validate everything before sending
+        if not records:
+            return
+        self.ensure_index()
+        latest = {r.id: (r, v) for r, v in zip(records, vectors, strict=True)}
+        lines: list[dict[str, Any]] = []
+        ids: list[str | None] = []
+        if self.server_ids:
+            old = self._scan({"terms": {"note_id": list(latest)}}, with_source=False)
+            for hit in old:
+                lines.append({"delete": {"_index": self.index, "_id": hit["_id"]}})
+                ids.append(None)
+        for note_id, (r, v) in latest.items():
+            action: dict[str, Any] = {"_index": self.index}
+            if not self.server_ids:
+                action["_id"] = note_id
+            lines += [{"index": action}, self._doc(r, v)]
+            ids += [note_id, note_id]
+        # ids is per line; _bulk items are per action: keep the action lines' ids only
+        self._bulk(lines, ids=[i for i, line in zip(ids, lines, strict=True) if _is_action(line)])
+
+    def _knn(self, vector: list[float], flt: SearchFilter, k: int) -> dict[str, Any]:
+        return {
+            "knn": {"vector": {"vector": vector, "k": k, "filter": {"bool": {"filter": filter_clauses(flt)}}}}
+        }
+
+    def _hit(self, raw: dict[str, Any], score: float, similarity: float | None) -> Hit:
+        src = raw.get("_source", {})
+        return Hit(
+            id=src.get("note_id") or raw["_id"],
+            score=score,
+            text=src.get("text", ""),
+            document_id=src.get("document_id"),
+            chunk_index=int(src.get("chunk_index") or 0),
+            collection=src.get("collection"),
+            similarity=similarity,
+        )
+
+    def search(self, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        query = self._check(vector)
+        if k <= 0 or not self._exists():
+            return []
+        body = {"size": k, "_source": _SOURCE_FIELDS, "query": self._knn(query, flt, k)}
+        hits = self._client.search(index=self.index, body=body)["hits"]["hits"]
+        out = []
+        for raw in hits:
+            cosine = score_to_cosine(float(raw["_score"]))
+            out.append(self._hit(raw, cosine, cosine))
+        return out
+
+    def _exists(self) -> bool:
+        if not self._index_ready:
+            if not self._client.indices.exists(index=self.index):
+                return False
+            self._index_ready = True
+        return True
+
+    def _ensure_pipeline(self) -> bool:
+        if self._pipeline is None:
+            from opensearchpy.exceptions import TransportError
+
+            try:
+                self._client.transport.perform_request(
+                    "PUT", f"/_search/pipeline/{HYBRID_PIPELINE}", body=pipeline_body()
+                )
+                self._pipeline = True
+            except TransportError as exc:
+                if exc.status_code not in (400, 401, 403, 404, 405):
+                    raise
+                self._pipeline = False
+        return self._pipeline
+
+    def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        query = self._check(vector)
+        if k <= 0 or not self._exists():
+            return []
+        match = {"bool": {"must": [{"match": {"text": {"query": text}}}], "filter": filter_clauses(flt)}}
+        source = [*_SOURCE_FIELDS, "vector"]
+
+        def similarity(raw: dict[str, Any]) -> float:
+            stored = raw.get("_source", {}).get("vector") or []
+            return sum(a * b for a, b in zip(query, _unit(stored), strict=False))
+
+        if self._ensure_pipeline():
+            body = {
+                "size": k,
+                "_source": source,
+                "query": {"hybrid": {"queries": [match, self._knn(query, flt, k)]}},
+            }
+            hits = self._client.search(
+                index=self.index, body=body, params={"search_pipeline": HYBRID_PIPELINE}
+            )["hits"]["hits"]
+            return [self._hit(raw, float(raw["_score"]), similarity(raw)) for raw in hits]
+
+        # No search pipelines here: run both queries and fuse by reciprocal rank.
+        keyword = self._client.search(index=self.index, body={"size": k, "_source": source, "query": match})
+        semantic = self._client.search(
+            index=self.index, body={"size": k, "_source": source, "query": self._knn(query, flt, k)}
+        )
+        fused: dict[str, float] = {}
+        raws: dict[str, dict[str, Any]] = {}
+        for result in (keyword, semantic):
+            for rank, raw in enumerate(result["hits"]["hits"], start=1):
+                key = raw.get("_source", {}).get("note_id") or raw["_id"]
+                fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
+                raws.setdefault(key, raw)
+        ranked = sorted(fused, key=lambda key: (-fused[key], key))[:k]
+        return [self._hit(raws[key], fused[key], similarity(raws[key])) for key in ranked]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if not ids or not self._exists():
+            return
+        if self.server_ids:
+            found = list(self._scan({"terms": {"note_id": list(ids)}}, with_source=False))
+            self._bulk(
+                [{"delete": {"_index": self.index, "_id": h["_id"]}} for h in found], ids=[None] * len(found)
+            )
+        else:
+            unique = list(dict.fromkeys(ids))
+            self._bulk(
+                [{"delete": {"_index": self.index, "_id": i}} for i in unique], ids=[None] * len(unique)
+            )
+
+    def delete_document(self, owner: str, document_id: str) -> int:
+        if not self._exists():
+            return 0
+        query = self._owned(owner, document_id)
+        if self.server_ids:
+            found = list(self._scan(query, with_source=False))
+            self._bulk(
+                [{"delete": {"_index": self.index, "_id": h["_id"]}} for h in found], ids=[None] * len(found)
+            )
+            return len(found)
+        resp = self._client.delete_by_query(
+            index=self.index, body={"query": query}, params={"conflicts": "proceed", **self._refresh_params()}
+        )
+        return int(resp.get("deleted", 0))
+
+    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+        if not self._exists():
+            return
+        query = self._owned(owner, document_id)
+        if self.server_ids:
+            found = [h for h in self._scan(query, with_source=True) if h["_source"].get("enabled") != enabled]
+            lines: list[dict[str, Any]] = []
+            ids: list[str | None] = []
+            for h in found:
+                lines.append({"delete": {"_index": self.index, "_id": h["_id"]}})
+                ids.append(None)
+            for h in found:
+                lines += [{"index": {"_index": self.index}}, {**h["_source"], "enabled": enabled}]
+                ids.append(h["_source"].get("note_id"))
+            self._bulk(lines, ids=ids)
+            return
+        self._client.update_by_query(
+            index=self.index,
+            body={
+                "query": query,
+                "script": {
+                    "source": "ctx._source.enabled = params.enabled",
+                    "lang": "painless",
+                    "params": {"enabled": enabled},
+                },
+            },
+            params={"conflicts": "proceed", **self._refresh_params()},
+        )
+
+    def count(self, owner: str) -> int:
+        if not self._exists():
+            return 0
+        body = {"query": {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"enabled": True}}]}}}
+        return int(self._client.count(index=self.index, body=body)["count"])
+
+
+def _is_action(line: dict[str, Any]) -> bool:
+    return len(line) == 1 and next(iter(line)) in ("index", "delete", "create", "update")
