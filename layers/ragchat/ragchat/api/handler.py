@@ -31,6 +31,15 @@ def container() -> Any:
     return _container
 
 
+def set_container(value: Any | None) -> None:
+    """Install the process-wide container (integration tests inject moto-backed adapters and a fake
+    embedder); ``None`` resets it so the next call builds one from the environment. Handlers made
+    after this call (``http_handler`` builds its resolver on first use) see the new container."""
+    global _container
+    with _lock:
+        _container = value
+
+
 def http_handler(areas: set[str]) -> Handler:
     """An API Gateway REST (proxy) handler serving ``areas``."""
     app: Any = None

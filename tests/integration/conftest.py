@@ -1,0 +1,127 @@
+"""Fixtures for the integration tests; see ``tests/integration/moto_stack.py`` for how they work."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.moto_stack import (
+    BUCKET,
+    COUNTERS,
+    REGION,
+    ROOT,
+    STATE_MACHINE,
+    STEPS_FUNCTION,
+    TABLES,
+    Stack,
+    load_function,
+)
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    import boto3
+    from moto import mock_aws
+    from moto.awslambda.models import LambdaFunction
+    from ragchat.adapters.aws.tables import create_tables
+    from ragchat.api import handler as handler_module
+    from ragchat.config import load_settings
+    from ragchat.container import Container
+
+    from tests.fakes import FakeEmbedder
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+
+    steps_handler = load_function("ingest_steps").lambda_handler
+    invocations: list[dict[str, Any]] = []
+
+    def invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
+        payload = json.loads(event) if isinstance(event, str) else (event or {})
+        invocations.append(payload)
+        assert self.function_name == STEPS_FUNCTION, self.function_name
+        try:
+            result = steps_handler(payload, None)
+        except Exception as exc:  # the Lambda runtime's unhandled-error shape
+            return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}), True, ""
+        return json.dumps(result), False, ""
+
+    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", invoke_in_process)
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        session = boto3.session.Session(region_name=REGION)
+        create_tables(
+            session.client("dynamodb"),
+            documents=TABLES["documents"],
+            conversations=TABLES["conversations"],
+            counters=COUNTERS,
+        )
+        s3 = session.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        iam = session.client("iam")
+        role_arn = iam.create_role(
+            RoleName="ragchat-test-role",
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+        )["Role"]["Arn"]
+        function_arn = session.client("lambda").create_function(
+            FunctionName=STEPS_FUNCTION,
+            Runtime="python3.12",
+            Role=role_arn,
+            Handler="app.lambda_handler",
+            Code={"ZipFile": b"not used: invocations run in-process"},
+            Architectures=["arm64"],
+        )["FunctionArn"]
+        definition = (
+            (ROOT / "statemachine" / "ingest.asl.json")
+            .read_text()
+            .replace("${IngestStepsFunctionArn}", function_arn)
+            .replace("${DocumentsBucket}", BUCKET)
+        )
+        assert "${" not in definition, "every DefinitionSubstitutions placeholder must be substituted"
+        sfn = session.client("stepfunctions")
+        state_machine_arn = sfn.create_state_machine(
+            name=STATE_MACHINE, definition=definition, roleArn=role_arn
+        )["stateMachineArn"]
+
+        settings = load_settings(
+            {
+                "RAGCHAT_BACKEND": "aws",
+                "AWS_REGION": REGION,
+                "DOCUMENTS_TABLE": TABLES["documents"],
+                "CONVERSATIONS_TABLE": TABLES["conversations"],
+                "COUNTERS_TABLE": COUNTERS,
+                "DOCUMENTS_BUCKET": BUCKET,
+                "STATE_MACHINE_ARN": state_machine_arn,
+                "RAGCHAT_DATA_DIR": str(tmp_path / "data"),
+                "RAGCHAT_CHAT_MODEL": "extractive",
+                "MIN_SIMILARITY": "0.2",
+            }
+        )
+        embedder = FakeEmbedder(dimension=64)
+        container = Container(settings, embedder=embedder)
+        handler_module.set_container(container)
+        try:
+            yield Stack(container, embedder, sfn, s3, state_machine_arn, invocations)
+        finally:
+            handler_module.set_container(None)

@@ -1,0 +1,94 @@
+"""Integration tests: the real Lambda handlers (``functions/*/app.py``) and the real state machine
+(``statemachine/ingest.asl.json``) on moto's DynamoDB, S3 and Step Functions.
+
+How the pieces meet
+-------------------
+* moto executes the ASL (``mock_aws(config={"stepfunctions": {"execute_state_machine": True}})``).
+  Its Lambda tasks call ``LambdaFunction._invoke_lambda``, which we replace with an in-process call
+  of ``functions/ingest_steps/app.py``'s ``lambda_handler``; an exception becomes a Lambda function
+  error ``{"errorType": <class name>, "errorMessage": ...}``, as the real runtime reports it, so the
+  state machine's Retry/Catch see e.g. ``TransientError`` or ``ModelError``.
+* The handlers' process-wide container is installed with ``ragchat.api.handler.set_container``:
+  settings as the template sets them (``RAGCHAT_BACKEND=aws``, tables, bucket, state machine), the
+  DynamoDB/S3/Step Functions adapters on moto, a deterministic fake embedder (Bedrock is not
+  emulated) and, since no ``OPENSEARCH_ENDPOINT`` is set, the container's embedded vector index in
+  a temporary folder (the OpenSearch adapter is covered by the contract suite).
+* Each ``functions/<area>/app.py`` is loaded fresh per test (by file path), so its lazily built
+  resolver sees the container of that test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+REGION = "us-east-1"
+TABLES = {"documents": "ragchat-test-documents", "conversations": "ragchat-test-conversations"}
+COUNTERS = "ragchat-test-counters"
+BUCKET = "ragchat-test-documents-bucket"
+STATE_MACHINE = "ragchat-test-ingest"
+STEPS_FUNCTION = "ragchat-test-ingest-steps"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text())
+    return event
+
+
+def load_function(area: str) -> ModuleType:
+    """``functions/<area>/app.py`` as a fresh module (its handler builds its resolver on first use)."""
+    path = ROOT / "functions" / area / "app.py"
+    spec = importlib.util.spec_from_file_location(f"ragchat_function_{area}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Stack:
+    """The deployed stack, on moto."""
+
+    container: Any
+    embedder: Any
+    sfn: Any
+    s3: Any
+    state_machine_arn: str
+    invocations: list[dict[str, Any]] = field(default_factory=list)
+
+    def handler(self, area: str) -> Callable[[dict[str, Any], Any], Any]:
+        handler: Callable[[dict[str, Any], Any], Any] = load_function(area).lambda_handler
+        return handler
+
+    def executions(self) -> list[dict[str, Any]]:
+        resp = self.sfn.list_executions(stateMachineArn=self.state_machine_arn)
+        executions: list[dict[str, Any]] = resp["executions"]
+        return executions
+
+    def wait_for(self, execution_arn: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Poll ``describe_execution`` until the run closes (bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            desc: dict[str, Any] = self.sfn.describe_execution(executionArn=execution_arn)
+            if desc["status"] != "RUNNING":
+                return desc
+            if time.monotonic() > deadline:
+                raise AssertionError(f"execution still RUNNING after {timeout_s}s: {execution_arn}")
+            time.sleep(0.02)
+
+    def wait_for_all(self, count: int, *, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+        """Wait until ``count`` executions exist and all have closed."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.executions()) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"expected {count} executions, saw {len(self.executions())}")
+            time.sleep(0.02)
+        return [self.wait_for(e["executionArn"], timeout_s=timeout_s) for e in self.executions()]
