@@ -1,0 +1,257 @@
+"""Chat turn latency over HTTP (``ragchat serve``'s local server in-process, extractive answerer,
+real MiniLM query embedding, SQLite + embedded vector index holding 10,000 chunks) and the number of
+store round trips a turn makes.
+
+Corpus: SciFact abstracts (``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``) cut into chunks of
+about 800 characters at sentence ends, the first 10,000 kept. The chunks of the documents relevant
+to the 20 benchmark queries are embedded with MiniLM; the others get random unit vectors (embedding
+10k chunks on this machine takes many minutes, and an exact index costs the same per search whatever
+the vectors are). A conversation is first filled to 20 messages, then every measured turn is one
+``POST /chat/conversations/{id}/messages`` on a kept-alive connection.
+
+Round trips: the conversation store, the counters and the document store are wrapped in a counting
+proxy; every method call is one round trip. The vector index calls (``count`` for the empty
+knowledge-base check, ``search``) are counted separately.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "scifact"
+REPO = Path(__file__).resolve().parents[1]
+N_CHUNKS = 10_000
+N_QUERIES = 20
+PREFILL_MESSAGES = 20
+MEASURED_TURNS = 60
+OWNER = "local"
+
+
+class Counting:
+    """Proxy counting every method call on the wrapped port."""
+
+    def __init__(self, inner: Any, name: str, counts: Counter[str]) -> None:
+        self._inner = inner
+        self._name = name
+        self._counts = counts
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._inner, attr)
+        if not callable(value) or attr.startswith("_"):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._counts[f"{self._name}.{attr}"] += 1
+            return value(*args, **kwargs)
+
+        return call
+
+
+def _chunks(text: str, size: int = 800) -> list[str]:
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    out: list[str] = []
+    cur = ""
+    for s in sentences:
+        if cur and len(cur) + len(s) + 1 > size:
+            out.append(cur)
+            cur = s
+        else:
+            cur = f"{cur} {s}".strip()
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _corpus() -> tuple[list[tuple[str, str, str]], list[tuple[str, set[str]]]]:
+    qrels: dict[str, set[str]] = {}
+    for line in (DATA / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, _ = line.split("\t")
+        qrels.setdefault(qid, set()).add(did)
+    queries = {}
+    for line in (DATA / "queries.jsonl").read_text().splitlines():
+        q = json.loads(line)
+        if q["_id"] in qrels:
+            queries[q["_id"]] = q["text"]
+    chosen = sorted(queries)[:N_QUERIES]
+    wanted = set().union(*(qrels[q] for q in chosen))
+    docs: list[tuple[str, str, str]] = []  # (doc id, chunk id, text)
+    relevant: list[tuple[str, str, str]] = []
+    for line in (DATA / "corpus.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        for i, chunk in enumerate(_chunks(f"{d['title']}. {d['text']}")):
+            item = (d["_id"], f"sf{d['_id']}-{i:03d}", chunk)
+            (relevant if d["_id"] in wanted else docs).append(item)
+    chunks = relevant + docs[: N_CHUNKS - len(relevant)]
+    return chunks, [(queries[q], qrels[q]) for q in chosen]
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))]
+
+
+def main() -> None:
+    import numpy as np
+    from ragchat.config import load_settings
+    from ragchat.container import Container
+    from ragchat.domain.models import SearchFilter, VectorRecord
+    from ragchat.local_server import LocalServer
+
+    RESULTS.mkdir(exist_ok=True)
+    models = Path(os.environ.get("RAGCHAT_MODEL_DIR") or REPO / ".ragchat" / "models")
+    chunks, queries = _corpus()
+    relevant_docs = set().union(*(r for _, r in queries))
+    with tempfile.TemporaryDirectory(prefix="bench-chat-") as tmp:
+        settings = load_settings(
+            {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": str(models), "RAGCHAT_CHAT_MODEL": "extractive"}
+        )
+        container = Container(settings)
+        embedder = container.embedder
+        rng = np.random.default_rng(7)
+        real = [c for c in chunks if c[0] in relevant_docs]
+        t0 = time.perf_counter()
+        real_vectors = embedder.embed_documents([c[2] for c in real])
+        embed_s = time.perf_counter() - t0
+        vectors = {c[1]: v for c, v in zip(real, real_vectors, strict=True)}
+        records = []
+        for doc_id, chunk_id, text in chunks:
+            vec = vectors.get(chunk_id)
+            if vec is None:
+                r = rng.standard_normal(embedder.dimension).astype("float32")
+                vec = (r / np.linalg.norm(r)).tolist()
+            records.append(
+                VectorRecord(
+                    id=chunk_id,
+                    vector=list(vec),
+                    text=text,
+                    owner=OWNER,
+                    document_id=f"sf{doc_id}",
+                    chunk_index=0,
+                )
+            )
+        for i in range(0, len(records), 1000):
+            container.index.upsert(records[i : i + 1000])
+
+        counts: Counter[str] = Counter()
+        for port in ("conversations", "counters", "documents", "index"):
+            container.__dict__[port] = Counting(getattr(container, port), port, counts)
+        server = LocalServer(container, port=0)
+        server.start()
+        host, port = server.httpd.server_address[:2]
+        conn = http.client.HTTPConnection(str(host), int(port), timeout=60)
+
+        def call(method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+            conn.request(
+                method,
+                path,
+                body=json.dumps(body) if body is not None else None,
+                headers={"Content-Type": "application/json"},
+            )
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, json.loads(data) if data else {}, {k.lower(): v for k, v in resp.getheaders()}
+
+        try:
+            status, conv, _ = call("POST", "/chat/conversations", {})
+            assert status == 201, conv
+            path = f"/chat/conversations/{conv['id']}/messages"
+            for i in range(PREFILL_MESSAGES // 2):
+                status, _, _ = call("POST", path, {"content": queries[i % len(queries)][0]})
+                assert status == 200
+            latencies: list[float] = []
+            per_turn: list[Counter[str]] = []
+            guards = 0
+            for i in range(MEASURED_TURNS):
+                question = queries[i % len(queries)][0]
+                counts.clear()
+                t = time.perf_counter()
+                status, reply, headers = call("POST", path, {"content": question})
+                latencies.append((time.perf_counter() - t) * 1000)
+                assert status == 200, reply
+                guards += headers.get("x-model-used") == "guard"
+                per_turn.append(Counter(counts))
+            q_ms, s_ms = [], []
+            flt = SearchFilter(owner=OWNER)
+            for _ in range(30):
+                t = time.perf_counter()
+                qv = embedder.embed_query(queries[0][0])
+                q_ms.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                container.index.search(qv, flt, 3)
+                s_ms.append((time.perf_counter() - t) * 1000)
+        finally:
+            conn.close()
+            server.stop()
+
+    store_calls = [sum(v for k, v in c.items() if not k.startswith("index.")) for c in per_turn]
+    index_calls = [sum(v for k, v in c.items() if k.startswith("index.")) for c in per_turn]
+    breakdown = Counter[str]()
+    for c in per_turn:
+        breakdown.update(c)
+    result = {
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+        },
+        "setup": {
+            "chunks": len(chunks),
+            "embedded_chunks": len(real),
+            "embedding_seconds": round(embed_s, 2),
+            "conversation_messages_before_measuring": PREFILL_MESSAGES,
+            "measured_turns": MEASURED_TURNS,
+            "model": "extractive",
+            "embedder": settings.embedding_model_id,
+        },
+        "latency_ms": {
+            "p50": round(_percentile(latencies, 50), 2),
+            "p95": round(_percentile(latencies, 95), 2),
+            "mean": round(statistics.fmean(latencies), 2),
+            "max": round(max(latencies), 2),
+        },
+        "query_embedding_ms_p50": round(_percentile(q_ms, 50), 2),
+        "vector_search_ms_p50": round(_percentile(s_ms, 50), 2),
+        "guard_replies": guards,
+        "store_round_trips_per_turn": {"min": min(store_calls), "max": max(store_calls)},
+        "vector_index_calls_per_turn": {"min": min(index_calls), "max": max(index_calls)},
+        "calls_per_turn_by_method": {k: v / len(per_turn) for k, v in sorted(breakdown.items())},
+        "goals": {"p50_ms": 40, "store_round_trips": 4},
+    }
+    (RESULTS / "chat_turn.json").write_text(json.dumps(result, indent=2) + "\n")
+    lat = result["latency_ms"]
+    methods = ", ".join(
+        f"{k.split('.', 1)[1]} {v:g}"
+        for k, v in result["calls_per_turn_by_method"].items()
+        if not k.startswith("index.")
+    )
+    lines = [
+        f"### Chat turn over HTTP (extractive, {len(chunks):,} chunks, "
+        f"{PREFILL_MESSAGES}-message conversation)",
+        "",
+        "| p50 ms | p95 ms | of which: query embedding p50 ms | vector search p50 ms "
+        "| store round trips / turn | vector index calls / turn |",
+        "|---|---|---|---|---|---|",
+        f"| {lat['p50']} | {lat['p95']} | {result['query_embedding_ms_p50']} | "
+        f"{result['vector_search_ms_p50']} | "
+        f"{min(store_calls)}–{max(store_calls)} ({methods}) | {min(index_calls)}–{max(index_calls)} |",
+        "",
+        f"{MEASURED_TURNS} turns, {guards} guard replies; goals: p50 ≤ 40 ms, ≤ 4 store round trips.",
+    ]
+    (RESULTS / "chat_turn.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
