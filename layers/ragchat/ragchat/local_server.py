@@ -196,6 +196,9 @@ def response_body(result: Mapping[str, Any]) -> bytes | Iterator[Any]:
 class _Handler(BaseHTTPRequestHandler):
     server: RagchatHTTPServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms
+    # to every keep-alive response.
+    disable_nagle_algorithm = True
     server_version = "ragchat"
     sys_version = ""
 
@@ -253,9 +256,11 @@ class _Handler(BaseHTTPRequestHandler):
             source_ip=self.client_address[0],
             principal=srv.principal,
         )
+        t0 = time.perf_counter()
         result = srv.pool.resolve(event)
+        app_ms = (time.perf_counter() - t0) * 1000
         status = int(result.get("statusCode", 200))
-        headers = response_headers(result)
+        headers = [*response_headers(result), ("Server-Timing", f"app;dur={app_ms:.1f}")]
         payload = response_body(result)
         if isinstance(payload, bytes):
             return self._send(status, headers, payload, request_id=event["requestContext"]["requestId"])
