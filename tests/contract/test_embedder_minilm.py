@@ -172,3 +172,42 @@ def test_concurrent_calls_give_the_same_vectors(embedder: OnnxMiniLMEmbedder) ->
     for got in results.values():
         for a, b in zip(got, expected, strict=True):
             assert cosine(a, b) > 0.99999
+
+
+# ------------------------------------------------------------------ model preparation (make model)
+def _fake_prepared(models: Path, *, version: str = "0.1.0", fmt: int | None = None) -> Path:
+    from ragchat.adapters.local import model_prep
+
+    folder = model_dir(models)
+    folder.mkdir(parents=True)
+    (folder / "model.onnx").write_bytes(b"onnx")
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / "reference.json").write_text("{}")
+    manifest = {
+        "format": model_prep.EXPORT_FORMAT if fmt is None else fmt,
+        "source_version": version,
+        "onnx_bytes": 4,
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_prepared_cache_is_a_no_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragchat.adapters.local import model_prep
+
+    folder = _fake_prepared(tmp_path)
+    assert model_prep.is_prepared(folder, "0.1.0")
+    assert model_prep.main(["--models-path", str(tmp_path)]) == 0
+    assert "is ready" in capsys.readouterr().out
+    assert (folder / "model.onnx").read_bytes() == b"onnx"  # untouched
+
+
+def test_stale_or_damaged_cache_is_not_prepared(tmp_path: Path) -> None:
+    from ragchat.adapters.local import model_prep
+
+    assert not model_prep.is_prepared(model_dir(tmp_path / "none"), "0.1.0")
+    assert not model_prep.is_prepared(_fake_prepared(tmp_path / "old", version="0.0.9"), "0.1.0")
+    assert not model_prep.is_prepared(_fake_prepared(tmp_path / "fmt", fmt=0), "0.1.0")
+    truncated = _fake_prepared(tmp_path / "cut")
+    (truncated / "model.onnx").write_bytes(b"on")
+    assert not model_prep.is_prepared(truncated, "0.1.0")

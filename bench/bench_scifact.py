@@ -1,0 +1,223 @@
+"""Retrieval quality of the local embedder on BEIR SciFact (5,183 abstracts, 300 test claims).
+
+Each document is embedded as title + " " + text (whole documents, truncated to 256 tokens, as in
+the published figure: nDCG@10 = 0.645 for all-MiniLM-L6-v2), queries as they are; exact cosine
+search with numpy; nDCG@10, recall@10 and recall@100 against ``qrels/test.tsv``. Then the same
+through the real chunking pipeline (``ragchat.domain.splitting.split_text`` with the default
+CHUNK_SIZE/CHUNK_OVERLAP; a document scores as its best chunk). Data is read at run time from
+``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``; vectors are cached in the temp folder so a
+rerun is quick. Needs ``make model``.
+
+Usage: ``python bench/bench_scifact.py [--mode whole|chunks|both]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "scifact"
+CACHE = Path(tempfile.gettempdir()) / "ragchat-bench-cache"
+PUBLISHED_NDCG10 = 0.645
+
+
+def _models_path() -> Path:
+    from ragchat.config import load_settings
+
+    return load_settings().models_path
+
+
+def embed_cached(embedder: Any, texts: Sequence[str], label: str) -> Any:
+    """Embed ``texts`` (float32 array), caching the result by model + texts in the temp folder."""
+    import numpy as np
+    from ragchat.adapters.local.onnx_embedder import model_dir
+
+    manifest = json.loads((model_dir(_models_path()) / "manifest.json").read_text(encoding="utf-8"))
+    digest = hashlib.sha256(manifest["onnx_sha256"].encode())
+    for t in texts:
+        digest.update(t.encode("utf-8", "surrogatepass") + b"\0")
+    path = CACHE / f"{label}-{digest.hexdigest()[:20]}.npy"
+    if path.is_file():
+        print(f"  {label}: {len(texts)} vectors from cache {path}", flush=True)
+        return np.load(path)
+    out = np.empty((len(texts), embedder.dimension), dtype=np.float32)
+    started = time.perf_counter()
+    step = 256
+    for i in range(0, len(texts), step):
+        out[i : i + step] = embedder.embed_array(texts[i : i + step])
+        done = min(i + step, len(texts))
+        rate = done / (time.perf_counter() - started)
+        print(f"  {label}: {done}/{len(texts)} ({rate:.1f}/s)", flush=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    np.save(path, out)
+    return out
+
+
+def load() -> tuple[list[str], list[str], dict[str, str], dict[str, dict[str, int]]]:
+    doc_ids, doc_texts = [], []
+    with (DATA / "corpus.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            doc_ids.append(row["_id"])
+            doc_texts.append(f"{row['title']} {row['text']}")
+    queries = {}
+    with (DATA / "queries.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            queries[row["_id"]] = row["text"]
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    with (DATA / "qrels" / "test.tsv").open(encoding="utf-8") as fh:
+        next(fh)
+        for line in fh:
+            qid, did, score = line.rstrip("\n").split("\t")
+            if int(score) > 0:
+                qrels[qid][did] = int(score)
+    return doc_ids, doc_texts, queries, dict(qrels)
+
+
+def evaluate(
+    scores: Any, doc_ids: list[str], qids: list[str], qrels: dict[str, dict[str, int]]
+) -> dict[str, float]:
+    """nDCG@10 (binary gains, as BEIR/pytrec_eval), recall@10, recall@100, averaged over queries."""
+    import numpy as np
+
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :100]
+    ndcg, r10, r100 = [], [], []
+    for row, qid in enumerate(qids):
+        relevant = qrels[qid]
+        ranked = [doc_ids[j] for j in top[row]]
+        dcg = sum(relevant.get(d, 0) / math.log2(rank + 2) for rank, d in enumerate(ranked[:10]))
+        ideal = sorted(relevant.values(), reverse=True)[:10]
+        idcg = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal))
+        ndcg.append(dcg / idcg)
+        r10.append(len(set(ranked[:10]) & relevant.keys()) / len(relevant))
+        r100.append(len(set(ranked[:100]) & relevant.keys()) / len(relevant))
+    return {
+        "ndcg@10": round(float(np.mean(ndcg)), 4),
+        "recall@10": round(float(np.mean(r10)), 4),
+        "recall@100": round(float(np.mean(r100)), 4),
+        "queries": len(qids),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mode", choices=["whole", "chunks", "both"], default="both")
+    args = parser.parse_args(argv)
+
+    import numpy as np
+    from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+
+    RESULTS.mkdir(exist_ok=True)
+    doc_ids, doc_texts, queries, qrels = load()
+    qids = [q for q in queries if q in qrels]
+    embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+    started = time.perf_counter()
+    q_vecs = embed_cached(embedder, [queries[q] for q in qids], "scifact-queries")
+    runs: dict[str, Any] = {}
+    result_path = RESULTS / "scifact.json"
+    if result_path.is_file():  # keep a mode measured earlier when only the other one is rerun
+        runs = json.loads(result_path.read_text(encoding="utf-8")).get("runs", {})
+
+    if args.mode in ("whole", "both"):
+        t0 = time.perf_counter()
+        d_vecs = embed_cached(embedder, doc_texts, "scifact-docs")
+        figures = evaluate(q_vecs @ d_vecs.T, doc_ids, qids, qrels)
+        elapsed = round(time.perf_counter() - t0, 1)
+        figures.update(documents=len(doc_ids), vectors=len(doc_ids), seconds=elapsed)
+        runs["whole"] = figures
+        print(f"whole documents: {figures}", flush=True)
+        _write(runs)
+
+    if args.mode in ("chunks", "both"):
+        try:
+            from ragchat.domain.splitting import split_text
+        except ImportError:
+            runs["chunks"] = {"skipped": "ragchat.domain.splitting.split_text not available"}
+        else:
+            from ragchat.config import Settings
+
+            settings = Settings()
+            t0 = time.perf_counter()
+            chunks: list[str] = []
+            owner: list[int] = []
+            for n, text in enumerate(doc_texts):
+                parts = split_text(
+                    text,
+                    content_type="text/plain",
+                    chunk_size=settings.chunk_size,
+                    overlap=settings.chunk_overlap,
+                ) or [text]
+                chunks.extend(parts)
+                owner.extend([n] * len(parts))
+            c_vecs = embed_cached(embedder, chunks, "scifact-chunks")
+            chunk_scores = q_vecs @ c_vecs.T
+            starts = np.flatnonzero(np.r_[True, np.diff(np.asarray(owner)) != 0])
+            doc_scores = np.maximum.reduceat(chunk_scores, starts, axis=1)  # best chunk per document
+            figures = evaluate(doc_scores, doc_ids, qids, qrels)
+            figures.update(
+                documents=len(doc_ids),
+                vectors=len(chunks),
+                chunk_size=settings.chunk_size,
+                chunk_overlap=settings.chunk_overlap,
+                seconds=round(time.perf_counter() - t0, 1),
+            )
+            runs["chunks"] = figures
+            print(f"chunked: {figures}", flush=True)
+        _write(runs)
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def _write(runs: dict[str, Any]) -> None:
+    machine = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
+    result = {
+        "model": "all-MiniLM-L6-v2 (ONNX, local)",
+        "published_ndcg@10": PUBLISHED_NDCG10,
+        "runs": runs,
+        "machine": machine,
+    }
+    (RESULTS / "scifact.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    lines = [
+        "### Retrieval quality: SciFact (BEIR test, 300 queries), all-MiniLM-L6-v2 ONNX, exact cosine",
+        "",
+        "| indexing | vectors | nDCG@10 | recall@10 | recall@100 |",
+        "|---|---|---|---|---|",
+    ]
+    labels = {
+        "whole": "whole documents (title + text, first 256 tokens)",
+        "chunks": "real chunking pipeline (split_text; document = best chunk)",
+    }
+    for key in ("whole", "chunks"):
+        run = runs.get(key)
+        if not run:
+            lines.append(f"| {labels[key]} | not measured | | | |")
+        elif "skipped" in run:
+            lines.append(f"| {labels[key]} | {run['skipped']} | | | |")
+        else:
+            lines.append(
+                f"| {labels[key]} | {run['vectors']} | {run['ndcg@10']:.3f} | {run['recall@10']:.3f} "
+                f"| {run['recall@100']:.3f} |"
+            )
+    lines += ["", f"Published nDCG@10 for all-MiniLM-L6-v2 on this set: {PUBLISHED_NDCG10} (goal: ≥ 0.64)."]
+    (RESULTS / "scifact.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
