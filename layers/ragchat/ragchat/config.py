@@ -47,7 +47,9 @@ class Settings(BaseSettings):
     backend: Literal["local", "aws"] = Field("local", alias="RAGCHAT_BACKEND")
     data_dir: Path = Field(Path(".ragchat"), alias="RAGCHAT_DATA_DIR")
     embedder: Literal["minilm", "titan", "cohere"] | None = Field(None, alias="RAGCHAT_EMBEDDER")
-    chat_model: Literal["auto", "extractive", "anthropic", "bedrock"] = Field("auto", alias="RAGCHAT_CHAT_MODEL")
+    chat_model: Literal["auto", "extractive", "anthropic", "bedrock"] = Field(
+        "auto", alias="RAGCHAT_CHAT_MODEL"
+    )
     # local model cache (the exported ONNX MiniLM); defaults to <data_dir>/models
     model_dir: Path | None = Field(None, alias="RAGCHAT_MODEL_DIR")
 

@@ -80,7 +80,9 @@ class ConversationStore(Protocol):
         """Newest (most recently updated) first, with ``message_count`` filled in."""
         ...
 
-    def update_conversation(self, owner: str, conv_id: str, changes: dict[str, Any]) -> Conversation | None: ...
+    def update_conversation(
+        self, owner: str, conv_id: str, changes: dict[str, Any]
+    ) -> Conversation | None: ...
 
     def delete_conversation(self, owner: str, conv_id: str) -> bool:
         """Delete the conversation and all its messages."""
