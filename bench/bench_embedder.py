@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         "model_id": embedder.model_id,
         "threads": embedder.threads,
         "batch_size": embedder.batch_size,
+        "token_budget": embedder.token_budget,
         "passages": len(passages),
         "tokens_after_truncation": tokens,
         "seconds": round(elapsed, 2),

@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 MODEL_ID = "all-MiniLM-L6-v2"
 DIMENSION = 384
 MAX_TOKENS = 256
-DEFAULT_BATCH_SIZE = 32
+DEFAULT_BATCH_SIZE = 64
+# Padded tokens per onnxruntime call: long passages go 8 at a time, short queries up to 64 at a time.
+# Measured on SciFact abstracts: batches of 8 x 256 tokens are faster than 32 x 256 and hold far less
+# memory (attention scores grow with batch x length^2).
+DEFAULT_TOKEN_BUDGET = 2048
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -55,14 +59,16 @@ class OnnxMiniLMEmbedder:
         *,
         threads: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
         max_tokens: int = MAX_TOKENS,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        if batch_size < 1 or token_budget < 1:
+            raise ValueError("batch_size and token_budget must be at least 1")
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.batch_size = batch_size
+        self.token_budget = token_budget
         self.max_tokens = max_tokens
         self.threads = threads if threads and threads > 0 else (os.cpu_count() or 1)
 
@@ -130,8 +136,7 @@ class OnnxMiniLMEmbedder:
         # Sorting by length keeps padding (wasted compute) small within each batch.
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        for rows in self._batches(order, lengths):
             width = int(lengths[rows].max())
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -146,6 +151,25 @@ class OnnxMiniLMEmbedder:
             (hidden,) = self._session.run([self._output_name], feed)
             out[rows] = _mean_pool_normalize(hidden, mask)
         return out
+
+    def _batches(
+        self, order: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+    ) -> list[npt.NDArray[np.int64]]:
+        """Split indices sorted by length into batches of at most ``batch_size`` rows and (after
+        padding to the longest row) about ``token_budget`` tokens; a batch has at least one row."""
+        batches = []
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while (
+                end < len(order)
+                and end - start < self.batch_size
+                and (end - start + 1) * int(lengths[order[end]]) <= self.token_budget
+            ):
+                end += 1
+            batches.append(order[start:end])
+            start = end
+        return batches
 
 
 def _mean_pool_normalize(hidden: npt.NDArray[Any], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
