@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime threads (default: all cores)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
 
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder, model_dir
@@ -138,4 +138,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
