@@ -44,17 +44,42 @@ def http_handler(areas: set[str]) -> Handler:
     """An API Gateway REST (proxy) handler serving ``areas``."""
     app: Any = None
 
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def build() -> Any:
         nonlocal app
-        _correlate(event, context)
         if app is None:
             from ragchat.api.app import create_app
 
             app = create_app(container(), areas=areas)
-        result: dict[str, Any] = app.resolve(event, context)
+        return app
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        _correlate(event, context)
+        result: dict[str, Any] = build().resolve(event, context)
         return result
 
+    handler.warm = build  # type: ignore[attr-defined]
     return handler
+
+
+def warm_before_snapshot(handler: Handler, services: tuple[str, ...] = ()) -> None:
+    """With Lambda SnapStart, do the slow imports and build the resolver *before* the snapshot, so a
+    restored sandbox starts warm. No client is created and no connection opened (credentials and
+    connections must not be frozen into the snapshot): only modules, settings and botocore's service
+    models. Outside a SnapStart runtime (``snapshot_restore_py`` absent) this does nothing."""
+    try:
+        from snapshot_restore_py import register_before_snapshot
+    except ImportError:
+        return
+
+    def warm() -> None:
+        handler.warm()  # type: ignore[attr-defined]
+        import botocore.session
+
+        session = botocore.session.get_session()
+        for name in services:
+            session.get_service_model(name)
+
+    register_before_snapshot(warm)
 
 
 def _correlate(event: dict[str, Any], context: Any) -> None:
