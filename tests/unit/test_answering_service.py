@@ -223,11 +223,16 @@ def test_ask_retries_a_transient_model_error_with_backoff() -> None:
     assert sleeps == [0.2, 0.4]
 
 
-def test_ask_falls_back_to_an_extract_when_the_model_fails() -> None:
+def test_ask_falls_back_to_an_extract_when_the_model_fails(caplog: pytest.LogCaptureFixture) -> None:
     model = FakeChatModel()
     model.fail_with = ModelError("model down")
     service, _, _ = ask_service(model)
-    result = service.ask("alice", "photosynthesis light energy", collection="bio")
+    with caplog.at_level(logging.WARNING):
+        result = service.ask("alice", "photosynthesis light energy", collection="bio")
     assert result.answer.startswith(FALLBACK_PREFIX)
     assert [s.id for s in result.sources] == ["n0"]
     assert result.guard_used is False
+    errors = [r for r in caplog.records if getattr(r, "event", None) == "chat.error"]
+    assert len(errors) == 1
+    assert errors[0].getMessage() == "model down"
+    assert errors[0].errorType == "ModelError"  # type: ignore[attr-defined]

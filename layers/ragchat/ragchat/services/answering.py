@@ -22,6 +22,7 @@ from ragchat.domain.citations import CitationResult, validate_citations
 from ragchat.domain.errors import ModelError, TransientError, ValidationError
 from ragchat.domain.models import ChatTurn, Completion, Hit, ModelRequest, SearchFilter, SourceRef
 from ragchat.domain.prompts import GUARD_REPLY, build_system_prompt, detect_injection
+from ragchat.services.logs import log_error
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
@@ -203,11 +204,7 @@ class AskService:
         try:
             ans = self.answerer.answer(question, retrieval, reinforce=reinforce, complete=self._complete)
         except (ModelError, TransientError) as exc:
-            logger.warning(
-                "chat.error",
-                # "message" is reserved by logging (LogRecord.message): the text goes in errorMessage.
-                extra={"conversationId": None, "errorType": type(exc).__name__, "errorMessage": exc.message},
-            )
+            log_error(None, type(exc).__name__, exc.message)
             ans = self.answerer.finish(
                 fallback_reply(retrieval.hits), retrieval, model=FALLBACK_MODEL, timings=retrieval.timings
             )

@@ -75,6 +75,7 @@ from ragchat.domain.models import (
 )
 from ragchat.domain.prompts import SUMMARY_PROMPT, detect_injection, fallback_reply
 from ragchat.services.answering import Answer, Answerer
+from ragchat.services.logs import log_error
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
@@ -837,16 +838,6 @@ class ScopedNoteTools:
 
 
 # ====================================================================== helpers
-def log_error(conversation_id: str | None, error_type: str, message: str, **more: Any) -> None:
-    """``chat.error {conversationId, errorType, message}`` (SPEC §12). ``message`` is the log record's
-    own message field (the standard library forbids it as an extra key), so the event name goes in
-    ``event``."""
-    logger.warning(
-        message,
-        extra={"event": "chat.error", "conversationId": conversation_id, "errorType": error_type, **more},
-    )
-
-
 def uses_llm(model: Any) -> bool:
     """Whether the chat model is an LLM (the extractive answerer is not: it cannot summarize)."""
     return not str(getattr(model, "model_id", "")).startswith("extractive")
