@@ -122,25 +122,62 @@ def test_guard_threshold_boundary(top1: float, guard: bool, logs: Capture) -> No
     assert event.scores == [pytest.approx(top1), pytest.approx(top1 - 0.2)]  # type: ignore[attr-defined]
 
 
-def test_bunched_scores_trigger_an_adaptive_search_with_top_k_5() -> None:
+def test_bunched_scores_answer_from_top_k_5_with_a_single_search(logs: Capture) -> None:
     retriever, embedder, index = make()
     for i, score in enumerate([0.90, 0.89, 0.88, 0.60, 0.50, 0.40]):
         add(index, embedder, f"n{i}", f"text {i}", score=score)
     result = retriever.retrieve("question", SearchFilter(owner=OWNER))
     assert result.top_k == 5
     assert [h.id for h in result.hits] == ["n0", "n1", "n2", "n3", "n4"]
-    assert [k for k, _ in index.search_calls] == [3, 5]
+    assert [k for k, _ in index.search_calls] == [5]  # one search, deep enough for the rule
     assert set(result.timings) == {"embedding_generation", "vector_search"}
+    [event] = logs.events("chat.retrieval")
+    assert event.ids == ["n0", "n1", "n2", "n3", "n4"]  # type: ignore[attr-defined]
 
 
-def test_spread_scores_keep_top_k_3() -> None:
+def test_spread_scores_keep_top_k_3(logs: Capture) -> None:
     retriever, embedder, index = make()
     for i, score in enumerate([0.90, 0.80, 0.70, 0.60, 0.50]):
         add(index, embedder, f"n{i}", f"text {i}", score=score)
     result = retriever.retrieve("question", SearchFilter(owner=OWNER))
     assert result.top_k == 3
-    assert [h.id for h in result.hits] == ["n0", "n1", "n2"]
-    assert [k for k, _ in index.search_calls] == [3]
+    assert [h.id for h in result.hits] == ["n0", "n1", "n2"]  # the deeper search is cut back to 3
+    assert [k for k, _ in index.search_calls] == [5]
+    [event] = logs.events("chat.retrieval")
+    assert event.ids == ["n0", "n1", "n2"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected_k"),
+    [
+        ([0.90, 0.86, 0.851, 0.84, 0.83, 0.82, 0.81], 5),  # top-1 - top-3 = 0.049 < 0.05
+        ([0.90, 0.86, 0.85, 0.84, 0.83, 0.82, 0.81], 3),  # exactly 0.05: not bunched
+        ([0.90, 0.20, 0.10, 0.05], 3),
+        ([0.90, 0.89], 3),  # fewer than 3 hits: nothing to widen
+    ],
+)
+def test_single_search_returns_what_a_top_3_then_top_5_search_would(
+    scores: list[float], expected_k: int
+) -> None:
+    retriever, embedder, index = make()
+    for i, score in enumerate(scores):
+        add(index, embedder, f"n{i}", f"text {i}", score=score)
+    result = retriever.retrieve("question", SearchFilter(owner=OWNER))
+    vector = embedder.embed_query("question")
+    reference = index.search(vector, SearchFilter(owner=OWNER), expected_k)
+    assert result.top_k == expected_k
+    assert [h.id for h in result.hits] == [h.id for h in reference]
+    assert len(result.hits) == min(expected_k, len(scores))
+
+
+def test_adaptive_top_k_not_above_top_k_never_widens() -> None:
+    retriever, embedder, index = make({"TOP_K": "4", "ADAPTIVE_TOP_K": "2"})
+    for i, score in enumerate([0.90, 0.90, 0.90, 0.90, 0.90]):
+        add(index, embedder, f"n{i}", f"text {i}", score=score)
+    result = retriever.retrieve("question", SearchFilter(owner=OWNER))
+    assert result.top_k == 4
+    assert len(result.hits) == 4
+    assert [k for k, _ in index.search_calls] == [4]
 
 
 def test_a_transient_search_error_is_retried_once() -> None:

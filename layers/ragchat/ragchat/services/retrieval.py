@@ -1,10 +1,12 @@
 """Retrieval for a question or a chat turn (SPEC §6).
 
-normalize → empty knowledge base? guard before embedding → embed → vector search (topK, filtered to
-the owner's enabled notes and the scope; one retry on a transient error) → guard when the top-1
-similarity is below the threshold → adaptive: when top-1 and top-3 are close, search again with a
-larger topK. ``RETRIEVAL_MODE=hybrid`` ranks with the index's keyword+vector fusion while the gate
-still reads the vector similarity.
+normalize → empty knowledge base? guard before embedding → embed → vector search (filtered to the
+owner's enabled notes and the scope; one retry on a transient error) → guard when the top-1
+similarity is below the threshold → adaptive: when top-1 and top-3 are close, answer from the top 5
+instead of the top 3. One search of depth max(topK, adaptive topK) serves both: an exact search
+ranks the same notes first whatever the depth, so its first topK are what a topK search returns.
+``RETRIEVAL_MODE=hybrid`` ranks with the index's keyword+vector fusion while the gate still reads
+the vector similarity.
 """
 
 from __future__ import annotations
@@ -129,7 +131,12 @@ class Retriever:
             finally:
                 search_ms += (time.perf_counter() - t) * 1000
 
-        vector_hits = vector_search(top_k)
+        # One exact search deep enough for the adaptive rule: the first ``top_k`` of the deeper
+        # ranking are exactly what a ``top_k`` search returns, so the guard and the spread rule read
+        # the same scores, and widening to ``adaptive_top_k`` needs no second search.
+        adaptive_k = self.settings.adaptive_top_k
+        ranked = vector_search(max(top_k, adaptive_k))
+        vector_hits = ranked[:top_k]
         scores = [similarity_of(h) for h in vector_hits]
         top1 = scores[0] if scores else None
 
@@ -146,12 +153,11 @@ class Retriever:
                 top_similarity=top1,
             )
 
-        if self.settings.adaptive_top_k > top_k and needs_adaptive(
+        if adaptive_k > top_k and needs_adaptive(
             vector_hits, spread=self.settings.adaptive_spread, top_k=top_k
         ):
-            top_k = self.settings.adaptive_top_k
-            if not hybrid:
-                vector_hits = vector_search(top_k)
+            top_k = adaptive_k
+            vector_hits = ranked[:top_k]
         hits = hybrid_search(top_k) if hybrid else vector_hits
         timings["vector_search"] = search_ms
         self._log_retrieval(conversation_id, hits)
