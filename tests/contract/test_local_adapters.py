@@ -246,6 +246,28 @@ def test_search_matches_brute_force_for_large_and_small_selections(db):
     assert index.count("small") == sum(1 for r in live.values() if r.owner == "small" and r.enabled)
 
 
+def test_search_when_the_filter_selects_every_row_then_after_one_is_disabled(db):
+    rng = np.random.default_rng(11)
+    dim = 8
+    index = LocalVectorIndex(db, dimension=dim)
+    records = [record(f"n{i:03d}", rng.normal(size=dim), document_id=f"d{i % 2}") for i in range(200)]
+    index.upsert(records)
+    query = rng.normal(size=dim)
+    q = query / np.linalg.norm(query)
+
+    def expected(rows, k):
+        def cos(r):
+            return -float(np.dot(np.asarray(r.vector) / np.linalg.norm(r.vector), q))
+
+        return [r.id for r in sorted(rows, key=cos)[:k]]
+
+    assert [h.id for h in index.search(list(query), SearchFilter("alice"), 5)] == expected(records, 5)
+    index.set_enabled("alice", "d0", False)  # now half the rows are masked out
+    kept = [r for r in records if r.document_id == "d1"]
+    assert [h.id for h in index.search(list(query), SearchFilter("alice"), 5)] == expected(kept, 5)
+    assert len(index.search(list(query), SearchFilter("alice"), 500)) == len(kept) == index.count("alice")
+
+
 def test_hybrid_hits_carry_the_vector_similarity_for_gating(db):
     index = LocalVectorIndex(db, dimension=4)
     index.upsert(
