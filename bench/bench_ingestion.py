@@ -229,10 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     if args.phase:
         docs, queries = _load(args.docs, args.queries)
-        if args.phase == "raw":
-            figures = _phase_raw(docs)
-        else:
-            figures = _phase_e2e(docs, queries)
+        figures = _phase_raw(docs) if args.phase == "raw" else _phase_e2e(docs, queries)
         print(json.dumps({"phase": args.phase, **figures}), flush=True)
         return figures
 
