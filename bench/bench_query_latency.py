@@ -220,8 +220,9 @@ def _measure(data_dir: Path, queries: list[str], n_queries: int, warmup: int) ->
     }
 
 
-def _machine() -> dict[str, Any]:
+def _machine(load_at_start: float) -> dict[str, Any]:
     info: dict[str, Any] = {
+        "load_average_1m_at_start": load_at_start,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
@@ -243,7 +244,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--base", type=int, default=500, help="distinct SciFact texts embedded for real")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv if argv is not None else [])
+    load_at_start = round(os.getloadavg()[0], 2)
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
     import numpy as np
@@ -292,7 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "base_embed_seconds": round(embed_s, 1),
         "rows": rows,
         "goals_p50_ms": {str(k): v for k, v in goals.items()},
-        "machine": _machine(),
+        "machine": _machine(load_at_start),
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     RESULTS.mkdir(exist_ok=True)
@@ -317,7 +319,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "(not embedded one by one); queries are SciFact claims, embedded by the server per request. "
         f"Machine: {result['machine']['processor']}, {result['machine']['cpu_count']} cores, "
         f"Python {result['machine']['python']}, "
-        f"1-min load average {result['machine']['load_average_1m_at_end']} "
+        f"1-min load average {result['machine']['load_average_1m_at_start']} at start, "
+        f"{result['machine']['load_average_1m_at_end']} at end "
         "(shared machine). Server = time inside the resolver (`Server-Timing`); the rest is HTTP and "
         "scheduling. First query includes loading the index matrix.",
     ]
@@ -326,4 +329,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
