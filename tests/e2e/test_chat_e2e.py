@@ -87,7 +87,7 @@ def test_sse_stream(server: Server, chat_notes: dict[str, str]) -> None:
     conv = _conversation(server)
     req = urllib.request.Request(
         f"{server.url}/chat/conversations/{conv}/messages",
-        data=json.dumps({"content": "What does the waggle dance show?"}).encode(),
+        data=json.dumps({"content": "What does the honey bees' waggle dance tell about flowers?"}).encode(),
         method="POST",
         headers={
             "Content-Type": "application/json",
