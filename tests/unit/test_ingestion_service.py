@@ -269,3 +269,95 @@ def test_invalid_fields_are_rejected(kwargs: dict[str, object], match: str) -> N
     with pytest.raises(ValidationError, match=match):
         w.service.submit(OWNER, body=TEXT, **kwargs)  # type: ignore[arg-type]
     assert w.docs.docs == {}
+
+
+# ------------------------------------------------------------------------------ coalesced runs
+class PoisonEmbedder(FakeEmbedder):
+    """Fails any call that includes a text containing ``poison``."""
+
+    def __init__(self, poison: str) -> None:
+        super().__init__()
+        self.poison = poison
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if any(self.poison in t for t in texts):
+            self.document_calls += 1
+            raise RuntimeError("the embedder rejected a text")
+        return super().embed_documents(texts)
+
+
+def submitted(w: World, bodies: list[str]) -> list[str]:
+    w.launcher.run = None  # accept only; the test runs the pipeline
+    return [w.service.submit(OWNER, body=b).id for b in bodies]
+
+
+def test_run_many_embeds_several_documents_together_with_the_same_outcome_as_run() -> None:
+    env = {"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"}
+    bodies = [many_paragraphs(3), TEXT, many_paragraphs(70), "One short note about ferns."]
+    one_by_one, together = World(env), World(env)
+    ids = submitted(one_by_one, bodies)
+    for doc_id in ids:
+        one_by_one.steps.run(OWNER, doc_id)
+    ids2 = submitted(together, bodies)
+    together.steps.run_many([(OWNER, d) for d in ids2])
+
+    assert together.embedder.document_calls < one_by_one.embedder.document_calls
+    for a, b in zip(ids, ids2, strict=True):
+        doc_a, doc_b = one_by_one.docs.get_document(OWNER, a), together.docs.get_document(OWNER, b)
+        assert doc_a is not None and doc_b is not None
+        assert doc_b.status == doc_a.status == DocumentStatus.READY
+        assert doc_b.chunk_count == doc_a.chunk_count
+        texts_a = [n.text for n in one_by_one.docs.list_notes(OWNER, document_id=a, limit=1000).items]
+        texts_b = [n.text for n in together.docs.list_notes(OWNER, document_id=b, limit=1000).items]
+        assert texts_b == texts_a
+        for i, text in enumerate(texts_b):  # each vector belongs to its own chunk's text
+            assert together.index.records[note_id(b, i)].vector == together.embedder.vector_for(text)
+    total = sum(one_by_one.docs.get_document(OWNER, d).chunk_count for d in ids)  # type: ignore[union-attr]
+    assert together.index.count(OWNER) == one_by_one.index.count(OWNER) == total > len(bodies)
+    assert together.blobs.keys("work/") == []
+
+
+def test_run_many_fails_only_the_document_that_fails() -> None:
+    w = World(embedder=PoisonEmbedder("poison"))
+    w.launcher.run = None
+    good1 = w.service.submit(OWNER, body=TEXT).id
+    broken_pdf = w.service.submit(OWNER, body=b"%PDF-1.7\nnot a pdf", filename="x.pdf").id
+    poisoned = w.service.submit(OWNER, body="This one carries poison for the embedder.").id
+    good2 = w.service.submit(OWNER, body="Ferns reproduce with spores.").id
+    w.steps.run_many([(OWNER, d) for d in (good1, broken_pdf, poisoned, good2)])
+
+    status = {d: w.docs.get_document(OWNER, d).status for d in (good1, broken_pdf, poisoned, good2)}  # type: ignore[union-attr]
+    assert status == {
+        good1: DocumentStatus.READY,
+        broken_pdf: DocumentStatus.FAILED,
+        poisoned: DocumentStatus.FAILED,
+        good2: DocumentStatus.READY,
+    }
+    failed = w.docs.get_document(OWNER, poisoned)
+    assert failed is not None and failed.error and "the embedder rejected a text" in failed.error
+    assert w.notes_of(poisoned) == [] and w.notes_of(broken_pdf) == []
+    assert {r.document_id for r in w.index.records.values()} == {good1, good2}
+    assert note_id(good2, 0) in w.searchable("ferns reproduce with spores")
+    assert w.blobs.keys("work/") == []
+
+
+def test_the_inline_launcher_hands_queued_documents_to_run_many() -> None:
+    w = World()
+    launcher = InlineIngestionLauncher(lambda: w.steps, max_documents_per_run=3)
+    calls: list[int] = []
+    real = w.steps.run_many
+
+    def spy(keys: Sequence[tuple[str, str]]) -> None:
+        calls.append(len(keys))
+        real(keys)
+
+    w.steps.run_many = spy  # type: ignore[method-assign]
+    service = IngestionService(w.docs, w.blobs, launcher, w.settings, clock=w.clock)
+    with launcher._cond:  # hold the worker back until everything is queued
+        ids = [service.submit(OWNER, body=f"Note number {i} about topic {i}.").id for i in range(7)]
+    try:
+        assert launcher.wait_idle(10)
+    finally:
+        launcher.close()
+    assert all(w.docs.get_document(OWNER, d).status == DocumentStatus.READY for d in ids)  # type: ignore[union-attr]
+    assert calls == [3, 3]  # the seventh, alone in the queue, went through run()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -35,6 +36,8 @@ MAX_TITLE_CHARS = 1000
 DEFAULT_TITLE_CHARS = 200
 MAX_METADATA_BYTES = 16 * 1024
 BATCH_SIZE = 64
+# Texts per embedder call when the local pipeline coalesces queued documents (``run_many``).
+COALESCE_TEXTS = 128
 # Without splitting a page (or the whole text) is one chunk, but never more than this many characters:
 # embedding models truncate long inputs, and a single multi-megabyte note would be useless as context.
 MAX_UNSPLIT_CHARS = 8000
@@ -421,6 +424,28 @@ class IngestSteps:
 
     def embed_index(self, owner: str, document_id: str, key: str) -> dict[str, Any]:
         started = time.perf_counter()
+        doc, chunks = self._read_batch(owner, document_id, key)
+        if not chunks:
+            return {"indexed": 0}
+        texts = [str(c["text"]) for c in chunks]
+        t0 = time.perf_counter()
+        vectors = self._embed(texts)
+        embed_ms = (time.perf_counter() - t0) * 1000
+        indexed = self._store_batch(owner, document_id, doc, chunks, vectors)
+        logger.info(
+            "ingest.embed_index",
+            extra={
+                "documentId": document_id,
+                "key": key,
+                "indexed": indexed,
+                "embedMs": round(embed_ms, 1),
+                "indexMs": round((time.perf_counter() - t0) * 1000 - embed_ms, 1),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return {"indexed": indexed}
+
+    def _read_batch(self, owner: str, document_id: str, key: str) -> tuple[Document, list[dict[str, Any]]]:
         if not key.startswith(work_prefix(document_id)):
             raise ValidationError("batch key does not belong to this document")
         doc = self._document(owner, document_id)
@@ -429,14 +454,23 @@ class IngestSteps:
         except KeyError:
             raise NotFound(f"Batch {key} is missing") from None
         chunks: list[dict[str, Any]] = batch["chunks"]
-        if not chunks:
-            return {"indexed": 0}
-        texts = [str(c["text"]) for c in chunks]
-        t0 = time.perf_counter()
+        return doc, chunks
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
         vectors = self.embedder.embed_documents(texts)
-        embed_ms = (time.perf_counter() - t0) * 1000
         if len(vectors) != len(texts):
             raise RuntimeError(f"Embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        return vectors
+
+    def _store_batch(
+        self,
+        owner: str,
+        document_id: str,
+        doc: Document,
+        chunks: list[dict[str, Any]],
+        vectors: list[list[float]],
+    ) -> int:
+        """Write one batch's notes and (disabled) vectors; returns how many."""
         notes = [
             Note(
                 id=note_id(document_id, int(c["index"])),
@@ -449,7 +483,6 @@ class IngestSteps:
             )
             for c in chunks
         ]
-        t1 = time.perf_counter()
         self.documents.put_notes(notes)
         self.index.upsert(
             [
@@ -466,18 +499,7 @@ class IngestSteps:
                 for n, v in zip(notes, vectors, strict=True)
             ]
         )
-        logger.info(
-            "ingest.embed_index",
-            extra={
-                "documentId": document_id,
-                "key": key,
-                "indexed": len(notes),
-                "embedMs": round(embed_ms, 1),
-                "indexMs": round((time.perf_counter() - t1) * 1000, 1),
-                "ms": round((time.perf_counter() - started) * 1000, 1),
-            },
-        )
-        return {"indexed": len(notes)}
+        return len(notes)
 
     def finalize(self, owner: str, document_id: str, chunk_count: int) -> dict[str, Any]:
         doc = self._document(owner, document_id)
@@ -536,20 +558,112 @@ class IngestSteps:
             self.finalize(owner, document_id, plan["chunkCount"])
             timings["finalize"] = (time.perf_counter() - t2) * 1000
         except Exception as exc:
-            if isinstance(exc, RagchatError) and exc.status < 500:  # bad input (e.g. an unreadable PDF)
-                logger.warning(
-                    "ingest.error", extra={"documentId": document_id, "phase": phase, "error": exc.message}
-                )
-            else:
-                logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
-            prefix = {"split": "", "embed_index": "Embedding/indexing failed: ", "finalize": ""}[phase]
-            try:
-                self.fail(owner, document_id, prefix + _message(exc))
-            except Exception:  # pragma: no cover - storage down: nothing more we can do here
-                logger.exception("ingest.fail_error", extra={"documentId": document_id})
+            self._record_failure(owner, document_id, phase, exc)
         else:
             logger.info(
                 "ingest.durations",
                 extra={"documentId": document_id, **{f"{k}Ms": round(v, 1) for k, v in timings.items()}},
             )
         return self.documents.get_document(owner, document_id)
+
+    def _record_failure(self, owner: str, document_id: str, phase: str, exc: Exception) -> None:
+        if isinstance(exc, RagchatError) and exc.status < 500:  # bad input (e.g. an unreadable PDF)
+            logger.warning(
+                "ingest.error", extra={"documentId": document_id, "phase": phase, "error": exc.message}
+            )
+        else:
+            logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
+        prefix = {"split": "", "embed_index": "Embedding/indexing failed: ", "finalize": ""}[phase]
+        try:
+            self.fail(owner, document_id, prefix + _message(exc))
+        except Exception:  # pragma: no cover - storage down: nothing more we can do here
+            logger.exception("ingest.fail_error", extra={"documentId": document_id})
+
+    def run_many(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Run several documents (``(owner, document_id)``, in order) with their embedder calls
+        coalesced: the local pipeline's worker hands over what is queued. Each document is split,
+        then the chunks of consecutive batches — across documents — are embedded together in calls
+        of about ``COALESCE_TEXTS`` texts (the embedder sorts by length and pads per sub-batch: a
+        short document no longer makes its own small, padded call), then stored per batch; each
+        document is finalized as soon as its last batch is stored. The outcome per document is the
+        same as :meth:`run`'s: one that fails is ``FAILED`` on its own; if a shared embedder call
+        fails, each document in it is embedded again on its own, so only the document whose text
+        fails is marked ``FAILED``."""
+        if len(keys) <= 1:
+            for owner, document_id in keys:
+                self.run(owner, document_id)
+            return
+        started = time.perf_counter()
+        plans: dict[tuple[str, str], dict[str, Any]] = {}
+        for owner, document_id in keys:
+            try:
+                plans[(owner, document_id)] = self.split(owner, document_id)
+            except Exception as exc:
+                self._record_failure(owner, document_id, "split", exc)
+        remaining = {key: len(plan["batches"]) for key, plan in plans.items()}
+        failed: set[tuple[str, str]] = set()
+
+        def done_with(key: tuple[str, str]) -> None:
+            remaining[key] -= 1
+            if remaining[key] == 0 and key not in failed:
+                try:
+                    self.finalize(key[0], key[1], plans[key]["chunkCount"])
+                except Exception as exc:
+                    failed.add(key)
+                    self._record_failure(key[0], key[1], "finalize", exc)
+
+        group: list[tuple[tuple[str, str], Document, list[dict[str, Any]]]] = []
+
+        def flush() -> None:
+            texts = [str(c["text"]) for _, _, chunks in group for c in chunks]
+            try:
+                vectors: list[list[float]] | None = self._embed(texts) if texts else []
+            except Exception:
+                logger.warning(
+                    "ingest.coalesced_embed_failed", extra={"documents": len({k for k, _, _ in group})}
+                )
+                vectors = None
+            offset = 0
+            for key, doc, chunks in group:
+                mine_start, offset = offset, offset + len(chunks)
+                if key in failed:
+                    continue
+                try:
+                    if vectors is None:  # embed this batch on its own: the error belongs to one document
+                        mine = self._embed([str(c["text"]) for c in chunks]) if chunks else []
+                    else:
+                        mine = vectors[mine_start:offset]
+                    if chunks:
+                        self._store_batch(key[0], key[1], doc, chunks, mine)
+                except Exception as exc:
+                    failed.add(key)
+                    self._record_failure(key[0], key[1], "embed_index", exc)
+                    continue
+                done_with(key)
+            group.clear()
+
+        pending = 0
+        for key, plan in plans.items():
+            for item in plan["batches"]:
+                if key in failed:
+                    break
+                try:
+                    doc, chunks = self._read_batch(key[0], key[1], item["key"])
+                except Exception as exc:
+                    failed.add(key)
+                    self._record_failure(key[0], key[1], "embed_index", exc)
+                    break
+                group.append((key, doc, chunks))
+                pending += len(chunks)
+                if pending >= COALESCE_TEXTS:
+                    flush()
+                    pending = 0
+        flush()
+        logger.info(
+            "ingest.coalesced",
+            extra={
+                "documents": len(keys),
+                "failed": len(failed) + len(keys) - len(plans),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )

@@ -20,18 +20,28 @@ logger = logging.getLogger(__name__)
 Key = tuple[str, str]
 
 
+# Documents the worker takes from the queue at once; their embedder calls are coalesced
+# (``IngestSteps.run_many``): many short documents embed far faster together than one by one.
+MAX_DOCUMENTS_PER_RUN = 16
+
+
 class InlineIngestionLauncher:
     """``IngestionLauncher`` with one worker thread and a FIFO queue.
 
     A document is never run twice at the same time: starting one that is queued is a no-op (the run
     will read the latest body); starting one that is running queues exactly one more run after the
-    current one (a replacement uploaded mid-run is not lost)."""
+    current one (a replacement uploaded mid-run is not lost). The worker takes up to
+    ``max_documents_per_run`` queued documents at a time and hands them to ``steps.run_many`` (when
+    the steps have it), which coalesces their embedder calls; otherwise it runs them one by one."""
 
-    def __init__(self, steps_factory: Callable[[], IngestSteps]) -> None:
+    def __init__(
+        self, steps_factory: Callable[[], IngestSteps], *, max_documents_per_run: int = MAX_DOCUMENTS_PER_RUN
+    ) -> None:
         self._steps_factory = steps_factory
+        self._max_per_run = max(1, int(max_documents_per_run))
         self._queue: deque[Key] = deque()
         self._queued: set[Key] = set()
-        self._running: Key | None = None
+        self._running: set[Key] = set()
         self._rerun: set[Key] = set()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -46,7 +56,7 @@ class InlineIngestionLauncher:
                 raise RuntimeError("ingestion pipeline is closed")
             if key in self._queued:
                 return
-            if key == self._running:
+            if key in self._running:
                 self._rerun.add(key)
                 return
             self._queue.append(key)
@@ -62,13 +72,13 @@ class InlineIngestionLauncher:
 
     def busy(self) -> bool:
         with self._cond:
-            return bool(self._queue) or self._running is not None
+            return bool(self._queue) or bool(self._running)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until nothing is queued or running, at most ``timeout`` seconds. True when idle."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._queue or self._running is not None:
+            while self._queue or self._running:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -101,19 +111,36 @@ class InlineIngestionLauncher:
                     self._cond.wait()
                 if self._closed:
                     return
-                key = self._queue.popleft()
-                self._queued.discard(key)
-                self._running = key
+                keys: list[Key] = []
+                while self._queue and len(keys) < self._max_per_run:
+                    key = self._queue.popleft()
+                    self._queued.discard(key)
+                    keys.append(key)
+                self._running = set(keys)
             try:
-                self._steps_factory().run(*key)
-            except Exception:  # run() records failures itself; this is a last resort
-                logger.exception("ingest.worker_error", extra={"documentId": key[1]})
+                steps = self._steps_factory()
+                run_many = getattr(steps, "run_many", None)
+                if len(keys) > 1 and callable(run_many):
+                    run_many(keys)
+                else:
+                    for key in keys:
+                        self._run_one(steps, key)
+            except Exception:  # run_many() records failures itself; this is a last resort
+                logger.exception("ingest.worker_error", extra={"documentIds": [k[1] for k in keys]})
             finally:
                 with self._cond:
-                    self._running = None
-                    self.completed += 1
-                    if key in self._rerun and not self._closed:
-                        self._rerun.discard(key)
-                        self._queue.append(key)
-                        self._queued.add(key)
+                    self._running = set()
+                    self.completed += len(keys)
+                    for key in keys:
+                        if key in self._rerun and not self._closed:
+                            self._rerun.discard(key)
+                            self._queue.append(key)
+                            self._queued.add(key)
                     self._cond.notify_all()
+
+    @staticmethod
+    def _run_one(steps: IngestSteps, key: Key) -> None:
+        try:
+            steps.run(*key)
+        except Exception:  # run() records failures itself; this is a last resort
+            logger.exception("ingest.worker_error", extra={"documentId": key[1]})
