@@ -49,7 +49,7 @@ test: install lint typecheck validate unit
 bench: install
 	$(PY) bench/run_all.py
 
-build: validate
+build: $(STAMP)
 	bash scripts/sam.sh build
 
 clean:

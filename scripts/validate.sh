@@ -80,4 +80,23 @@ for p in problems:
 print(f"validate: {len(events)} events, {len(machines)} state machine(s) checked")
 sys.exit(1 if problems else 0)
 EOF
+
+# `sam build` must work offline from Docker (issue: "sam build succeeds offline in CI"): build the
+# layer and every function for python3.12/arm64, then check the layer really holds our package and
+# Linux aarch64 binaries (not the x86_64 wheels of this machine).
+echo "validate: sam build (layer + functions, python3.12/arm64)"
+if ! bash scripts/sam.sh build >/tmp/ragchat-sam-build.log 2>&1; then
+  grep -v "^WARNING: Location" /tmp/ragchat-sam-build.log | tail -20 >&2
+  echo "validate: sam build failed" >&2
+  exit 1
+fi
+layer=.aws-sam/build/RagchatLayer/python
+test -f "$layer/ragchat/__init__.py" || { echo "validate: layer lacks the ragchat package" >&2; exit 1; }
+test -f "$layer/ragchat/samples/what-is-ragchat.md" || { echo "validate: layer lacks package data" >&2; exit 1; }
+ls "$layer"/pydantic_core/_pydantic_core.cpython-312-aarch64-linux-gnu.so >/dev/null 2>&1 ||
+  { echo "validate: layer lacks the python3.12 aarch64 pydantic_core binary" >&2; exit 1; }
+for fn in NotesApiFunction ChatApiFunction WebUiFunction IngestStepsFunction S3IngestFunction; do
+  test -f ".aws-sam/build/$fn/app.py" || { echo "validate: $fn was not built" >&2; exit 1; }
+done
+echo "validate: sam build OK ($(du -sh .aws-sam/build/RagchatLayer | cut -f1) layer)"
 echo "validate: OK"
