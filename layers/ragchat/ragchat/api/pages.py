@@ -15,74 +15,156 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ragchat.api.auth import principal
 
 _STYLE = """
-body{font:16px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}
+body{font:16px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 nav a{margin-right:1rem} textarea,input{width:100%;box-sizing:border-box;margin:.25rem 0;padding:.4rem}
-button{padding:.4rem 1rem} pre{white-space:pre-wrap;background:#f5f5f5;padding:1rem}
+button{padding:.4rem 1rem;cursor:pointer} pre{white-space:pre-wrap;background:#f5f5f5;padding:1rem}
 li{margin:.4rem 0} .muted{color:#777;font-size:.9em} table{border-collapse:collapse;width:100%}
-td,th{border-bottom:1px solid #ddd;padding:.3rem;text-align:left}
+td,th{border-bottom:1px solid #ddd;padding:.3rem;text-align:left;vertical-align:top}
+.error{color:#b00020;white-space:pre-wrap} .row{display:flex;gap:.5rem;align-items:center}
+.row input{flex:1} .chat{display:grid;grid-template-columns:15rem 1fr;gap:1.5rem}
+@media (max-width:40rem){.chat{grid-template-columns:1fr}}
+#convs{list-style:none;padding:0;margin:.5rem 0} #convs li{margin:.2rem 0}
+#convs button{width:100%;text-align:left;background:none;border:1px solid transparent;border-radius:4px;
+padding:.3rem .5rem} #convs button:hover{border-color:#ccc} #convs li.current button{background:#eef3ff;
+border-color:#9bb5f0} #convs .muted{display:block}
+#messages{display:flex;flex-direction:column;gap:.75rem;margin:.5rem 0}
+.msg{padding:.6rem .8rem;border-radius:8px;max-width:90%} .msg p{margin:.2rem 0;white-space:pre-wrap}
+.msg.user{align-self:flex-end;background:#e8f0fe} .msg.assistant{align-self:flex-start;background:#f3f3f3}
+.msg.system-summary{align-self:center;background:#fff8e1;font-size:.9em} .msg.pending{opacity:.6}
+.who{font-size:.8em;color:#555;font-weight:600} .sources{margin:.4rem 0 0;padding-left:1.4rem;font-size:.9em}
+.sources code{font-size:.85em;color:#555}
 """
 
 _SCRIPT = """
 const base = location.pathname.replace(/\\/(ui|write|documents\\/ui)$/, '');
+const JSON_HEADERS = {'Content-Type': 'application/json'};
 function api(path, opts) { return fetch(base + path, opts).then(async r => {
   const body = r.status === 204 ? {} : await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status)); return body; }); }
-function el(tag, text) { const e = document.createElement(tag);
-  if (text !== undefined) e.textContent = text; return e; }
+  if (!r.ok) throw new Error((body.error || ('HTTP ' + r.status)) +
+    (body.retryAfter ? ' (retry after ' + body.retryAfter + ' s)' : '')); return body; }); }
+function el(tag, text, cls) { const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
+function $(id) { return document.getElementById(id); }
+function sourceList(sources) { const ol = el('ol', null, 'sources');
+  for (const s of sources || []) { const li = el('li'); li.append(el('code', s.id), el('div', s.text));
+    ol.append(li); } return ol; }
 for (const a of document.querySelectorAll('nav a')) a.href = base + a.dataset.p;
 """
 
-_PAGES = {
-    "ask": (
-        "Ask",
-        """<form id=f><input id=q placeholder="Ask a question about your notes" required>
-<button>Ask</button></form><pre id=answer></pre><ol id=sources></ol>""",
-        """document.getElementById('f').onsubmit = e => { e.preventDefault();
-  const out = document.getElementById('answer'), list = document.getElementById('sources');
-  out.textContent = '…'; list.replaceChildren();
-  api('/?text=' + encodeURIComponent(document.getElementById('q').value)).then(r => {
-    out.textContent = r.answer;
-    for (const s of r.sources) {
-      const li = el('li'); li.append(el('code', s.id), el('div', s.text)); list.append(li); }
-  }).catch(err => out.textContent = 'Error: ' + err.message); };""",
-    ),
-    "write": (
-        "Add a note",
-        """<form id=f><input id=title placeholder="Title (optional)" maxlength=1000>
-<textarea id=text rows=10 placeholder="Text"></textarea><button>Add note</button></form>
+_ASK_BODY = """<h2>Ask once</h2>
+<form id=f class=row><input id=q placeholder="Ask a question about your notes" required>
+<button>Ask</button></form><pre id=answer hidden></pre><ol id=sources class=sources></ol>
+<h2>Chat</h2><div class=chat><aside>
+<form id=new-conv><input id=collection placeholder="Collection (optional)" maxlength=200>
+<button id=new-conv-button>New conversation</button></form><ul id=convs></ul></aside>
+<section><h3 id=conv-title class=muted>Start or pick a conversation</h3><div id=messages></div>
+<form id=chat-form class=row hidden><input id=message placeholder="Your message" maxlength=4000 required>
+<button id=send>Send</button></form><p id=chat-error class=error role=alert></p></section></div>"""
+
+_ASK_SCRIPT = """$('f').onsubmit = e => { e.preventDefault();
+  const out = $('answer'), list = $('sources');
+  out.hidden = false; out.textContent = '…'; list.replaceChildren();
+  api('/?text=' + encodeURIComponent($('q').value)).then(r => {
+    out.textContent = r.answer; list.replaceChildren(...sourceList(r.sources).childNodes);
+  }).catch(err => out.textContent = 'Error: ' + err.message); };
+let current = null;
+const convs = $('convs'), messages = $('messages'), chatError = $('chat-error'), chatForm = $('chat-form');
+function fail(err) { chatError.textContent = 'Error: ' + err.message; }
+function who(role) { return role === 'user' ? 'You' : role === 'assistant' ? 'Assistant' : 'Summary'; }
+function addMessage(m) { const div = el('div', null, 'msg ' + m.role);
+  div.append(el('div', who(m.role), 'who'), el('p', m.content));
+  if (m.sources && m.sources.length) div.append(sourceList(m.sources));
+  messages.append(div); div.scrollIntoView({block: 'nearest'}); return div; }
+function showTitle(c) {
+  $('conv-title').textContent = (c.title || 'New conversation') +
+    (c.collection ? ' · ' + c.collection : ''); }
+function loadConversations() { return api('/chat/conversations?limit=50').then(p => {
+  convs.replaceChildren();
+  for (const c of p.items) { const li = el('li', null, c.id === current ? 'current' : '');
+    if (c.id === current) showTitle(c);
+    const b = el('button', c.title || 'New conversation'); b.type = 'button'; b.onclick = () => open(c.id);
+    b.append(el('span', c.messageCount + ' messages' + (c.collection ? ' · ' + c.collection : ''), 'muted'));
+    li.append(b); convs.append(li); } }).catch(fail); }
+function open(id) { return api('/chat/conversations/' + encodeURIComponent(id)).then(c => {
+  current = c.id; chatError.textContent = '';
+  showTitle(c);
+  messages.replaceChildren(); for (const m of c.messages) addMessage(m);
+  chatForm.hidden = false; $('message').focus(); return loadConversations(); }).catch(fail); }
+$('new-conv').onsubmit = e => { e.preventDefault(); const body = {};
+  const collection = $('collection').value.trim(); if (collection) body.collection = collection;
+  api('/chat/conversations', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(body)})
+    .then(c => open(c.id)).catch(fail); };
+chatForm.onsubmit = e => { e.preventDefault(); if (!current) return;
+  const input = $('message'), send = $('send'), content = input.value;
+  const pending = addMessage({role: 'user', content}); pending.classList.add('pending');
+  chatError.textContent = ''; send.disabled = true; input.value = '';
+  api('/chat/conversations/' + encodeURIComponent(current) + '/messages',
+      {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({content})})
+    .then(r => { pending.classList.remove('pending'); addMessage(r); loadConversations(); })
+    .catch(err => { pending.remove(); input.value = content; fail(err); })
+    .finally(() => { send.disabled = false; }); };
+loadConversations();"""
+
+_WRITE_BODY = """<form id=f><input id=title placeholder="Title (optional)" maxlength=1000>
+<textarea id=text rows=10 placeholder="Text" required></textarea><button>Add note</button></form>
 <h2>…or upload a file</h2><form id=u><input id=file type=file accept=".txt,.md,.html,.pdf">
-<button>Upload</button></form><p id=status class=muted></p>""",
-        """const status = document.getElementById('status');
-function follow(id) { status.textContent = 'Document ' + id + ': PENDING';
+<button>Upload</button></form>
+<p><input id=collection placeholder="Collection for the note or file (optional)" maxlength=200></p>
+<p id=status class=muted role=status></p>"""
+
+_WRITE_SCRIPT = """const status = $('status');
+function show(text, isError) { status.textContent = text; status.className = isError ? 'error' : 'muted'; }
+function follow(id) { show('Document ' + id + ': PENDING');
   const poll = () => api('/documents/' + encodeURIComponent(id)).then(d => {
-    status.textContent = 'Document ' + id + ': ' + d.status + (d.error ? ' — ' + d.error : '');
-    if (d.status === 'PENDING' || d.status === 'PROCESSING') setTimeout(poll, 500); }); poll(); }
-document.getElementById('f').onsubmit = e => { e.preventDefault();
-  const body = {text: document.getElementById('text').value};
-  const title = document.getElementById('title').value.trim(); if (title) body.title = title;
-  api('/notes', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)})
-    .then(r => follow(r.documentId)).catch(err => status.textContent = 'Error: ' + err.message); };
-document.getElementById('u').onsubmit = e => { e.preventDefault();
-  const file = document.getElementById('file').files[0]; if (!file) return;
-  api('/documents?filename=' + encodeURIComponent(file.name), {method: 'POST', body: file,
+    show('Document ' + id + ': ' + d.status + (d.error ? ' — ' + d.error : ''), d.status === 'FAILED');
+    if (d.status === 'PENDING' || d.status === 'PROCESSING') setTimeout(poll, 500);
+  }).catch(err => show('Error: ' + err.message, true)); poll(); }
+function collection() { return $('collection').value.trim(); }
+$('f').onsubmit = e => { e.preventDefault();
+  const body = {text: $('text').value};
+  const title = $('title').value.trim(); if (title) body.title = title;
+  if (collection()) body.collection = collection();
+  api('/notes', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(body)})
+    .then(r => follow(r.documentId)).catch(err => show('Error: ' + err.message, true)); };
+$('u').onsubmit = e => { e.preventDefault();
+  const file = $('file').files[0]; if (!file) return;
+  const q = 'filename=' + encodeURIComponent(file.name) +
+    (collection() ? '&collection=' + encodeURIComponent(collection()) : '');
+  api('/documents?' + q, {method: 'POST', body: file,
     headers: {'Content-Type': file.type || 'application/octet-stream'}})
-    .then(r => follow(r.documentId)).catch(err => status.textContent = 'Error: ' + err.message); };""",
-    ),
-    "documents": (
-        "Documents",
-        """<table><thead><tr><th>Title</th><th>Status</th><th>Chunks</th><th>Enabled</th><th>Created</th></tr>
-</thead><tbody id=rows></tbody></table><p><button id=more hidden>More</button></p>""",
-        """let cursor = null;
-const rows = document.getElementById('rows'), more = document.getElementById('more');
-function load() {
+    .then(r => follow(r.documentId)).catch(err => show('Error: ' + err.message, true)); };"""
+
+_DOCUMENTS_BODY = """<p><button id=refresh>Refresh</button></p><p id=doc-error class=error role=alert></p>
+<table><thead><tr><th>Title</th><th>Status</th><th>Chunks</th><th>Error</th><th>Enabled</th><th>Created</th>
+<th></th></tr></thead><tbody id=rows></tbody></table><p><button id=more hidden>More</button></p>"""
+
+_DOCUMENTS_SCRIPT = """let cursor = null;
+const rows = $('rows'), more = $('more'), docError = $('doc-error');
+function fail(err) { docError.textContent = 'Error: ' + err.message; }
+function row(d) { const tr = el('tr'); tr.dataset.id = d.id;
+  const toggle = el('button', d.enabled ? 'Disable' : 'Enable'), del = el('button', 'Delete');
+  toggle.onclick = () => api('/documents/' + encodeURIComponent(d.id), {method: 'PATCH',
+    headers: JSON_HEADERS, body: JSON.stringify({enabled: !d.enabled})})
+    .then(n => { docError.textContent = ''; tr.replaceWith(row(n)); }).catch(fail);
+  del.onclick = () => { if (!confirm('Delete "' + (d.title || d.id) + '"?')) return;
+    api('/documents/' + encodeURIComponent(d.id), {method: 'DELETE'})
+      .then(() => { docError.textContent = ''; tr.remove(); }).catch(fail); };
+  const actions = el('td'); actions.append(toggle, ' ', del);
+  tr.append(el('td', d.title || d.id), el('td', d.status), el('td', String(d.chunkCount)),
+    el('td', d.error || ''), el('td', d.enabled ? 'yes' : 'no'), el('td', d.createdAt), actions);
+  return tr; }
+function load(reset) { if (reset) cursor = null;
   api('/documents?limit=50' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {
-  for (const d of p.items) { const tr = el('tr');
-    tr.append(el('td', d.title), el('td', d.status + (d.error ? ' — ' + d.error : '')),
-      el('td', String(d.chunkCount)),
-      el('td', d.enabled ? 'yes' : 'no'), el('td', d.createdAt)); rows.append(tr); }
-  cursor = p.cursor; more.hidden = !cursor; }); }
-more.onclick = load; load();""",
-    ),
+    if (reset) rows.replaceChildren(); docError.textContent = '';
+    for (const d of p.items) rows.append(row(d));
+    cursor = p.cursor; more.hidden = !cursor; }).catch(fail); }
+more.onclick = () => load(false); $('refresh').onclick = () => load(true); load(true);"""
+
+
+_PAGES = {
+    "ask": ("Ask", _ASK_BODY, _ASK_SCRIPT),
+    "write": ("Add a note", _WRITE_BODY, _WRITE_SCRIPT),
+    "documents": ("Documents", _DOCUMENTS_BODY, _DOCUMENTS_SCRIPT),
 }
 
 
