@@ -11,7 +11,7 @@ export RAGCHAT_DATA_DIR
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install model run test lint typecheck validate unit bench build clean
+.PHONY: install model run test lint typecheck validate unit bench build clean ensure-chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,7 +41,26 @@ typecheck: $(STAMP)
 validate: $(STAMP)
 	bash scripts/validate.sh
 
-unit: install
+# The browser tests (tests/e2e/test_pages_browser.py) drive Debian's Chromium through Playwright
+# (never Playwright's own browser download). As root with apt-get (CI) it is installed when missing;
+# elsewhere this only says so and those tests skip (on CI, CI=true, they fail instead).
+ensure-chromium:
+	@set -e; \
+	if command -v chromium >/dev/null 2>&1; then \
+	  echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "chromium is missing: apt-get update -qq && apt-get install -y -qq chromium"; \
+	  start=$$(date +%s); \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq; \
+	  apt-get install -y -qq chromium >/dev/null; \
+	  command -v chromium >/dev/null || { echo "apt-get installed chromium but it is not on PATH"; exit 1; }; \
+	  echo "chromium installed in $$(( $$(date +%s) - start )) s: $$(command -v chromium)"; \
+	else \
+	  echo "chromium is missing and cannot be installed here (needs root and apt-get): browser tests will skip"; \
+	fi
+
+unit: install ensure-chromium
 	$(VENV)/bin/pytest -q
 
 test: install lint typecheck validate unit
