@@ -268,6 +268,20 @@ def test_search_when_the_filter_selects_every_row_then_after_one_is_disabled(db)
     assert len(index.search(list(query), SearchFilter("alice"), 500)) == len(kept) == index.count("alice")
 
 
+def test_large_matrices_score_through_blas_with_the_same_ranking(db, monkeypatch):
+    from ragchat.adapters.local import vector_index
+
+    rng = np.random.default_rng(5)
+    index = LocalVectorIndex(db, dimension=16)
+    index.upsert([record(f"n{i:03d}", rng.normal(size=16), document_id=f"d{i % 3}") for i in range(300)])
+    query = list(rng.normal(size=16))
+    flt = SearchFilter("alice")
+    row_by_row = [(h.id, round(h.score, 5)) for h in index.search(query, flt, 10)]
+    monkeypatch.setattr(vector_index, "_BLAS_MIN_ROWS", 1)  # every matrix counts as large
+    through_blas = [(h.id, round(h.score, 5)) for h in index.search(query, flt, 10)]
+    assert through_blas == row_by_row
+
+
 def test_hybrid_hits_carry_the_vector_similarity_for_gating(db):
     index = LocalVectorIndex(db, dimension=4)
     index.upsert(

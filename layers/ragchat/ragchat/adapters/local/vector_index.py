@@ -40,18 +40,24 @@ _PRUNE_MIN_NOTES = 1000  # below this, keyword search is cheap: keep every query
 
 FloatArray = npt.NDArray[np.float32]
 _VECDOT: Any = getattr(np, "vecdot", None)
+_BLAS_MIN_ROWS = 50_000  # see _scores
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
 
 def _scores(vectors: FloatArray, query: FloatArray) -> FloatArray:
-    """Dot product of every row with ``query`` (exact, float32), on the calling thread.
+    """Dot product of every row with ``query`` (exact, float32).
 
-    Not ``vectors @ query``: that is a BLAS gemv, which OpenBLAS spreads over all cores. For one
-    query that is memory-bound and the threads only add hand-off latency (measured on 2 cores:
-    10k x 384 took 0.8 ms on one thread and up to 8 ms on two when the other core was busy; 100k
-    took 18 vs 24 ms), and a threaded server would oversubscribe the cores. ``vecdot`` scores row by
-    row on the calling thread (numpy >= 2); ``einsum`` (no BLAS) does the same on older numpy."""
+    Below ``_BLAS_MIN_ROWS`` rows: ``vecdot``, row by row on the calling thread (numpy >= 2;
+    ``einsum``, also without BLAS, on older numpy), not ``vectors @ query``: that is a BLAS gemv,
+    which OpenBLAS spreads over every core, and for a small matrix the hand-off to its threads costs
+    more than the product (measured on 2 cores, 10k x 384: 0.4-0.9 ms either way on an idle machine,
+    but up to 8 ms through BLAS when the other core was busy, e.g. with a concurrent request).
+    From ``_BLAS_MIN_ROWS`` rows the product is memory-bound and BLAS's threads add bandwidth
+    (100k x 384 on an idle machine: 9 ms vs 17 ms on one thread), so it goes through BLAS."""
+    if vectors.shape[0] >= _BLAS_MIN_ROWS:
+        product: FloatArray = vectors @ query
+        return product
     if _VECDOT is not None:
         out: FloatArray = _VECDOT(vectors, query)
         return out
