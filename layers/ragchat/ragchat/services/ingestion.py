@@ -37,7 +37,7 @@ DEFAULT_TITLE_CHARS = 200
 MAX_METADATA_BYTES = 16 * 1024
 BATCH_SIZE = 64
 # Texts per embedder call when the local pipeline coalesces queued documents (``run_many``).
-COALESCE_TEXTS = 128
+COALESCE_TEXTS = 256
 # Without splitting a page (or the whole text) is one chunk, but never more than this many characters:
 # embedding models truncate long inputs, and a single multi-megabyte note would be useless as context.
 MAX_UNSPLIT_CHARS = 8000

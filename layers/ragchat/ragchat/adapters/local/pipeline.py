@@ -22,7 +22,7 @@ Key = tuple[str, str]
 
 # Documents the worker takes from the queue at once; their embedder calls are coalesced
 # (``IngestSteps.run_many``): many short documents embed far faster together than one by one.
-MAX_DOCUMENTS_PER_RUN = 64
+MAX_DOCUMENTS_PER_RUN = 128
 
 
 class InlineIngestionLauncher:
