@@ -305,19 +305,30 @@ def test_idempotency_holds_when_two_requests_race() -> None:
         assert gate.wait(5)
         return "Raced [source: n-sky]"
 
+    first_done = threading.Event()
+
+    def wait_for_first(_seconds: float) -> None:
+        # The waiting request's poll interval: let the first request finish, and return once it has
+        # stored its answer (an event, not wall-clock time, so the race ends the same way every run).
+        gate.set()
+        assert first_done.wait(5)
+
     rig = Rig(model=FakeChatModel(slow))
-    rig.service.sleep = lambda s: gate.set()  # the waiting request lets the first one finish
+    rig.service.sleep = wait_for_first
     c = rig.conv()
     results: list[Any] = []
     errors: list[BaseException] = []
 
-    def send() -> None:
+    def send(done: threading.Event | None = None) -> None:
         try:
             results.append(rig.service.send(OWNER, c, "Why is the sky blue?", message_id="race-1"))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
+        finally:
+            if done is not None:
+                done.set()
 
-    t1 = threading.Thread(target=send)
+    t1 = threading.Thread(target=send, args=(first_done,))
     t1.start()
     assert entered.wait(5)
     t2 = threading.Thread(target=send)
