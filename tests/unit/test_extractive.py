@@ -117,3 +117,14 @@ def test_very_long_sentence_is_shortened() -> None:
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected
+
+
+def test_markdown_headings_are_not_quoted_as_answers() -> None:
+    text = (
+        "# How ingestion works\n\nIngestion turns a document into searchable notes.\n"
+        "## Steps\nIt splits, embeds and indexes."
+    )
+    assert split_sentences(text) == [
+        "Ingestion turns a document into searchable notes.",
+        "It splits, embeds and indexes.",
+    ]

@@ -49,6 +49,9 @@ _BULLET = re.compile(r"\s*(?:[-*•]|\d+[.)])\s")
 _WORD = re.compile(r"\w+")
 
 
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(\s|$)")
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``; paragraphs and list items always end a sentence; abbreviations
     (``e.g.``, ``Dr.``, ``et al.``), initials (``J. Smith``) and decimals (``1.5``) do not."""
@@ -56,6 +59,8 @@ def split_sentences(text: str) -> list[str]:
     for paragraph in re.split(r"\n[ \t]*\n", text):
         segments: list[str] = []
         for line in paragraph.split("\n"):
+            if _HEADING.match(line):  # a Markdown heading labels the text; it is not an answer
+                continue
             if segments and not _BULLET.match(line):
                 segments[-1] += " " + line
             else:
