@@ -21,9 +21,10 @@ from ragchat.adapters.local.sqlite_store import (
     SqliteDatabase,
     SqliteDocumentStore,
 )
-from ragchat.adapters.local.vector_index import LocalVectorIndex, rrf
+from ragchat.adapters.local.vector_index import LocalVectorIndex
 from ragchat.domain.ids import new_id
 from ragchat.domain.models import Conversation, Document, Message, SearchFilter, VectorRecord
+from ragchat.domain.retrieval import rrf_scores as rrf
 
 from tests.fakes import FakeClock
 

@@ -35,25 +35,33 @@ def needs_adaptive(
     return scores[0] - scores[top_k - 1] < spread
 
 
-def rrf_fuse(rankings: Sequence[Sequence[Hit]], k: int = RRF_K) -> list[Hit]:
-    """Reciprocal rank fusion: each hit scores Σ 1 / (k + rank) over the rankings it appears in
-    (rank from 1). Returns copies carrying the fused score (similarity gating must use the vector
-    hits, not these), best first; ties go to the better best rank, then to the earlier ranking and
-    position, then to the id. The first ranking that has a hit provides its fields."""
+def rrf_scores(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion over id rankings: each id scores Σ 1 / (k + rank) over the rankings it
+    appears in (rank from 1; a ranking counts each id once, at its best rank). Best first; ties go to
+    the better best rank, then to the earlier ranking and position, then to the id."""
     fused: dict[str, float] = {}
     first_seen: dict[str, tuple[int, int]] = {}
     best_rank: dict[str, int] = {}
-    source: dict[str, Hit] = {}
     for list_index, ranking in enumerate(rankings):
         seen_here: set[str] = set()
-        for position, hit in enumerate(ranking):
-            if hit.id in seen_here:  # a ranking counts each id once, at its best rank
+        for position, item in enumerate(ranking):
+            if item in seen_here:
                 continue
-            seen_here.add(hit.id)
-            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (k + position + 1)
-            best_rank[hit.id] = min(best_rank.get(hit.id, position), position)
-            if hit.id not in source:
-                source[hit.id] = hit
-                first_seen[hit.id] = (list_index, position)
+            seen_here.add(item)
+            fused[item] = fused.get(item, 0.0) + 1.0 / (k + position + 1)
+            best_rank[item] = min(best_rank.get(item, position), position)
+            first_seen.setdefault(item, (list_index, position))
     order = sorted(fused, key=lambda i: (-fused[i], best_rank[i], first_seen[i], i))
-    return [dataclasses.replace(source[i], score=fused[i]) for i in order]
+    return [(i, fused[i]) for i in order]
+
+
+def rrf_fuse(rankings: Sequence[Sequence[Hit]], k: int = RRF_K) -> list[Hit]:
+    """:func:`rrf_scores` over hit lists. Returns copies carrying the fused score (similarity gating
+    must use the vector hits, not these), best first. The first ranking that has a hit provides its
+    fields."""
+    source: dict[str, Hit] = {}
+    for ranking in rankings:
+        for hit in ranking:
+            source.setdefault(hit.id, hit)
+    fused = rrf_scores([[hit.id for hit in ranking] for ranking in rankings], k)
+    return [dataclasses.replace(source[i], score=score) for i, score in fused]

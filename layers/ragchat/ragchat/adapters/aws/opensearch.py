@@ -41,10 +41,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
+from ragchat.domain.retrieval import rrf_scores
 
 HYBRID_PIPELINE = "ragchat-hybrid"
 HYBRID_WEIGHTS = (0.3, 0.7)  # keyword, vector
-RRF_K = 60
 PAGE = 1000
 _SOURCE_FIELDS = ["note_id", "text", "owner", "document_id", "chunk_index", "collection", "enabled"]
 
@@ -346,15 +346,16 @@ class OpenSearchVectorIndex:
         semantic = self._client.search(
             index=self.index, body={"size": k, "_source": source, "query": self._knn(query, flt, k)}
         )
-        fused: dict[str, float] = {}
         raws: dict[str, dict[str, Any]] = {}
+        rankings: list[list[str]] = []
         for result in (keyword, semantic):
-            for rank, raw in enumerate(result["hits"]["hits"], start=1):
+            ranking = []
+            for raw in result["hits"]["hits"]:
                 key = raw.get("_source", {}).get("note_id") or raw["_id"]
-                fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
                 raws.setdefault(key, raw)
-        ranked = sorted(fused, key=lambda key: (-fused[key], key))[:k]
-        return [self._hit(raws[key], fused[key], similarity(raws[key])) for key in ranked]
+                ranking.append(key)
+            rankings.append(ranking)
+        return [self._hit(raws[key], score, similarity(raws[key])) for key, score in rrf_scores(rankings)[:k]]
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids or not self._exists():

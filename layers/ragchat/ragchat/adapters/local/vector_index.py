@@ -30,8 +30,8 @@ import numpy.typing as npt
 
 from ragchat.adapters.local.sqlite_store import SqliteDatabase
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
+from ragchat.domain.retrieval import rrf_scores
 
-RRF_K = 60
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_TOKENS = 64
 _F32 = np.float32
@@ -63,17 +63,6 @@ def _scores(vectors: FloatArray, query: FloatArray) -> FloatArray:
         return out
     result: FloatArray = np.einsum("ij,j->i", vectors, query)
     return result
-
-
-def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion: ``score(id) = Σ 1 / (k + rank)`` over the rankings (rank from 1).
-    Sorted by fused score, ties by first appearance."""
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    order = {item: i for i, item in enumerate(scores)}
-    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
 @dataclass
@@ -383,7 +372,7 @@ class LocalVectorIndex:
             vector_ranked = self._rank(matrix, query, flt, depth)
             keyword_ids = self._keyword(text, flt, depth)
             vector_ids = [matrix.ids[row] or "" for row, _ in vector_ranked]
-            fused = rrf([vector_ids, keyword_ids])
+            fused = rrf_scores([vector_ids, keyword_ids])
             scored: list[tuple[str, float, float | None]] = []
             for id_, score in fused[:k]:
                 row = matrix.row_of.get(id_)
