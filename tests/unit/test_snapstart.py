@@ -33,7 +33,7 @@ def test_the_warm_up_builds_the_resolver_before_the_first_request(
     handler = handlers.http_handler({"chat", "ops"})
     original = handler.warm  # type: ignore[attr-defined]
     handler.warm = lambda: built.append(original()) or built[-1]  # type: ignore[attr-defined]
-    handlers.warm_before_snapshot(handler, ("dynamodb",))
+    assert handlers.warm_before_snapshot(handler, ("dynamodb",)) is True
     assert len(snapshot_hooks) == 1
 
     snapshot_hooks[0]()  # what the runtime does before taking the snapshot
@@ -49,5 +49,4 @@ def test_the_warm_up_builds_the_resolver_before_the_first_request(
 def test_without_snapstart_nothing_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # import fails
     handler = handlers.http_handler({"ops"})
-    handlers.warm_before_snapshot(handler)  # no error, no effect
-    assert callable(handler)
+    assert handlers.warm_before_snapshot(handler) is False  # no error, nothing registered

@@ -61,15 +61,16 @@ def http_handler(areas: set[str]) -> Handler:
     return handler
 
 
-def warm_before_snapshot(handler: Handler, services: tuple[str, ...] = ()) -> None:
+def warm_before_snapshot(handler: Handler, services: tuple[str, ...] = ()) -> bool:
     """With Lambda SnapStart, do the slow imports and build the resolver *before* the snapshot, so a
     restored sandbox starts warm. No client is created and no connection opened (credentials and
     connections must not be frozen into the snapshot): only modules, settings and botocore's service
-    models. Outside a SnapStart runtime (``snapshot_restore_py`` absent) this does nothing."""
+    models. Outside a SnapStart runtime (``snapshot_restore_py`` absent) this does nothing. Returns
+    whether the warm-up was registered."""
     try:
         from snapshot_restore_py import register_before_snapshot
     except ImportError:
-        return
+        return False
 
     def warm() -> None:
         handler.warm()  # type: ignore[attr-defined]
@@ -80,6 +81,7 @@ def warm_before_snapshot(handler: Handler, services: tuple[str, ...] = ()) -> No
             session.get_service_model(name)
 
     register_before_snapshot(warm)
+    return True
 
 
 def _correlate(event: dict[str, Any], context: Any) -> None:
