@@ -63,6 +63,8 @@ def test_create_race_with_another_writer_is_fine(cluster):
     late = OpenSearchVectorIndex(cluster.client(), "notes", 4)
     late._client.indices.exists = lambda index: False  # it looked before the other one created it
     late.ensure_index()  # the 400 resource_already_exists_exception is swallowed
+    late.upsert([rec("D1-00000", [1.0, 0.0, 0.0, 0.0])])  # and the late writer goes on working
+    assert late.count("alice") == 1
 
 
 def test_bulk_ndjson_lines_use_note_ids_and_unit_vectors(cluster):
