@@ -18,6 +18,7 @@ def api_event(
     headers: dict[str, str] | None = None,
     principal: str | None = "alice",
     api_key_principal: str | None = None,
+    api_key_id: str | None = None,
     stage: str = "Prod",
     request_id: str = "req-1",
 ) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def api_event(
             "requestId": request_id,
             "path": f"/{stage}{path}?{urlencode(query or {})}",
             "httpMethod": method,
-            "identity": {"sourceIp": "203.0.113.9"},
+            "identity": {"sourceIp": "203.0.113.9", "apiKeyId": api_key_id},
             "authorizer": authorizer,
         },
         "body": text,

@@ -126,6 +126,30 @@ def test_api_key_authorizer_principal_is_accepted():
     assert res["statusCode"] == 200
 
 
+def test_each_api_key_is_its_own_owner_on_the_machine_api():
+    api = make_api()
+    created = api.call(
+        "POST", "/notes", body={"text": "Key one's note about owls."}, principal=None, api_key_id="k1"
+    )
+    assert created["statusCode"] == 202, created
+    doc_id = json_body(created)["documentId"]
+
+    mine = api.call("GET", "/documents", principal=None, api_key_id="k1")
+    assert [d["id"] for d in json_body(mine)["items"]] == [doc_id]
+    theirs = api.call("GET", "/documents", principal=None, api_key_id="k2")
+    assert json_body(theirs)["items"] == []
+    assert api.call("GET", f"/documents/{doc_id}", principal=None, api_key_id="k2")["statusCode"] == 404
+    # a Cognito user is never the key's owner, even if a key id shows up in the same request
+    user = api.call("GET", "/documents", principal="k1", api_key_id="k1")
+    assert json_body(user)["items"] == []
+
+
+def test_a_blank_api_key_id_is_not_a_principal():
+    api = make_api()
+    res = api.call("GET", "/documents", principal=None, api_key_id="  ")
+    assert res["statusCode"] == 401
+
+
 def test_unexpected_errors_are_500_without_details():
     api = make_api()
 

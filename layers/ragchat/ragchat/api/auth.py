@@ -2,7 +2,11 @@
 
 Cloud: the Cognito user-pool authorizer puts the JWT claims in
 ``requestContext.authorizer.claims`` (we use ``sub``); an API-key / custom (Lambda) authorizer puts
-``requestContext.authorizer.principalId``. Locally, ``ragchat serve`` injects
+``requestContext.authorizer.principalId``. Machine clients on the API-key API (template
+``MachineApi``: ``ApiKeyRequired``, no authorizer) are known by the key API Gateway validated,
+``requestContext.identity.apiKeyId``: each key is its own owner, ``apikey:<id>``. API Gateway only
+fills ``apiKeyId`` on methods that require a key, and on the Cognito API the claims come first, so
+a key sent there never changes who the caller is. Locally, ``ragchat serve`` injects
 ``authorizer.claims.sub`` after checking its bearer token.
 """
 
@@ -12,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ragchat.domain.errors import Unauthenticated
+
+API_KEY_OWNER_PREFIX = "apikey:"
 
 
 def principal(event: Any) -> str:
@@ -27,4 +33,8 @@ def principal(event: Any) -> str:
     pid = authorizer.get("principalId")
     if isinstance(pid, str) and pid.strip():
         return pid.strip()
+    identity = ctx.get("identity") or {}
+    key_id = identity.get("apiKeyId") if isinstance(identity, Mapping) else None
+    if isinstance(key_id, str) and key_id.strip():
+        return API_KEY_OWNER_PREFIX + key_id.strip()
     raise Unauthenticated("Unauthorized")
