@@ -110,6 +110,21 @@ def test_health_is_open_and_everything_else_needs_a_principal(stack: Stack) -> N
     assert stack.executions() == []
 
 
+def test_a_machine_client_adds_a_note_with_its_api_key_and_only_that_key_sees_it(stack: Stack) -> None:
+    event = load_event("machine_notes_post.json")
+    key_id = event["requestContext"]["identity"]["apiKeyId"]
+    created = stack.handler("notes_api")(event, None)
+    assert created["statusCode"] == 202, created
+    (execution,) = stack.wait_for_all(1)
+    assert execution["status"] == "SUCCEEDED", execution
+
+    doc = stack.container.documents.get_document(f"apikey:{key_id}", body(created)["documentId"])
+    assert doc is not None and doc.title == "Nightly export"
+    # the Cognito user of the sample events sees none of it
+    listed = stack.handler("notes_api")(load_event("documents_list.json"), None)
+    assert body(listed)["items"] == []
+
+
 def s3_event(key: str) -> dict[str, Any]:
     event = load_event("s3_upload_put.json")
     record = event["Records"][0]["s3"]
