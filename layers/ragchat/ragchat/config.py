@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
     local_principal: str = Field("local", alias="RAGCHAT_LOCAL_USER")
+    # chat_stream function: the port the Lambda Web Adapter forwards to (ragchat.lambda_web)
+    lwa_port: int = Field(8080, alias="AWS_LWA_PORT", ge=1, le=65535)
 
     # --- chat models -----------------------------------------------------------------------------
     anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)

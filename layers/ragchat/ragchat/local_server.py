@@ -25,10 +25,15 @@ connection closed at the end) and writes + flushes each chunk as it is produced.
   mapping); errors inside the generator should be yielded as an SSE ``error`` event (SPEC §10), since
   the 200 status is already sent.
 - In Lambda a buffered proxy integration cannot stream; the cloud streams through the separate
-  ``chat_stream`` function behind the Lambda Web Adapter.
+  ``chat_stream`` function behind the Lambda Web Adapter, which runs this server's machinery
+  (``ragchat.lambda_web``). Routes learn that the response is streamed from the context object:
+  ``LocalContext.streams_response`` is true (a real Lambda context has no such attribute).
 
-Resolvers keep per-request state (``current_event``) on the instance, so each request takes a
-resolver from a small pool (one per concurrent request; building one is about a millisecond).
+Concurrency: Powertools keeps the current event and context on a *class* attribute
+(``BaseRouter.current_event``), shared by every resolver in the process, so concurrent requests would
+see each other's event. Each request therefore takes a resolver from a small pool (one per concurrent
+request; building one is about a millisecond) and the pool pins the event and context on that
+resolver *instance* before resolving; the routers of a resolver read them from there.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from email.message import Message
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -52,6 +58,8 @@ STAGE = "$default"
 DRAIN_LIMIT = 64 * 1024 * 1024  # bytes of an oversized body read and dropped after the 413
 TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded", "application/xml")
 
+Refusal = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, extra headers
+
 
 class ResolverPool:
     """Hands out resolvers one request at a time; builds another when all are busy."""
@@ -61,13 +69,22 @@ class ResolverPool:
         self._free: list[Any] = []
         self._lock = threading.Lock()
 
-    def resolve(self, event: dict[str, Any]) -> dict[str, Any]:
+    def prime(self) -> ResolverPool:
+        """Build one resolver now, so route errors surface at start rather than on the first request."""
+        self._free.append(self._factory())
+        return self
+
+    def resolve(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        context = context if context is not None else LocalContext(event["requestContext"]["requestId"])
         with self._lock:
             app = self._free.pop() if self._free else None
         if app is None:
             app = self._factory()
         try:
-            result: dict[str, Any] = app.resolve(event, LocalContext(event["requestContext"]["requestId"]))
+            # Instance attributes win over Powertools' process-wide class attributes (module docstring).
+            app.current_event = app._to_proxy_event(event)
+            app.lambda_context = context
+            result: dict[str, Any] = app.resolve(event, context)
             return result
         finally:
             with self._lock:
@@ -77,6 +94,7 @@ class ResolverPool:
 class LocalContext:
     """The bits of a Lambda context the Powertools utilities read."""
 
+    streams_response = True  # the server writes an iterator body as it is produced (module docstring)
     function_name = "ragchat-local"
     function_version = "$LATEST"
     invoked_function_arn = "arn:aws:lambda:local:000000000000:function:ragchat-local"
@@ -101,8 +119,10 @@ def build_event(
     principal: str | None = None,
     request_id: str | None = None,
     now: float | None = None,
+    request_context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway REST (v1 proxy) event for one HTTP request."""
+    """An API Gateway REST (v1 proxy) event for one HTTP request. ``request_context`` (API Gateway's
+    own, as the Lambda Web Adapter forwards it) replaces the local values key by key."""
     split = urlsplit(raw_path)
     path = unquote(split.path) or "/"
     single: dict[str, str] = {}
@@ -132,8 +152,22 @@ def build_event(
     authorizer: dict[str, Any] = {}
     if principal:
         authorizer = {"claims": {"sub": principal}, "principalId": principal}
+    context: dict[str, Any] = {
+        "resourcePath": "/{proxy+}",
+        "httpMethod": method.upper(),
+        "path": path,
+        "stage": STAGE,
+        "requestId": request_id,
+        "requestTimeEpoch": epoch_ms,
+        "protocol": "HTTP/1.1",
+        "accountId": "000000000000",
+        "apiId": "local",
+        "identity": {"sourceIp": source_ip, "userAgent": single.get("User-Agent")},
+        "authorizer": authorizer,
+        **(request_context or {}),
+    }
     return {
-        "resource": "/{proxy+}",
+        "resource": context["resourcePath"],
         "path": path,
         "httpMethod": method.upper(),
         "headers": single,
@@ -142,19 +176,7 @@ def build_event(
         "multiValueQueryStringParameters": qs_multi or None,
         "pathParameters": {"proxy": path.lstrip("/")},
         "stageVariables": None,
-        "requestContext": {
-            "resourcePath": "/{proxy+}",
-            "httpMethod": method.upper(),
-            "path": path,
-            "stage": STAGE,
-            "requestId": request_id,
-            "requestTimeEpoch": epoch_ms,
-            "protocol": "HTTP/1.1",
-            "accountId": "000000000000",
-            "apiId": "local",
-            "identity": {"sourceIp": source_ip, "userAgent": single.get("User-Agent")},
-            "authorizer": authorizer,
-        },
+        "requestContext": context,
         "body": body_text,
         "isBase64Encoded": is_b64,
     }
@@ -226,12 +248,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> tuple[int, int]:
         srv = self.server
-        path = urlsplit(self.path).path
-        if srv.api_token and not (path == "/health" or self.command == "OPTIONS"):
-            supplied = self.headers.get("Authorization", "")
-            scheme, _, token = supplied.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), srv.api_token):
-                return self._send_json(401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"})
+        refused = srv.refusal(self.command, urlsplit(self.path).path, self.headers)
+        if refused is not None:
+            return self._send_json(*refused)
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self._send_json(411, {"error": "Length required: send a Content-Length header"})
         try:
@@ -248,16 +267,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._discard(min(length, DRAIN_LIMIT))
             return answer
         body = self.rfile.read(length) if length > 0 else b""
-        event = build_event(
-            self.command,
-            self.path,
-            self.headers.items(),
-            body,
-            source_ip=self.client_address[0],
-            principal=srv.principal,
-        )
+        event, context = srv.event_for(self.command, self.path, self.headers, body, self.client_address[0])
         t0 = time.perf_counter()
-        result = srv.pool.resolve(event)
+        result = srv.resolve(event, context)
         app_ms = (time.perf_counter() - t0) * 1000
         status = int(result.get("statusCode", 200))
         headers = [*response_headers(result), ("Server-Timing", f"app;dur={app_ms:.1f}")]
@@ -360,6 +372,27 @@ class RagchatHTTPServer(ThreadingHTTPServer):
         self.api_token = api_token
         self.principal = principal
 
+    # The three steps a subclass may change (``ragchat.lambda_web`` does, for the Lambda Web Adapter).
+    def refusal(self, method: str, path: str, headers: Message) -> Refusal | None:
+        """Checked before the body is read: ``None`` to go on, else (status, JSON body, headers)."""
+        if self.api_token and not (path == "/health" or method == "OPTIONS"):
+            scheme, _, token = headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), self.api_token):
+                return 401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"}
+        return None
+
+    def event_for(
+        self, method: str, raw_path: str, headers: Message, body: bytes, client_ip: str
+    ) -> tuple[dict[str, Any], Any]:
+        """The API Gateway event and the Lambda context for one request."""
+        event = build_event(
+            method, raw_path, headers.items(), body, source_ip=client_ip, principal=self.principal
+        )
+        return event, LocalContext(event["requestContext"]["requestId"])
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return self.pool.resolve(event, context)
+
 
 class LocalServer:
     """The local API: ``start()`` serves in a background thread, ``stop()`` shuts down cleanly."""
@@ -369,8 +402,7 @@ class LocalServer:
 
         self.container = container
         settings = container.settings
-        self.pool = ResolverPool(lambda: create_app(container))
-        self.pool._free.append(create_app(container))  # build one now: route errors surface at start
+        self.pool = ResolverPool(lambda: create_app(container)).prime()
         self.httpd = RagchatHTTPServer(
             (host, port),
             self.pool,

@@ -76,8 +76,9 @@ def router(container: Any) -> APIGatewayRouter:
         return "text/event-stream" in (accept or "").lower()
 
     def can_stream() -> bool:
-        ctx = r.current_event.raw_event.get("requestContext") or {}
-        return ctx.get("apiId") == "local"
+        # ragchat serve and the chat_stream function (ragchat.lambda_web) write an iterator body as it is
+        # produced and say so on their context object; a buffered Lambda's real context does not.
+        return bool(getattr(r.lambda_context, "streams_response", False))
 
     def reply(result: Any) -> Response[dict[str, Any]]:
         msg = result.message
