@@ -1,0 +1,117 @@
+"""``functions/chat_stream/run.sh`` (the Lambda Web Adapter's startup command) as a real subprocess:
+local backend in a throwaway data directory, waited on through ``/health`` like the adapter's readiness
+check, then one streamed chat turn sent the way the adapter sends it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import REPO, free_port, model_ready, models_path
+
+pytestmark = pytest.mark.e2e
+
+OWNER = "cognito-sub-7f3a"
+NOTE = (
+    "Honey bees communicate the direction of flowers with the waggle dance. The angle of the dance "
+    "relative to vertical shows the direction of the food relative to the sun."
+)
+
+
+def test_run_sh_serves_a_streamed_turn(tmp_path: Path) -> None:
+    if not model_ready(models_path()):
+        pytest.skip(f"the MiniLM model is not prepared in {models_path()} (run `make model`)")
+    data_dir = tmp_path / "data"
+    env = {
+        **os.environ,
+        "RAGCHAT_DATA_DIR": str(data_dir),
+        "RAGCHAT_MODEL_DIR": str(models_path()),
+        "RAGCHAT_CHAT_MODEL": "extractive",
+        "RAGCHAT_LOCAL_USER": OWNER,  # `ragchat ingest` stores the note under the caller's id
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "LAMBDA_RUNTIME_DIR": str(tmp_path / "runtime"),  # what the Lambda runtime sets; empty here
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("PYTHONPATH", None)
+    (tmp_path / "bees.txt").write_text(NOTE)
+    cli = Path(sys.executable).with_name("ragchat")
+    done = subprocess.run(
+        [str(cli), "ingest", str(tmp_path / "bees.txt")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    port = free_port()
+    log = tmp_path / "chat_stream.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(REPO / "functions" / "chat_stream" / "run.sh")],
+            env={**env, "AWS_LWA_PORT": str(port), "RAGCHAT_LOCAL_USER": "never-used"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the adapter's readiness check
+            if proc.poll() is not None:
+                raise AssertionError(f"run.sh exited early:\n{log.read_text()}")
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run.sh did not come up:\n{log.read_text()}")
+            time.sleep(0.05)
+
+        def adapter_request(path: str, body: object, **headers: str) -> urllib.request.Request:
+            context = {
+                "requestId": "apigw-e2e-1",
+                "stage": "Prod",
+                "resourcePath": "/chat/conversations/{id}/messages",
+                "identity": {"sourceIp": "198.51.100.20"},
+                "authorizer": {"claims": {"sub": OWNER}},
+            }
+            return urllib.request.Request(
+                base + path,
+                data=json.dumps(body).encode(),
+                method="POST",
+                headers={
+                    "Content-Type": "application/json",
+                    "x-amzn-request-context": json.dumps(context),
+                    "x-amzn-lambda-context": json.dumps({"request_id": "lambda-e2e-1"}),
+                    **headers,
+                },
+            )
+
+        with urllib.request.urlopen(adapter_request("/chat/conversations", {}), timeout=60) as resp:
+            conv = json.loads(resp.read())["id"]
+        question = {"content": "What does the honey bees' waggle dance tell about flowers?"}
+        req = adapter_request(f"/chat/conversations/{conv}/messages", question, Accept="text/event-stream")
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.headers["Content-Type"].startswith("text/event-stream")
+            assert resp.headers["x-request-id"] == "apigw-e2e-1"
+            raw = resp.read().decode()
+        frames = [f for f in raw.split("\n\n") if f.strip()]
+        names = [f.split("\n")[0].removeprefix("event: ") for f in frames]
+        assert names[0] == "answer_start" and names[-2:] == ["sources", "answer_end"], raw
+        assert "answer_delta" in names
+        assert "apigw-e2e-1" in log.read_text()  # logs on stdout, correlated by the API Gateway request id
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, log.read_text()  # SIGTERM is a clean shutdown
