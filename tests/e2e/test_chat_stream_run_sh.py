@@ -10,12 +10,11 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, free_port, model_ready, models_path
+from tests.e2e.conftest import REPO, Server, free_port, model_ready, models_path
 
 pytestmark = pytest.mark.e2e
 
@@ -58,50 +57,43 @@ def test_run_sh_serves_a_streamed_turn(tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
             cwd=tmp_path,
         )
-    base = f"http://127.0.0.1:{port}"
+    srv = Server(f"http://127.0.0.1:{port}", None, log)
+    context = {
+        "requestId": "apigw-e2e-1",
+        "stage": "Prod",
+        "resourcePath": "/chat/conversations/{id}/messages",
+        "identity": {"sourceIp": "198.51.100.20"},
+        "authorizer": {"claims": {"sub": OWNER}},
+    }
+    adapter_headers = {
+        "x-amzn-request-context": json.dumps(context),
+        "x-amzn-lambda-context": json.dumps({"request_id": "lambda-e2e-1"}),
+    }
     try:
         deadline = time.monotonic() + 60
         while True:  # the adapter's readiness check
             if proc.poll() is not None:
                 raise AssertionError(f"run.sh exited early:\n{log.read_text()}")
             try:
-                with urllib.request.urlopen(base + "/health", timeout=5) as resp:
-                    if resp.status == 200:
-                        break
+                if srv.request("GET", "/health").status == 200:
+                    break
             except (urllib.error.URLError, ConnectionError):
                 pass
             if time.monotonic() > deadline:
                 raise AssertionError(f"run.sh did not come up:\n{log.read_text()}")
             time.sleep(0.05)
 
-        def adapter_request(path: str, body: object, **headers: str) -> urllib.request.Request:
-            context = {
-                "requestId": "apigw-e2e-1",
-                "stage": "Prod",
-                "resourcePath": "/chat/conversations/{id}/messages",
-                "identity": {"sourceIp": "198.51.100.20"},
-                "authorizer": {"claims": {"sub": OWNER}},
-            }
-            return urllib.request.Request(
-                base + path,
-                data=json.dumps(body).encode(),
-                method="POST",
-                headers={
-                    "Content-Type": "application/json",
-                    "x-amzn-request-context": json.dumps(context),
-                    "x-amzn-lambda-context": json.dumps({"request_id": "lambda-e2e-1"}),
-                    **headers,
-                },
-            )
-
-        with urllib.request.urlopen(adapter_request("/chat/conversations", {}), timeout=60) as resp:
-            conv = json.loads(resp.read())["id"]
-        question = {"content": "What does the honey bees' waggle dance tell about flowers?"}
-        req = adapter_request(f"/chat/conversations/{conv}/messages", question, Accept="text/event-stream")
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            assert resp.headers["Content-Type"].startswith("text/event-stream")
-            assert resp.headers["x-request-id"] == "apigw-e2e-1"
-            raw = resp.read().decode()
+        assert srv.request("POST", "/chat/conversations", body={}).status == 401  # no context
+        conv = srv.request("POST", "/chat/conversations", body={}, headers=adapter_headers).json()["id"]
+        res = srv.request(
+            "POST",
+            f"/chat/conversations/{conv}/messages",
+            body={"content": "What does the honey bees' waggle dance tell about flowers?"},
+            headers={**adapter_headers, "Accept": "text/event-stream"},
+        )
+        assert res.status == 200 and res.headers["content-type"].startswith("text/event-stream")
+        assert res.headers["x-request-id"] == "apigw-e2e-1"
+        raw = res.body.decode()
         frames = [f for f in raw.split("\n\n") if f.strip()]
         names = [f.split("\n")[0].removeprefix("event: ") for f in frames]
         assert names[0] == "answer_start" and names[-2:] == ["sources", "answer_end"], raw
