@@ -98,5 +98,8 @@ ls "$layer"/pydantic_core/_pydantic_core.cpython-312-aarch64-linux-gnu.so >/dev/
 for fn in NotesApiFunction ChatApiFunction WebUiFunction IngestStepsFunction S3IngestFunction; do
   test -f ".aws-sam/build/$fn/app.py" || { echo "validate: $fn was not built" >&2; exit 1; }
 done
+# the streaming function is a web server started by the Lambda Web Adapter: run.sh must stay executable
+test -x .aws-sam/build/ChatStreamFunction/run.sh ||
+  { echo "validate: ChatStreamFunction/run.sh missing or not executable in the build" >&2; exit 1; }
 echo "validate: sam build OK ($(du -sh .aws-sam/build/RagchatLayer | cut -f1) layer)"
 echo "validate: OK"
