@@ -131,9 +131,9 @@ class AdapterHTTPServer(RagchatHTTPServer):
     def refusal(self, method: str, path: str, headers: Message) -> Refusal | None:
         refused = refusal(path, headers)
         if refused is not None:
-            from ragchat.api.handler import _correlate
+            from ragchat.api.handler import correlate
 
-            _correlate({}, None)  # the access log line of a refused request has no correlation id
+            correlate({}, None)  # the access log line of a refused request has no correlation id
         return refused
 
     def event_for(
@@ -142,9 +142,9 @@ class AdapterHTTPServer(RagchatHTTPServer):
         return event_for(method, raw_path, headers, body, client_ip)
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        from ragchat.api.handler import _correlate
+        from ragchat.api.handler import correlate
 
-        _correlate(event, context)
+        correlate(event, context)
         return super().resolve(event, context)
 
 

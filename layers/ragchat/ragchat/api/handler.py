@@ -53,7 +53,7 @@ def http_handler(areas: set[str]) -> Handler:
         return app
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        _correlate(event, context)
+        correlate(event, context)
         result: dict[str, Any] = build().resolve(event, context)
         return result
 
@@ -84,7 +84,7 @@ def warm_before_snapshot(handler: Handler, services: tuple[str, ...] = ()) -> bo
     return True
 
 
-def _correlate(event: dict[str, Any], context: Any) -> None:
+def correlate(event: dict[str, Any], context: Any) -> None:
     """Correlation id = the API Gateway request id (SPEC §12); works with or without a Lambda context."""
     logger.clear_state()
     request_id = (event.get("requestContext") or {}).get("requestId")
