@@ -28,25 +28,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from bench_cold_start import ENV as COLD_START_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 RUNS = 5
 POLL_S = 0.005
 TIMEOUT_S = 120.0
 
-AWS_ENV = {
-    "RAGCHAT_BACKEND": "aws",
-    "AWS_REGION": "us-east-1",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCESS_KEY_ID": "bench",
-    "AWS_SECRET_ACCESS_KEY": "bench",
-    "DOCUMENTS_TABLE": "t-docs",
-    "CONVERSATIONS_TABLE": "t-convs",
-    "COUNTERS_TABLE": "t-counters",
-    "DOCUMENTS_BUCKET": "b-docs",
-    "OPENSEARCH_ENDPOINT": "https://example.us-east-1.aoss.amazonaws.com",
-    "RAGCHAT_CHAT_MODEL": "bedrock",
-}
+# the same placeholder AWS environment as the Lambda entry-point cold-start bench (no network used)
+AWS_ENV = COLD_START_ENV
 
 
 def free_port() -> int:

@@ -37,6 +37,16 @@ def model_ready(path: Path) -> bool:
     return (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file()
 
 
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        proc.kill()
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -137,9 +147,4 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             time.sleep(0.1)
         yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            proc.kill()
-            proc.wait()
+        stop(proc)

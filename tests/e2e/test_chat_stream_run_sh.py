@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, Server, free_port, model_ready, models_path
+from tests.e2e.conftest import REPO, Server, free_port, model_ready, models_path, stop
 
 pytestmark = pytest.mark.e2e
 
@@ -100,10 +100,5 @@ def test_run_sh_serves_a_streamed_turn(tmp_path: Path) -> None:
         assert "answer_delta" in names
         assert "apigw-e2e-1" in log.read_text()  # logs on stdout, correlated by the API Gateway request id
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            proc.kill()
-            proc.wait()
+        stop(proc)
     assert proc.returncode == 0, log.read_text()  # SIGTERM is a clean shutdown
