@@ -302,13 +302,13 @@ class FakeConversationStore:
                 if m.client_message_id == client_message_id
             ]
 
-    def delete_messages_after(self, owner: str, conv_id: str, message_id: str) -> int:
+    def delete_messages_after(self, owner: str, conv_id: str, message_id: str | None) -> int:
         with self._lock:
             items = self._msgs(owner, conv_id)
             ids = [m.id for m in items]
-            if message_id not in ids:
+            if message_id is not None and message_id not in ids:
                 return 0
-            later = ids[ids.index(message_id) + 1 :]
+            later = ids if message_id is None else ids[ids.index(message_id) + 1 :]
             for i in later:
                 del self.messages[i]
             return len(later)

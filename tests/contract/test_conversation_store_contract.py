@@ -208,6 +208,25 @@ def test_delete_messages_after(conversation_store, clock: FakeClock):
     assert conversation_store.delete_messages_after("alice", conv.id, "missing") == 0
 
 
+def test_delete_messages_after_none_empties_the_conversation_but_keeps_it(
+    conversation_store, clock: FakeClock
+):
+    conv = new_conv(conversation_store)
+    other = new_conv(conversation_store)
+    for i in range(3):
+        add(conversation_store, conv, f"m{i}", client_message_id=f"c-{i}")
+    kept = add(conversation_store, other, "stays")
+    clock.advance(60)
+    assert conversation_store.delete_messages_after("alice", conv.id, None) == 3
+    assert conversation_store.list_messages("alice", conv.id).items == []
+    again = conversation_store.get_conversation("alice", conv.id)
+    assert again is not None and again.created_at == conv.created_at and again.message_count == 0
+    assert [m.id for m in conversation_store.list_messages("alice", other.id).items] == [kept.id]
+    # the conversation takes messages again, and the old client ids are free
+    add(conversation_store, conv, "fresh", client_message_id="c-0")
+    assert len(conversation_store.list_messages("alice", conv.id).items) == 1
+
+
 def test_delete_conversation_removes_its_messages(conversation_store):
     conv = new_conv(conversation_store)
     keep = new_conv(conversation_store)

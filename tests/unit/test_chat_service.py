@@ -505,12 +505,25 @@ def test_edit_deletes_later_messages_and_answers_new_version() -> None:
 def test_edit_first_message_keeps_conversation() -> None:
     rig = Rig()
     c = rig.conv(collection=None)
+    created = rig.service.get_conversation(OWNER, c).created_at
     first = rig.say(c, "Why is the sky blue?")
     rig.say(c, "Why is grass green?")
+    rig.clock.advance(3600)
     rig.service.edit(OWNER, c, first.user_message_id, "Why is the ocean blue?")
     msgs = rig.store.list_messages(OWNER, c).items
     assert [m.content for m in msgs if m.role == "user"] == ["Why is the ocean blue?"]
-    assert rig.service.get_conversation(OWNER, c).title == "Why is the ocean blue?"
+    conv = rig.service.get_conversation(OWNER, c)
+    assert conv.title == "Why is the ocean blue?"
+    assert conv.created_at == created  # the same conversation, not a new one under the same id
+    assert conv.message_count == 2
+
+
+def test_edit_first_message_keeps_a_title_the_user_chose() -> None:
+    rig = Rig()
+    c = rig.conv(title="Colours of nature")
+    first = rig.say(c, "Why is the sky blue?")
+    rig.service.edit(OWNER, c, first.user_message_id, "Why is the ocean blue?")
+    assert rig.service.get_conversation(OWNER, c).title == "Colours of nature"
 
 
 def test_export_markdown_and_json() -> None:

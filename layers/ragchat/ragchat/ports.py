@@ -109,8 +109,10 @@ class ConversationStore(Protocol):
         """The messages (user and assistant) created for one client message id."""
         ...
 
-    def delete_messages_after(self, owner: str, conv_id: str, message_id: str) -> int:
-        """Delete every message created after ``message_id``; returns how many."""
+    def delete_messages_after(self, owner: str, conv_id: str, message_id: str | None) -> int:
+        """Delete every message created after ``message_id`` (``None``: every message of the
+        conversation, which itself stays, with its id, times and settings); returns how many. An
+        unknown ``message_id`` deletes nothing."""
         ...
 
 

@@ -248,26 +248,16 @@ class ChatService:
         ordered = self.all_messages(owner, conv_id)
         index = next(i for i, m in enumerate(ordered) if m.id == target.id)
         removed_ids = {m.id for m in ordered[index:]}
-        if index > 0:
-            self.conversations.delete_messages_after(owner, conv_id, ordered[index - 1].id)
-            if conv.last_summary_id in removed_ids:
-                conv = (
-                    self.conversations.update_conversation(
-                        owner, conv_id, {"summary_cursor": None, "last_summary_id": None}
-                    )
-                    or conv
-                )
-        else:
-            # The first message: start the conversation afresh under the same id, scope and persona.
-            title = conv.title
-            if not title or title == make_title(target.content):
-                title = ""
-            self.conversations.delete_conversation(owner, conv_id)
-            self.conversations.create_conversation(
-                dataclasses.replace(
-                    conv, title=title, summary_cursor=None, last_summary_id=None, message_count=0
-                )
-            )
+        # Editing the first message empties the conversation; it keeps its id, createdAt, scope and
+        # persona, and a title made from the old first message is made again from the new one.
+        self.conversations.delete_messages_after(owner, conv_id, ordered[index - 1].id if index else None)
+        changes: dict[str, Any] = {}
+        if conv.last_summary_id in removed_ids:
+            changes.update(summary_cursor=None, last_summary_id=None)
+        if index == 0 and conv.title == make_title(target.content):
+            changes["title"] = ""
+        if changes:
+            conv = self.conversations.update_conversation(owner, conv_id, changes) or conv
         logger.info(
             "chat.event",
             extra={

@@ -880,8 +880,8 @@ class DynamoConversationStore:
         items.sort(key=lambda i: int(i["seq"]["N"]))
         return [self._msg(i) for i in items]
 
-    def delete_messages_after(self, owner: str, conv_id: str, message_id: str) -> int:
-        seq = self._seq_of(owner, conv_id, message_id)
+    def delete_messages_after(self, owner: str, conv_id: str, message_id: str | None) -> int:
+        seq = 0 if message_id is None else self._seq_of(owner, conv_id, message_id)  # seqs start at 1
         if seq is None:
             return 0
         pk = _conv_pk(owner, conv_id)

@@ -810,8 +810,13 @@ class SqliteConversationStore:
             ).fetchall()
         return [_row_to_message(r) for r in rows]
 
-    def delete_messages_after(self, owner: str, conv_id: str, message_id: str) -> int:
+    def delete_messages_after(self, owner: str, conv_id: str, message_id: str | None) -> int:
         with self.db.write() as conn:
+            if message_id is None:
+                cur = conn.execute(
+                    "DELETE FROM messages WHERE conversation_id = ? AND owner = ?", (conv_id, owner)
+                )
+                return int(cur.rowcount)
             pivot = conn.execute(
                 "SELECT created_at, id FROM messages WHERE id = ? AND conversation_id = ? AND owner = ?",
                 (message_id, conv_id, owner),
