@@ -3,6 +3,7 @@ and a botocore Stubber (Bedrock Converse). No network, no real sleeping (injecte
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -251,3 +252,76 @@ def test_converse_gives_up_after_two_retries_and_skips_validation_errors() -> No
         with pytest.raises(ModelError):
             model.complete(_request())
     assert sleeps == [0.2, 0.4]  # no retry on a 400
+
+
+def _converse_tool_call(use_id: str, name: str, args: dict, text: str = "") -> dict:
+    content: list[dict] = [{"text": text}] if text else []
+    content.append({"toolUse": {"toolUseId": use_id, "name": name, "input": args}})
+    return {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 5, "outputTokens": 3, "totalTokens": 8},
+        "metrics": {"latencyMs": 10},
+    }
+
+
+def test_converse_tool_use_loop_runs_tools_and_reports_tool_hits() -> None:
+    client, stub = _bedrock()
+    calls: list[dict] = []
+    client.meta.events.register(
+        "provide-client-params.bedrock-runtime.Converse",
+        lambda params, **_: calls.append(copy.deepcopy(params)),
+    )
+    stub.add_response(
+        "converse", _converse_tool_call("tu_1", "search_notes", {"query": "x", "limit": 99}, "Let me search.")
+    )
+    stub.add_response("converse", _converse_tool_call("tu_2", "get_note", {"id": "n8"}))
+    stub.add_response(
+        "converse",
+        {
+            **CONVERSE_OK,
+            "output": {"message": {"role": "assistant", "content": [{"text": "Seven [source: n7]"}]}},
+        },
+    )
+    tools = Tools()
+    with stub:
+        out = BedrockConverseChatModel(
+            client, "anthropic.claude-test", sleep=lambda s: None
+        ).complete_with_tools(_request(), tools)
+    stub.assert_no_pending_responses()
+    assert out.text == "Seven [source: n7]"
+    assert [h.id for h in out.tool_hits] == ["n7", "n8"]
+    assert tools.queries == [("x", 20)]  # limit clamped to 20
+    specs = [t["toolSpec"] for t in calls[0]["toolConfig"]["tools"]]
+    assert [s["name"] for s in specs] == ["search_notes", "get_note"]
+    assert specs[0]["inputSchema"]["json"]["required"] == ["query"]
+    second = calls[1]["messages"]
+    assert second[-2]["role"] == "assistant" and second[-2]["content"][1]["toolUse"]["toolUseId"] == "tu_1"
+    result = second[-1]["content"][0]["toolResult"]
+    assert result["toolUseId"] == "tu_1"
+    assert "[Source id=n7] Seven is the answer." in result["content"][0]["text"]
+    assert all("toolConfig" in c for c in calls)  # Converse needs it once tool blocks are present
+
+
+def test_converse_tool_rounds_are_bounded_and_the_last_round_asks_for_an_answer() -> None:
+    client, stub = _bedrock()
+    calls: list[dict] = []
+    client.meta.events.register(
+        "provide-client-params.bedrock-runtime.Converse",
+        lambda params, **_: calls.append(copy.deepcopy(params)),
+    )
+    for i in range(3):
+        stub.add_response("converse", _converse_tool_call(f"tu_{i}", "search_notes", {"query": "q"}))
+    stub.add_response(
+        "converse", _converse_tool_call("tu_x", "search_notes", {"query": "q"}, "Best I can say: seven.")
+    )
+    with stub:
+        out = BedrockConverseChatModel(client, "m", sleep=lambda s: None).complete_with_tools(
+            _request(), Tools(), max_rounds=3
+        )
+    stub.assert_no_pending_responses()
+    assert len(calls) == 4
+    assert out.text == "Best I can say: seven."  # the last call's text; its tool request is not run
+    last_user = calls[-1]["messages"][-1]["content"]
+    assert last_user[-1]["text"].startswith("No more searches will run")
+    assert not any("No more searches" in json.dumps(c["messages"]) for c in calls[:-1])

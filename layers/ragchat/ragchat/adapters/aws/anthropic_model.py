@@ -200,7 +200,7 @@ class AnthropicChatModel:
             messages.append({"role": "assistant", "content": [_block_param(b) for b in response.content]})
             results = []
             for use in uses:
-                hits = _run_tool(tools, use.name, use.input or {})
+                hits = run_tool(tools, use.name, use.input or {})
                 for h in hits:
                     found.setdefault(h.id, h)
                 results.append(
@@ -221,7 +221,7 @@ class AnthropicChatModel:
         )
 
 
-def _run_tool(tools: NoteTools, name: str, args: Any) -> list[Hit]:
+def run_tool(tools: NoteTools, name: str, args: Any) -> list[Hit]:
     if not isinstance(args, dict):
         return []
     if name == "search_notes":

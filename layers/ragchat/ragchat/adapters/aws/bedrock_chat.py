@@ -4,6 +4,12 @@ The system prompt goes in ``system``; turns alternate user/assistant starting wi
 merge rules as the Anthropic adapter). Retries (SPEC §7): 2, on throttling, timeouts, 5xx and
 connection errors, sleeping 200 ms then 400 ms through an injected ``sleep``. Build the client with
 botocore retries off (``Config(retries={"total_max_attempts": 1})``) so this policy is the only one.
+
+Tool-use mode (SPEC §9, ``CHAT_MODE=tools``): :meth:`complete_with_tools` gives Claude on Bedrock the
+same ``search_notes`` / ``get_note`` tools as the Anthropic adapter, through Converse's
+``toolConfig`` / ``toolUse`` / ``toolResult`` blocks, for at most ``MAX_TOOL_ROUNDS`` rounds. Converse
+has no "no tools" choice and needs ``toolConfig`` once tool blocks are in the conversation, so the
+last round says in the user turn that no more searches will run, and only its text is kept.
 """
 
 from __future__ import annotations
@@ -12,10 +18,24 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ragchat.adapters.aws.anthropic_model import alternate
-from ragchat.domain.chat import RETRY_DELAYS, Sleep, call_with_retries
+from ragchat.adapters.aws.anthropic_model import TOOLS, alternate, run_tool, tool_result_text
+from ragchat.domain.chat import MAX_TOOL_ROUNDS, RETRY_DELAYS, NoteTools, Sleep, call_with_retries
 from ragchat.domain.errors import ModelError
-from ragchat.domain.models import Completion, ModelRequest
+from ragchat.domain.models import Completion, Hit, ModelRequest
+
+TOOL_CONFIG: dict[str, Any] = {
+    "tools": [
+        {
+            "toolSpec": {
+                "name": t["name"],
+                "description": t["description"],
+                "inputSchema": {"json": t["input_schema"]},
+            }
+        }
+        for t in TOOLS
+    ]
+}
+LAST_ROUND_NOTE = "No more searches will run: answer now from the notes above, citing them."
 
 RETRYABLE_CODES = frozenset(
     {
@@ -87,13 +107,49 @@ class BedrockConverseChatModel:
             raise ModelError(f"Bedrock {op} failed: {_describe(exc)}") from exc
 
     def complete(self, request: ModelRequest) -> Completion:
-        response = self._call("converse", self._request(request))
+        return self._completion(self._call("converse", self._request(request)), [])
+
+    def complete_with_tools(
+        self, request: ModelRequest, tools: NoteTools, *, max_rounds: int = MAX_TOOL_ROUNDS
+    ) -> Completion:
+        """Answer with ``search_notes`` / ``get_note`` available for up to ``max_rounds`` rounds of
+        tool calls; every note a tool returned comes back in ``Completion.tool_hits``."""
+        kwargs = {**self._request(request), "toolConfig": TOOL_CONFIG}
+        messages: list[dict[str, Any]] = kwargs["messages"]
+        found: dict[str, Hit] = {}
+        for round_no in range(max_rounds + 1):
+            response = self._call("converse", kwargs)
+            message = response.get("output", {}).get("message", {})
+            uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
+            if round_no == max_rounds or response.get("stopReason") != "tool_use" or not uses:
+                return self._completion(response, list(found.values()))
+            messages.append({"role": "assistant", "content": message["content"]})
+            results: list[dict[str, Any]] = []
+            for use in uses:
+                hits = run_tool(tools, str(use.get("name")), use.get("input") or {})
+                for h in hits:
+                    found.setdefault(h.id, h)
+                results.append(
+                    {
+                        "toolResult": {
+                            "toolUseId": use["toolUseId"],
+                            "content": [{"text": tool_result_text(hits)}],
+                        }
+                    }
+                )
+            if round_no + 1 == max_rounds:
+                results.append({"text": LAST_ROUND_NOTE})
+            messages.append({"role": "user", "content": results})
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _completion(self, response: dict[str, Any], tool_hits: list[Hit]) -> Completion:
         content = response.get("output", {}).get("message", {}).get("content", [])
         text = "".join(block.get("text", "") for block in content)
         usage = response.get("usage") or {}
         return Completion(
             text=text,
             model=self.model_id,
+            tool_hits=tool_hits,
             input_tokens=usage.get("inputTokens"),
             output_tokens=usage.get("outputTokens"),
         )
