@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,33 +106,39 @@ class Server:
             time.sleep(0.05)
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextmanager
+def run_server(
+    data_dir: Path, *, token: str | None = TOKEN, env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """``ragchat serve`` on a free port over ``data_dir`` (``token``: its ``RAGCHAT_API_TOKEN``; ``env``:
+    more variables), stopped on exit."""
     models = models_path()
     if not model_ready(models):
         pytest.skip(f"the MiniLM model is not prepared in {models} (run `make model`)")
-    data_dir = tmp_path_factory.mktemp("ragchat-e2e")
     port = free_port()
-    env = {
+    full_env = {
         **os.environ,
         "RAGCHAT_DATA_DIR": str(data_dir),
         "RAGCHAT_MODEL_DIR": str(models),
-        "RAGCHAT_API_TOKEN": TOKEN,
         "RAGCHAT_CHAT_MODEL": "extractive",
         "MAX_BODY_BYTES": str(2 * 1024 * 1024),
+        **(env or {}),
     }
-    env.pop("ANTHROPIC_API_KEY", None)
+    full_env.pop("ANTHROPIC_API_KEY", None)
+    full_env.pop("RAGCHAT_API_TOKEN", None)
+    if token:
+        full_env["RAGCHAT_API_TOKEN"] = token
     log = data_dir / "server.log"
     cli = Path(sys.executable).with_name("ragchat")
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [str(cli), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
+            env=full_env,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=data_dir,
         )
-    srv = Server(f"http://127.0.0.1:{port}", TOKEN, log)
+    srv = Server(f"http://127.0.0.1:{port}", token, log)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -148,3 +155,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with run_server(tmp_path_factory.mktemp("ragchat-e2e")) as srv:
+        yield srv

@@ -63,14 +63,15 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
+# What the token sign-in form stores (the sign-in itself: test_token_sign_in_...).
+SIGNED_IN = f"""try {{ sessionStorage.setItem('ragchat.authorization', 'Bearer {TOKEN}'); }} catch (e) {{}}"""
+
+
 @pytest.fixture
 def page(browser: Any, server: Server) -> Iterator[Any]:
-    # The local server wants the bearer token on every request, the page's fetch() calls included.
-    context = browser.new_context(
-        base_url=server.url,
-        extra_http_headers={"Authorization": f"Bearer {TOKEN}"},
-        viewport={"width": 1100, "height": 900},
-    )
+    # The local server wants the bearer token on every API call: the tab starts signed in.
+    context = browser.new_context(base_url=server.url, viewport={"width": 1100, "height": 900})
+    context.add_init_script(SIGNED_IN)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -192,7 +193,9 @@ def test_markup_in_documents_is_shown_as_text_never_run(page: Any, hostile: str)
     def assert_inert() -> None:
         assert page.evaluate("window.__xss") is None
         assert page.evaluate("document.querySelectorAll('img').length") == 0
-        assert page.evaluate("document.scripts.length") == 1  # the page's own script only
+        assert page.evaluate("document.scripts.length") == 2  # the page's script and its JSON config
+        runnable = "document.querySelectorAll('script:not([type=\"application/json\"])').length"
+        assert page.evaluate(runnable) == 1
 
     page.goto("/documents/ui")
     row = page.locator(f"tr[data-id='{hostile}']")

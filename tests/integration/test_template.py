@@ -129,13 +129,24 @@ def test_machine_clients_get_every_data_route_but_no_browser_pages() -> None:
 # -------------------------------------------------------------------------------------------- auth
 
 
-def test_the_cognito_api_needs_a_user_token_on_every_route_but_health_and_never_an_api_key() -> None:
-    for route, method in api_methods("RagchatApi").items():
+# no user data behind these: /health and the HTML page shells (the page signs in with Cognito itself)
+OPEN_ROUTES = {("GET", "/health"), ("GET", "/ui"), ("GET", "/write"), ("GET", "/documents/ui")}
+
+
+def test_the_cognito_api_needs_a_user_token_everywhere_but_health_and_the_pages_never_an_api_key() -> None:
+    methods = api_methods("RagchatApi")
+    assert set(methods) >= OPEN_ROUTES
+    for route, method in methods.items():
         expected: list[dict[str, list[str]]] = (
-            [{"NONE": []}] if route == ("GET", "/health") else [{"CognitoAuthorizer": []}]
+            [{"NONE": []}] if route in OPEN_ROUTES else [{"CognitoAuthorizer": []}]
         )
         assert method["security"] == expected, route
         assert "api_key" not in json.dumps(method["security"]), route
+
+
+def test_the_pages_sign_in_with_the_stacks_user_pool_client() -> None:
+    env = resources()["WebUiFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["COGNITO_CLIENT_ID"] == {"Ref": "UserPoolClient"}
 
 
 @pytest.mark.parametrize("enable", ["true", "false"])

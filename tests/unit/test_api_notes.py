@@ -102,7 +102,7 @@ def test_another_owners_document_is_404_and_invisible():
     assert api.call("GET", f"/documents/{doc_id}")["statusCode"] == 200
 
 
-def test_no_principal_is_401_everywhere_but_health():
+def test_no_principal_is_401_everywhere_but_health_and_the_page_shells():
     api = make_api()
     for method, path in (
         ("GET", "/documents"),
@@ -115,6 +115,8 @@ def test_no_principal_is_401_everywhere_but_health():
         res = api.call(method, path, body={"text": "x"}, principal=None)
         assert res["statusCode"] == 401, (method, path)
         assert json_body(res) == {"error": "Unauthorized"}
+    for page in ("/ui", "/write", "/documents/ui"):  # no user data in them (tests/unit/test_api_pages.py)
+        assert api.call("GET", page, principal=None)["statusCode"] == 200, page
     health = api.call("GET", "/health", principal=None)
     assert health["statusCode"] == 200
     assert json_body(health) == {"status": "ok", "version": "0.1.0", "backend": "local"}

@@ -214,3 +214,29 @@ def test_response_translation_headers_and_bodies():
     assert response_body({"body": None}) == b""
     stream = response_body({"body": (c for c in ["a", "b"])})
     assert list(stream) == ["a", "b"]
+
+
+def test_local_token_check_serves_only_health_and_the_page_shells_without_the_token():
+    from ragchat.local_server import bearer_refusal
+
+    token = "s3cret-token"
+    unauthorized = (401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"})
+    for path in ("/ui", "/write", "/documents/ui", "/health"):
+        assert bearer_refusal(token, "GET", path, "") is None, path
+    for method, path in (
+        ("GET", "/documents"),
+        ("GET", "/"),
+        ("POST", "/notes"),
+        ("GET", "/chat/conversations"),
+        ("GET", "/openapi.json"),
+        ("GET", "/swagger"),
+        ("POST", "/ui"),  # only a GET of a page is open
+        ("GET", "/ui/"),
+        ("GET", "/%75i"),  # the event would say /ui: not exempt, the token is still asked for
+        ("GET", "/documents/ui/x"),
+    ):
+        assert bearer_refusal(token, method, path, "") == unauthorized, (method, path)
+        assert bearer_refusal(token, method, path, "Bearer wrong") == unauthorized, (method, path)
+        assert bearer_refusal(token, method, path, "Bearer s3cret-tokén") == unauthorized, (method, path)
+        assert bearer_refusal(token, method, path, f"Bearer {token}") is None, (method, path)
+    assert bearer_refusal(None, "GET", "/documents", "") is None  # no token configured: open

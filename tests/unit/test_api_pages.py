@@ -1,11 +1,16 @@
-"""The HTML pages: served as HTML, need a principal, render no data server-side and use no HTML sinks.
+"""The HTML pages: served as HTML to anyone (no principal: they are shells that render no data
+server-side), told how to sign in by an escaped JSON config, and using no HTML sinks.
 
 What the pages do in a browser is tested in ``tests/e2e/test_pages_browser.py`` (headless Chromium).
 """
 
 from __future__ import annotations
 
+import json
 import re
+
+import pytest
+from ragchat.api.pages import config_json, page_config, render
 
 from tests.events import header
 from tests.unit.api_support import make_api
@@ -15,14 +20,96 @@ PAGES = ("/ui", "/write", "/documents/ui")
 HTML_SINKS = ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function")
 
 
-def test_pages_are_html_and_need_a_principal():
+COGNITO = {"COGNITO_CLIENT_ID": "4example5client6id", "AWS_REGION": "eu-west-1"}
+MODES = {
+    "none": ({}, {"auth": "none"}),
+    "token": ({"RAGCHAT_API_TOKEN": "s3cret-token"}, {"auth": "token"}),
+    "cognito": (
+        COGNITO,
+        {
+            "auth": "cognito",
+            "clientId": "4example5client6id",
+            "region": "eu-west-1",
+            "cognitoEndpoint": "https://cognito-idp.eu-west-1.amazonaws.com/",
+        },
+    ),
+}
+CONFIG_RE = re.compile(r'<script type="application/json" id="ragchat-config">(.*?)</script>', re.S)
+
+
+def page_config_of(body: str) -> dict[str, str]:
+    (raw,) = CONFIG_RE.findall(body)
+    loaded: dict[str, str] = json.loads(raw)
+    return loaded
+
+
+def test_pages_are_html_and_need_no_principal():
     api = make_api()
     for path in PAGES:
-        res = api.call("GET", path)
+        res = api.call("GET", path, principal=None)
         assert res["statusCode"] == 200, path
         assert header(res, "Content-Type").startswith("text/html")
         assert "<script>" in res["body"] and "textContent" in res["body"]
-        assert api.call("GET", path, principal=None)["statusCode"] == 401
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_pages_load_without_a_principal_and_carry_the_sign_in_config(mode: str):
+    env, expected = MODES[mode]
+    api = make_api(env)
+    for path in PAGES:
+        res = api.call("GET", path, principal=None)
+        assert res["statusCode"] == 200, path
+        assert page_config_of(res["body"]) == expected, path
+        # the same shell for everyone: nothing depends on who asks
+        assert api.call("GET", path, principal="alice")["body"] == res["body"], path
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_sign_in_form_and_api_link_per_mode(mode: str):
+    body = make_api(MODES[mode][0]).call("GET", "/ui", principal=None)["body"]
+    ids = set(re.findall(r"\bid=([\w-]+)", body))
+    if mode == "none":
+        assert '<a data-p="/swagger">API</a>' in body
+        assert not {"signin-form", "sign-out"} & ids
+    else:  # Swagger needs a principal, which a link can't send
+        assert "/swagger" not in body
+        assert {"signin-form", "signin-secret", "signin-error", "sign-out"} <= ids
+        assert ("signin-user" in ids) is (mode == "cognito")
+        assert "Signed out: please sign in again" in body
+        assert "sessionStorage" in body and "localStorage" not in body
+    if mode == "cognito":
+        for part in ("AWSCognitoIdentityProviderService.InitiateAuth", "USER_PASSWORD_AUTH", "IdToken"):
+            assert part in body, part
+
+
+def test_page_data_and_docs_still_need_a_principal_in_every_mode():
+    for env, _ in MODES.values():
+        api = make_api(env)
+        for path in ("/documents", "/notes", "/chat/conversations", "/openapi.json", "/swagger"):
+            res = api.call("GET", path, principal=None)
+            assert res["statusCode"] == 401, (env, path)
+
+
+def test_config_values_cannot_break_out_of_the_script_element():
+    hostile = "</script><script>alert(1)</script><!--&"
+    config = page_config("cognito", client_id=hostile, region="eu-west-1")
+    body = render("ask", config)
+    (raw,) = CONFIG_RE.findall(body)  # the element still ends where the server meant it to
+    assert json.loads(raw)["clientId"] == hostile  # and the value reads back intact
+    for bad in ("<", ">", "&"):
+        assert bad not in raw
+    assert body.count("<script>") == 1 and "alert(1)" not in body.replace(raw, "")
+    assert config_json({"a": "<!--"}) == '{"a":"\\u003c!--"}'
+
+
+def test_an_invalid_cognito_setting_stops_start_up():
+    from ragchat.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError, match="COGNITO_CLIENT_ID"):
+        load_settings({"COGNITO_CLIENT_ID": "</script>"})
+    with pytest.raises(ConfigError, match="AWS_REGION"):
+        load_settings({"COGNITO_CLIENT_ID": "abc", "AWS_REGION": "eu-west-1; connect-src *"})
+    assert load_settings({"COGNITO_CLIENT_ID": ""}).page_auth == "none"
 
 
 def test_pages_never_render_data_as_html():
@@ -34,13 +121,16 @@ def test_pages_never_render_data_as_html():
         assert body.count("<script>") == 1, path  # one inline script, nothing else executable
 
 
-def test_pages_forbid_outside_scripts_and_connections():
-    api = make_api()
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_pages_forbid_outside_scripts_and_connections(mode: str):
+    api = make_api(MODES[mode][0])
     for path in PAGES:
         csp = header(api.call("GET", path), "Content-Security-Policy")
         directives = dict(d.strip().split(" ", 1) for d in csp.split(";") if d.strip())
         assert directives["default-src"] == "'self'"
-        assert directives["connect-src"] == "'self'"
+        # cognito: exactly the user pool's endpoint, for the sign-in call
+        cognito = " https://cognito-idp.eu-west-1.amazonaws.com" if mode == "cognito" else ""
+        assert directives["connect-src"] == "'self'" + cognito
         assert "http" not in directives["script-src"]
 
 

@@ -6,11 +6,12 @@ start-up with a message that names the variable (``ConfigError``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Calibrated similarity thresholds per embedding model (cosine similarity of the top hit below which
@@ -24,6 +25,7 @@ DEFAULT_MIN_SIMILARITY: dict[str, float] = {
 }
 
 MiB = 1024 * 1024
+AWS_REGION_PATTERN = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
 class ConfigError(ValueError):
@@ -71,6 +73,10 @@ class Settings(BaseSettings):
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
     local_principal: str = Field("local", alias="RAGCHAT_LOCAL_USER")
+    # --- auth (HTML pages in the cloud) ----------------------------------------------------------
+    # The Cognito user-pool app client the pages sign in with (template: !Ref UserPoolClient); with it
+    # set, the pages call Cognito's InitiateAuth in AWS_REGION (see ``page_auth``).
+    cognito_client_id: str | None = Field(None, alias="COGNITO_CLIENT_ID", pattern=r"^[\w+]{1,128}$")
     # chat_stream function: the port the Lambda Web Adapter forwards to (ragchat.lambda_web)
     lwa_port: int = Field(8080, alias="AWS_LWA_PORT", ge=1, le=65535)
 
@@ -113,7 +119,17 @@ class Settings(BaseSettings):
             ]
             if missing:
                 raise ValueError(f"{', '.join(missing)} must be set when RAGCHAT_BACKEND=aws")
+        if self.cognito_client_id and not AWS_REGION_PATTERN.fullmatch(self.aws_region):
+            raise ValueError(
+                f"AWS_REGION must be an AWS region such as eu-west-1 when COGNITO_CLIENT_ID is set "
+                f"(got {self.aws_region!r})"
+            )
         return self
+
+    @field_validator("cognito_client_id", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     # --- derived values ----------------------------------------------------------------------------
     @property
@@ -137,6 +153,14 @@ class Settings(BaseSettings):
     @property
     def models_path(self) -> Path:
         return self.model_dir or (self.data_dir / "models")
+
+    @property
+    def page_auth(self) -> Literal["cognito", "token", "none"]:
+        """How the HTML pages sign in: ``cognito`` (email + password against the user pool's app
+        client, in the cloud), ``token`` (the local ``RAGCHAT_API_TOKEN``), ``none`` (local, open)."""
+        if self.cognito_client_id:
+            return "cognito"
+        return "token" if self.api_token else "none"
 
     @property
     def body_limit_bytes(self) -> int:

@@ -3,8 +3,9 @@
 Each HTTP request becomes an API Gateway REST (v1 proxy) event and goes through the very resolver
 the Lambda functions use (``ragchat.api.app.create_app``); the response dict is written back as HTTP.
 
-Auth: with ``RAGCHAT_API_TOKEN`` set, every request but ``GET /health`` (and CORS preflights) needs
-``Authorization: Bearer <token>`` (else 401). The principal injected into the event
+Auth: with ``RAGCHAT_API_TOKEN`` set, every request but ``/health``, a ``GET`` of one of the HTML page
+shells (``/ui``, ``/write``, ``/documents/ui``: no user data; the page asks for the token itself) and
+CORS preflights needs ``Authorization: Bearer <token>`` (else 401). The principal injected into the event
 (``requestContext.authorizer.claims.sub``) is ``RAGCHAT_LOCAL_USER`` (default ``local``).
 
 Streaming hook (SSE, for the chat area)
@@ -59,6 +60,8 @@ DRAIN_LIMIT = 64 * 1024 * 1024  # bytes of an oversized body read and dropped af
 TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded", "application/xml")
 
 Refusal = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, extra headers
+# Served without the bearer token: the page shells hold no user data (``ragchat.api.pages``).
+OPEN_PAGES = frozenset({"/ui", "/write", "/documents/ui"})
 
 
 class ResolverPool:
@@ -352,6 +355,19 @@ def _reason(status: int) -> str:
         return ""
 
 
+def bearer_refusal(api_token: str | None, method: str, path: str, authorization: str) -> Refusal | None:
+    """``ragchat serve``'s token check (module docstring); ``path`` is the raw request path."""
+    if not api_token or path == "/health" or method == "OPTIONS" or (method == "GET" and path in OPEN_PAGES):
+        return None
+    scheme, _, token = authorization.partition(" ")
+    # bytes: compare_digest refuses non-ASCII str, and a typed token may hold anything
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode("utf-8", "surrogateescape"), api_token.encode("utf-8", "surrogateescape")
+    ):
+        return 401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"}
+    return None
+
+
 class RagchatHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -375,11 +391,7 @@ class RagchatHTTPServer(ThreadingHTTPServer):
     # The three steps a subclass may change (``ragchat.lambda_web`` does, for the Lambda Web Adapter).
     def refusal(self, method: str, path: str, headers: Message) -> Refusal | None:
         """Checked before the body is read: ``None`` to go on, else (status, JSON body, headers)."""
-        if self.api_token and not (path == "/health" or method == "OPTIONS"):
-            scheme, _, token = headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), self.api_token):
-                return 401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"}
-        return None
+        return bearer_refusal(self.api_token, method, path, headers.get("Authorization", ""))
 
     def event_for(
         self, method: str, raw_path: str, headers: Message, body: bytes, client_ip: str

@@ -1,18 +1,34 @@
 """Area "ui": minimal HTML pages (``/ui`` ask, ``/write`` add a note or upload, ``/documents/ui``).
 
-The pages are static: data is fetched from the JSON API by a few lines of script and rendered with
-``textContent`` only (never as HTML), so nothing from documents or answers can inject markup. API
+The pages are static shells: data is fetched from the JSON API by a few lines of script and rendered
+with ``textContent`` only (never as HTML), so nothing from documents or answers can inject markup. API
 calls go to the same origin and stage (relative URLs).
+
+The shells hold no user data, so they are served without a principal (in the cloud their routes have
+no authorizer; ``ragchat serve`` serves them without its bearer token). The page signs the user in
+itself, as the server's settings say (``Settings.page_auth``, rendered as JSON into
+``<script type="application/json" id="ragchat-config">``):
+
+- ``none``: local without ``RAGCHAT_API_TOKEN``: no sign-in, the local server supplies the caller;
+- ``token``: local with ``RAGCHAT_API_TOKEN``: the user types the token; calls send
+  ``Authorization: Bearer <token>``;
+- ``cognito``: the cloud: email + password go to Cognito's ``InitiateAuth`` (``USER_PASSWORD_AUTH``)
+  straight from the browser; calls send the returned ID token as the raw ``Authorization`` value
+  (what the API Gateway Cognito authorizer reads).
+
+The ``Authorization`` value lives in ``sessionStorage`` (gone with the tab). A 401 from any API call
+drops it and shows the sign-in form again (ID tokens expire after an hour).
+
+Never render anything owner-specific here: these responses reach anyone.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-
-from ragchat.api.auth import principal
 
 _STYLE = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -32,16 +48,63 @@ border-color:#9bb5f0} #convs .muted{display:block}
 .msg.user{align-self:flex-end;background:#e8f0fe} .msg.assistant{align-self:flex-start;background:#f3f3f3}
 .msg.system-summary{align-self:center;background:#fff8e1;font-size:.9em} .msg.pending{opacity:.6}
 .who{font-size:.8em;color:#555;font-weight:600} .sources{margin:.4rem 0 0;padding-left:1.4rem;font-size:.9em}
-.sources code{font-size:.85em;color:#555}
+.sources code{font-size:.85em;color:#555} [hidden]{display:none!important}
+nav{display:flex;flex-wrap:wrap;align-items:center} #account{margin-left:auto}
+#signin{max-width:24rem}
 """
 
 _SCRIPT = """
 const base = location.pathname.replace(/\\/(ui|write|documents\\/ui)$/, '');
 const JSON_HEADERS = {'Content-Type': 'application/json'};
-function api(path, opts) { return fetch(base + path, opts).then(async r => {
+const CONFIG = JSON.parse(document.getElementById('ragchat-config').textContent);
+const AUTH_KEY = 'ragchat.authorization';  // sessionStorage: the Authorization value of every call
+function authorization() { return CONFIG.auth === 'none' ? null : sessionStorage.getItem(AUTH_KEY); }
+function withAuth(opts) { const o = Object.assign({}, opts), headers = new Headers(o.headers || {});
+  const auth = authorization(); if (auth) headers.set('Authorization', auth); o.headers = headers; return o; }
+function api(path, opts) { return fetch(base + path, withAuth(opts)).then(async r => {
   const body = r.status === 204 ? {} : await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error((body.error || ('HTTP ' + r.status)) +
+  if (r.status === 401 && CONFIG.auth !== 'none') showSignIn('Signed out: please sign in again');
+  if (!r.ok) throw new Error((body.error || body.message || ('HTTP ' + r.status)) +
     (body.retryAfter ? ' (retry after ' + body.retryAfter + ' s)' : '')); return body; }); }
+function showSignIn(note) { sessionStorage.removeItem(AUTH_KEY);
+  $('app').hidden = true; $('account').hidden = true; $('signin').hidden = false;
+  $('signin-note').textContent = note || ''; $('signin-error').textContent = ''; }
+function showApp() { $('signin').hidden = true; $('app').hidden = false;
+  $('account').hidden = CONFIG.auth === 'none'; }
+async function cognitoIdToken(username, password) {
+  let r; try {
+    r = await fetch(CONFIG.cognitoEndpoint, {method: 'POST', headers: {
+      'Content-Type': 'application/x-amz-json-1.1',
+      'X-Amz-Target': 'AWSCognitoIdentityProviderService.InitiateAuth'},
+      body: JSON.stringify({AuthFlow: 'USER_PASSWORD_AUTH', ClientId: CONFIG.clientId,
+        AuthParameters: {USERNAME: username, PASSWORD: password}})});
+  } catch (err) { throw new Error('Could not reach Cognito: ' + err.message); }
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) { const type = String(body.__type || '').split('#').pop();
+    throw new Error((body.message || body.Message || ('Cognito answered HTTP ' + r.status)) +
+      (type ? ' (' + type + ')' : '')); }
+  if (body.ChallengeName === 'NEW_PASSWORD_REQUIRED') throw new Error('This account needs its ' +
+    'password set before it can sign in here: an administrator runs `aws cognito-idp ' +
+    'admin-set-user-password --permanent` for it (see the README), then sign in with that password.');
+  if (body.ChallengeName) throw new Error('Cognito asks for ' + body.ChallengeName +
+    ', which these pages do not support: sign in with the AWS CLI instead.');
+  const token = body.AuthenticationResult && body.AuthenticationResult.IdToken;
+  if (!token) throw new Error('Cognito returned no ID token'); return token; }
+async function checkAuthorization(auth) {  // one cheap call, so a wrong token is said at once
+  const r = await fetch(base + '/documents?limit=1', {headers: {Authorization: auth}});
+  if (r.ok) return; const body = await r.json().catch(() => ({}));
+  throw new Error(body.error || body.message || ('HTTP ' + r.status)); }
+async function signIn(e) { e.preventDefault(); const error = $('signin-error'), button = $('signin-button');
+  error.textContent = ''; button.disabled = true;
+  try { const secret = $('signin-secret');
+    const auth = CONFIG.auth === 'cognito' ? await cognitoIdToken($('signin-user').value.trim(), secret.value)
+      : 'Bearer ' + secret.value.trim();
+    await checkAuthorization(auth);
+    sessionStorage.setItem(AUTH_KEY, auth); secret.value = ''; showApp(); start();
+  } catch (err) { error.textContent = err.message; } finally { button.disabled = false; } }
+function boot() { if (CONFIG.auth !== 'none') {
+    $('signin-form').onsubmit = signIn; $('sign-out').onclick = () => showSignIn('Signed out'); }
+  if (CONFIG.auth === 'none' || authorization()) { showApp(); start(); } else showSignIn(''); }
 function el(tag, text, cls) { const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
 function $(id) { return document.getElementById(id); }
@@ -103,7 +166,7 @@ chatForm.onsubmit = e => { e.preventDefault(); if (!current) return;
     .then(r => { pending.classList.remove('pending'); addMessage(r); loadConversations(); })
     .catch(err => { pending.remove(); input.value = content; fail(err); })
     .finally(() => { send.disabled = false; }); };
-loadConversations();"""
+function start() { loadConversations(); }"""
 
 _WRITE_BODY = """<form id=f><input id=title placeholder="Title (optional)" maxlength=1000>
 <textarea id=text rows=10 placeholder="Text" required></textarea><button>Add note</button></form>
@@ -132,7 +195,8 @@ $('u').onsubmit = e => { e.preventDefault();
     (collection() ? '&collection=' + encodeURIComponent(collection()) : '');
   api('/documents?' + q, {method: 'POST', body: file,
     headers: {'Content-Type': file.type || 'application/octet-stream'}})
-    .then(r => follow(r.documentId)).catch(err => show('Error: ' + err.message, true)); };"""
+    .then(r => follow(r.documentId)).catch(err => show('Error: ' + err.message, true)); };
+function start() {}"""
 
 _DOCUMENTS_BODY = """<p><button id=refresh>Refresh</button></p><p id=doc-error class=error role=alert></p>
 <table><thead><tr><th>Title</th><th>Status</th><th>Chunks</th><th>Error</th><th>Enabled</th><th>Created</th>
@@ -158,7 +222,8 @@ function load(reset) { if (reset) cursor = null;
     if (reset) rows.replaceChildren(); docError.textContent = '';
     for (const d of p.items) rows.append(row(d));
     cursor = p.cursor; more.hidden = !cursor; }).catch(fail); }
-more.onclick = () => load(false); $('refresh').onclick = () => load(true); load(true);"""
+more.onclick = () => load(false); $('refresh').onclick = () => load(true);
+function start() { load(true); }"""
 
 
 _PAGES = {
@@ -168,31 +233,99 @@ _PAGES = {
 }
 
 
-def render(page: str) -> str:
+PageAuth = Literal["cognito", "token", "none"]
+
+
+def page_config(auth: PageAuth, *, client_id: str | None = None, region: str | None = None) -> dict[str, str]:
+    """What the page's script needs to sign in (nothing about any user)."""
+    if auth != "cognito":
+        return {"auth": auth}
+    if not client_id or not region:
+        raise ValueError("cognito sign-in needs the user-pool client id and the region")
+    return {
+        "auth": "cognito",
+        "clientId": client_id,
+        "region": region,
+        "cognitoEndpoint": f"{cognito_origin(region)}/",
+    }
+
+
+def cognito_origin(region: str) -> str:
+    return f"https://cognito-idp.{region}.amazonaws.com"
+
+
+def config_json(config: dict[str, str]) -> str:
+    """JSON safe inside ``<script type="application/json">``: no ``<``, ``>`` or ``&`` survives, so a
+    value can't close the element (``</script>``) or open a comment (``<!--``)."""
+    text = json.dumps(config, separators=(",", ":"), sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _signin_form(auth: PageAuth) -> str:
+    if auth == "cognito":
+        fields = (
+            '<input id=signin-user type=email autocomplete=username placeholder="Email" required>'
+            '<input id=signin-secret type=password autocomplete=current-password placeholder="Password" '
+            "required>"
+        )
+    else:
+        fields = (
+            '<input id=signin-secret type=password autocomplete=off placeholder="API token '
+            '(RAGCHAT_API_TOKEN of ragchat serve)" required>'
+        )
+    return (
+        "<section id=signin hidden><h2>Sign in</h2><p id=signin-note class=muted role=status></p>"
+        f"<form id=signin-form>{fields}<button id=signin-button>Sign in</button></form>"
+        "<p id=signin-error class=error role=alert></p></section>"
+    )
+
+
+def render(page: str, config: dict[str, str] | None = None) -> str:
     title, body, script = _PAGES[page]
+    config = config or {"auth": "none"}
+    auth: PageAuth = config["auth"]  # type: ignore[assignment]
+    # The Swagger page needs a principal, which a link click (a plain navigation) can't send: the
+    # "API" link is only offered when the server needs no sign-in (local, no token).
+    api_link = '<a data-p="/swagger">API</a>' if auth == "none" else ""
+    account = (
+        "<span id=account hidden><button id=sign-out type=button>Sign out</button></span>"
+        if auth != "none"
+        else "<span id=account hidden></span>"
+    )
+    signin = _signin_form(auth) if auth != "none" else "<section id=signin hidden></section>"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
         f"<title>ragchat · {title}</title><style>{_STYLE}</style></head><body>"
         '<nav><a data-p="/ui">Ask</a><a data-p="/write">Add</a><a data-p="/documents/ui">Documents</a>'
-        '<a data-p="/swagger">API</a></nav>'
-        f"<h1>{title}</h1>{body}<script>{_SCRIPT}{script}</script></body></html>"
+        f"{api_link}{account}</nav>"
+        f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
+        f"<h1>{title}</h1>{signin}<main id=app hidden>{body}</main>"
+        f"<script>{_SCRIPT}{script}\nboot();</script></body></html>"
     )
+
+
+def content_security_policy(config: dict[str, str]) -> str:
+    connect = "'self'"
+    if config["auth"] == "cognito":
+        connect += " " + cognito_origin(config["region"])  # exactly the user pool's endpoint
+    return f"default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src {connect}"
 
 
 def router(container: Any) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     def page(name: str) -> Response[str]:
-        principal(r.current_event)
+        # No principal needed: the shell is the same for everyone (see the module docstring).
+        settings = container.settings
+        config = page_config(
+            settings.page_auth, client_id=settings.cognito_client_id, region=settings.aws_region
+        )
         return Response(
             status_code=200,
             content_type="text/html; charset=utf-8",
-            body=render(name),
-            headers={
-                "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
-                "script-src 'unsafe-inline'; connect-src 'self'"
-            },
+            body=render(name, config),
+            headers={"Content-Security-Policy": content_security_policy(config)},
         )
 
     @r.get("/ui", summary="Ask page", tags=["ui"], include_in_schema=False)
