@@ -8,15 +8,19 @@ download is not used). Without Playwright or Chromium the tests skip with the re
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.conftest import TOKEN, Server
+from tests.e2e.conftest import TOKEN, Server, run_server
 
 pytestmark = pytest.mark.e2e
 
@@ -237,3 +241,245 @@ def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) 
     row.locator("text=Delete").click()
     expect(row).to_have_count(0)
     assert server.request("GET", f"/documents/{doc_id}").status == 404
+
+
+# ------------------------------------------------------------------------------------------ sign-in
+
+PAGES = ("/ui", "/write", "/documents/ui")
+AUTH_KEY = "ragchat.authorization"
+
+
+@contextmanager
+def fresh_page(browser: Any, server: Server) -> Iterator[Any]:
+    """A tab that has never signed in (no token preset, unlike the ``page`` fixture)."""
+    context = browser.new_context(base_url=server.url, viewport={"width": 1100, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield pg
+        assert not errors, f"JavaScript errors on the page: {errors}"
+    finally:
+        context.close()
+
+
+def _signed_out(page: Any, note: str = "") -> None:
+    expect = _expect()
+    expect(page.locator("#signin-form")).to_be_visible()
+    expect(page.locator("#app")).to_be_hidden()
+    expect(page.locator("#sign-out")).to_be_hidden()
+    expect(page.locator("#signin-note")).to_have_text(note)
+    assert page.evaluate(f"sessionStorage.getItem('{AUTH_KEY}')") is None
+
+
+def _signed_in(page: Any) -> None:
+    expect = _expect()
+    expect(page.locator("#app")).to_be_visible()
+    expect(page.locator("#signin")).to_be_hidden()
+    expect(page.locator("#sign-out")).to_be_visible()
+    expect(page.locator("nav a", has_text="API")).to_have_count(0)  # Swagger needs a principal
+
+
+def _chat_turn(page: Any, collection: str) -> None:
+    expect = _expect()
+    page.fill("#collection", collection)
+    page.click("#new-conv-button")
+    page.fill("#message", "Who built the Zephyr lighthouse on Mallow Island?")
+    page.click("#send")
+    answer = page.locator(".msg.assistant")
+    expect(answer).to_have_count(1, timeout=WAIT_MS)
+    expect(answer).to_contain_text("Ada Quill")
+    expect(answer.locator(".sources li").filter(has_text="Zephyr lighthouse")).to_have_count(1)
+
+
+def test_token_sign_in_on_ragchat_serve_with_an_api_token(
+    browser: Any, server: Server, notes: dict[str, str]
+) -> None:
+    expect = _expect()
+    with fresh_page(browser, server) as page:
+        page.goto("/ui")  # the shell itself needs no token
+        _signed_out(page)
+        expect(page.locator("#signin-secret")).to_have_attribute("type", "password")
+
+        page.fill("#signin-secret", "not-the-token")
+        page.click("#signin-button")
+        expect(page.locator("#signin-error")).to_have_text("Unauthorized")  # the API's own error
+        _signed_out(page)
+
+        page.fill("#signin-secret", TOKEN)
+        page.click("#signin-button")
+        _signed_in(page)
+        expect(page.locator("#signin-secret")).to_have_value("")  # not left in the form
+        page.fill("#q", "Who built the Zephyr lighthouse on Mallow Island?")
+        page.click("#f button")
+        expect(page.locator("#answer")).to_contain_text("Ada Quill", timeout=WAIT_MS)
+        expect(page.locator("#sources li").filter(has_text="Zephyr lighthouse")).to_have_count(1)
+        _chat_turn(page, "browser")
+
+        page.reload()  # sessionStorage keeps the tab signed in; the conversation list loads
+        _signed_in(page)
+        listed = page.locator("#convs li").filter(has_text="Who built the Zephyr lighthouse")
+        expect(listed).not_to_have_count(0)
+        page.goto("/documents/ui")  # and so does every page of the tab
+        _signed_in(page)
+        expect(page.locator(f"tr[data-id='{notes['lighthouse']}']")).to_contain_text("READY")
+
+        page.click("#sign-out")
+        _signed_out(page, "Signed out")
+        page.reload()
+        _signed_out(page)
+
+
+def test_a_rejected_token_mid_session_signs_out(browser: Any, server: Server) -> None:
+    expect = _expect()
+    with fresh_page(browser, server) as page:
+        page.goto("/ui")
+        page.fill("#signin-secret", TOKEN)
+        page.click("#signin-button")
+        _signed_in(page)
+        # what an expired ID token looks like to the page: the next call gets a 401
+        page.evaluate(f"sessionStorage.setItem('{AUTH_KEY}', 'Bearer revoked')")
+        page.click("#new-conv-button")
+        _signed_out(page, "Signed out: please sign in again")
+        page.fill("#signin-secret", TOKEN)
+        page.click("#signin-button")
+        _signed_in(page)
+        page.click("#new-conv-button")
+        expect(page.locator("#chat-form")).to_be_visible()
+
+
+REGION = "eu-west-1"
+COGNITO_URL = f"https://cognito-idp.{REGION}.amazonaws.com/"
+CLIENT_ID = "7exampleclientid0123456789"
+EMAIL, PASSWORD = "reader@example.com", "Correct-Horse-42"
+NEW_USER = "new@example.com"
+ID_TOKEN = "eyJraWQiOiJmYWtlIn0.eyJzdWIiOiJyZWFkZXIifQ.c2lnbmF0dXJl"  # opaque to the page
+
+
+@pytest.fixture(scope="module")
+def cognito_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``ragchat serve`` configured like the WebUiFunction (COGNITO_CLIENT_ID + AWS_REGION), without a
+    token: the fake API Gateway authorizer in ``cognito_page`` stands where the Cognito authorizer
+    would, in front of the real API."""
+    env = {"COGNITO_CLIENT_ID": CLIENT_ID, "AWS_REGION": REGION}
+    with run_server(tmp_path_factory.mktemp("ragchat-cognito"), token=None, env=env) as srv:
+        _add(srv, "Zephyr lighthouse", LIGHTHOUSE, "cognito")
+        yield srv
+
+
+@dataclass
+class FakeAws:
+    """Cognito's InitiateAuth and API Gateway's Cognito authorizer, faked at the browser's network
+    layer (``route``): what the page sends is recorded and checked exactly."""
+
+    cognito_calls: list[tuple[dict[str, str], Any]] = field(default_factory=list)
+    api_calls: list[tuple[str, str, str | None]] = field(default_factory=list)
+    valid_tokens: set[str] = field(default_factory=lambda: {ID_TOKEN})
+
+    def cognito(self, route: Any) -> None:
+        request = route.request
+        cors = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "*"}
+        if request.method == "OPTIONS":
+            route.fulfill(status=200, headers=cors)
+            return
+        body = json.loads(request.post_data or "null")
+        self.cognito_calls.append((request.all_headers(), body))
+        params = body.get("AuthParameters", {}) if isinstance(body, dict) else {}
+        if params.get("USERNAME") == NEW_USER:
+            reply: dict[str, Any] = {"ChallengeName": "NEW_PASSWORD_REQUIRED", "Session": "s"}
+            status = 200
+        elif params == {"USERNAME": EMAIL, "PASSWORD": PASSWORD}:
+            reply = {"AuthenticationResult": {"IdToken": ID_TOKEN, "AccessToken": "a", "ExpiresIn": 3600}}
+            status = 200
+        else:
+            reply = {"__type": "NotAuthorizedException", "message": "Incorrect username or password."}
+            status = 400
+        route.fulfill(
+            status=status,
+            headers={**cors, "Content-Type": "application/x-amz-json-1.1"},
+            body=json.dumps(reply),
+        )
+
+    def gateway(self, route: Any) -> None:
+        request = route.request
+        path = urlsplit(request.url).path
+        if request.method == "GET" and path in PAGES:  # Auth: {Authorizer: NONE}
+            route.continue_()
+            return
+        token = request.all_headers().get("authorization")
+        self.api_calls.append((request.method, path, token))
+        if token not in self.valid_tokens:
+            route.fulfill(status=401, json={"message": "Unauthorized"})  # API Gateway's own reply
+            return
+        route.continue_()
+
+
+@pytest.fixture
+def cognito_page(browser: Any, cognito_server: Server) -> Iterator[tuple[Any, FakeAws]]:
+    fake = FakeAws()
+    with fresh_page(browser, cognito_server) as page:
+        page.route(COGNITO_URL, fake.cognito)
+        page.route(f"{cognito_server.url}/**", fake.gateway)
+        yield page, fake
+
+
+def test_cognito_sign_in_sends_the_id_token_on_every_api_call(cognito_page: tuple[Any, FakeAws]) -> None:
+    expect = _expect()
+    page, fake = cognito_page
+    page.goto("/ui")
+    _signed_out(page)
+    assert fake.api_calls == []  # nothing is asked of the API before signing in
+
+    page.fill("#signin-user", EMAIL)
+    page.fill("#signin-secret", "wrong-password")
+    page.click("#signin-button")
+    error = page.locator("#signin-error")
+    expect(error).to_have_text("Incorrect username or password. (NotAuthorizedException)")
+    _signed_out(page)
+
+    page.fill("#signin-secret", PASSWORD)
+    page.click("#signin-button")
+    _signed_in(page)
+    for headers, body in fake.cognito_calls:  # the exact InitiateAuth request (CSP let it through)
+        assert headers["x-amz-target"] == "AWSCognitoIdentityProviderService.InitiateAuth"
+        assert headers["content-type"] == "application/x-amz-json-1.1"
+        assert set(body) == {"AuthFlow", "ClientId", "AuthParameters"}
+        assert (body["AuthFlow"], body["ClientId"]) == ("USER_PASSWORD_AUTH", CLIENT_ID)
+    assert [b["AuthParameters"] for _, b in fake.cognito_calls] == [
+        {"USERNAME": EMAIL, "PASSWORD": "wrong-password"},
+        {"USERNAME": EMAIL, "PASSWORD": PASSWORD},
+    ]
+
+    _chat_turn(page, "cognito")  # through the fake authorizer to the real API
+    page.goto("/write")
+    page.fill("#text", "The Corvid library lends telescopes to members on weekends.")
+    page.click("text=Add note")
+    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
+    assert len(fake.api_calls) >= 6
+    assert {token for _, _, token in fake.api_calls} == {ID_TOKEN}  # raw, no "Bearer "
+    assert ("POST", "/notes") in {(m, p) for m, p, _ in fake.api_calls}
+
+    fake.valid_tokens.clear()  # the hour is up: API Gateway now answers 401
+    page.goto("/documents/ui")
+    _signed_out(page, "Signed out: please sign in again")
+
+
+def test_cognito_challenge_and_unreachable_cognito_are_explained(cognito_page: tuple[Any, FakeAws]) -> None:
+    expect = _expect()
+    page, fake = cognito_page
+    page.goto("/write")
+    page.fill("#signin-user", NEW_USER)
+    page.fill("#signin-secret", "Temporary-Pass-1")
+    page.click("#signin-button")
+    expect(page.locator("#signin-error")).to_contain_text("needs its password set")
+    expect(page.locator("#signin-error")).to_contain_text("admin-set-user-password --permanent")
+    _signed_out(page)
+    assert fake.api_calls == []
+
+    page.unroute(COGNITO_URL)
+    page.route(COGNITO_URL, lambda route: route.abort("internetdisconnected"))
+    page.fill("#signin-user", EMAIL)
+    page.fill("#signin-secret", PASSWORD)
+    page.click("#signin-button")
+    expect(page.locator("#signin-error")).to_contain_text("Could not reach Cognito")
+    _signed_out(page)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+from urllib.parse import urlsplit
+
 import pytest
 
 from tests.e2e.conftest import Server
@@ -123,6 +127,26 @@ def test_token_is_enforced(server: Server):
     assert server.request("GET", "/documents").status == 200
     health = server.request("GET", "/health", token=False)
     assert health.status == 200 and health.json()["status"] == "ok"
+    for page in ("/ui", "/write", "/documents/ui"):  # the page shells: no user data, they sign in
+        shell = server.request("GET", page, token=False)
+        assert shell.status == 200 and shell.headers["content-type"].startswith("text/html"), page
+        assert b'"auth":"token"' in shell.body, page
+    for path in ("/openapi.json", "/swagger", "/chat/conversations"):
+        assert server.request("GET", path, token=False).status == 401, path
+
+
+def test_a_refused_request_body_is_not_read_as_the_next_request(server: Server):
+    conn = http.client.HTTPConnection(urlsplit(server.url).netloc, timeout=30)
+    try:
+        body = b'{"text": "GET /health HTTP/1.1"}'
+        conn.request("POST", "/notes", body=body, headers={"Content-Type": "application/json"})
+        refused = conn.getresponse()
+        assert (refused.status, json.loads(refused.read())) == (401, {"error": "Unauthorized"})
+        # http.client reconnects when the server closed the connection; never a 501 from the leftover body
+        conn.request("GET", "/documents?limit=1", headers={"Authorization": f"Bearer {server.token}"})
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
 
 
 def test_errors_over_http(server: Server):

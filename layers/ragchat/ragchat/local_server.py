@@ -253,7 +253,11 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         refused = srv.refusal(self.command, urlsplit(self.path).path, self.headers)
         if refused is not None:
-            return self._send_json(*refused)
+            # The body was not read: it must not be taken for the next request on this connection.
+            self.close_connection = True
+            answer = self._send_json(*refused)
+            self._discard(min(self._content_length(), DRAIN_LIMIT))
+            return answer
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self._send_json(411, {"error": "Length required: send a Content-Length header"})
         try:
@@ -280,6 +284,12 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(payload, bytes):
             return self._send(status, headers, payload, request_id=event["requestContext"]["requestId"])
         return self._stream(status, headers, payload, request_id=event["requestContext"]["requestId"])
+
+    def _content_length(self) -> int:
+        try:
+            return max(int(self.headers.get("Content-Length") or 0), 0)
+        except ValueError:
+            return 0
 
     def _discard(self, remaining: int) -> None:
         try:
