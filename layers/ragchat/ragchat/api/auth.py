@@ -1,4 +1,5 @@
-"""Who is calling. Every route but ``/health`` needs a principal (SPEC §11).
+"""Who is calling. Every API route but ``/health`` needs a principal (SPEC §11); the HTML page
+shells (``ragchat.api.pages``) hold no data and load without one, then sign the user in.
 
 Cloud: the Cognito user-pool authorizer puts the JWT claims in
 ``requestContext.authorizer.claims`` (we use ``sub``); an API-key / custom (Lambda) authorizer puts

@@ -12,7 +12,7 @@ from ragchat.api.auth import principal
 
 OPENAPI_TITLE = "ragchat"
 OPENAPI_DESCRIPTION = (
-    "Retrieval-augmented notes and chat. Every route but /health needs a principal "
+    "Retrieval-augmented notes and chat. Every API route but /health needs a principal "
     "(Cognito JWT or API key in the cloud; a bearer token with `ragchat serve` when one is configured)."
 )
 
