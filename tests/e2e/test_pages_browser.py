@@ -71,11 +71,13 @@ def browser() -> Iterator[Any]:
 SIGNED_IN = f"""try {{ sessionStorage.setItem('ragchat.authorization', 'Bearer {TOKEN}'); }} catch (e) {{}}"""
 
 
-@pytest.fixture
-def page(browser: Any, server: Server) -> Iterator[Any]:
-    # The local server wants the bearer token on every API call: the tab starts signed in.
+@contextmanager
+def fresh_page(browser: Any, server: Server, *, init_script: str | None = None) -> Iterator[Any]:
+    """A tab that fails on any JavaScript error; never signed in unless ``init_script`` does it (the
+    ``page`` fixture presets the token that way)."""
     context = browser.new_context(base_url=server.url, viewport={"width": 1100, "height": 900})
-    context.add_init_script(SIGNED_IN)
+    if init_script:
+        context.add_init_script(init_script)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -84,6 +86,13 @@ def page(browser: Any, server: Server) -> Iterator[Any]:
         assert not errors, f"JavaScript errors on the page: {errors}"
     finally:
         context.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: Server) -> Iterator[Any]:
+    # The local server wants the bearer token on every API call: the tab starts signed in.
+    with fresh_page(browser, server, init_script=SIGNED_IN) as pg:
+        yield pg
 
 
 def _add(server: Server, title: str, text: str, collection: str) -> str:
@@ -247,20 +256,6 @@ def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) 
 
 PAGES = ("/ui", "/write", "/documents/ui")
 AUTH_KEY = "ragchat.authorization"
-
-
-@contextmanager
-def fresh_page(browser: Any, server: Server) -> Iterator[Any]:
-    """A tab that has never signed in (no token preset, unlike the ``page`` fixture)."""
-    context = browser.new_context(base_url=server.url, viewport={"width": 1100, "height": 900})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        yield pg
-        assert not errors, f"JavaScript errors on the page: {errors}"
-    finally:
-        context.close()
 
 
 def _signed_out(page: Any, note: str = "") -> None:
