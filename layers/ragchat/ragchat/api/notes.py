@@ -17,6 +17,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ragchat.api.auth import principal
 from ragchat.api.schemas import DocumentPatch, NoteIn, document_json, note_json, page_json, source_json
 from ragchat.domain.errors import ValidationError
+from ragchat.domain.ids import stable_document_id
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
@@ -30,6 +31,16 @@ UPLOAD_TYPES = {
     ".htm": "text/html",
     ".pdf": "application/pdf",
 }
+
+Source = Annotated[
+    str | None,
+    Query(
+        max_length=1024,
+        pattern=r"^file:.+",
+        description="Where the file comes from (file:<path>). The document id is derived from it (per "
+        "caller), so uploading the same source again replaces that document instead of adding another.",
+    ),
+]
 
 
 def router(container: Any) -> APIGatewayRouter:
@@ -97,6 +108,7 @@ def router(container: Any) -> APIGatewayRouter:
         title: Annotated[str | None, Query(max_length=1000)] = None,
         collection: Annotated[str | None, Query(max_length=200)] = None,
         filename: Annotated[str | None, Query()] = None,
+        source: Source = None,
     ) -> Response[dict[str, Any]]:
         who = owner()
         event = r.current_event
@@ -108,6 +120,8 @@ def router(container: Any) -> APIGatewayRouter:
             content_type=content_type,
             title=title,
             collection=collection,
+            source=source or "api",
+            document_id=stable_document_id(f"{who}\n{source}") if source else None,
         )
         return _json(202, {"documentId": doc.id, "status": str(doc.status)})
 

@@ -1,0 +1,62 @@
+"""``ragchat ask``: one question, its answer and sources."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ragchat.cli.common import ApiOption, TokenOption, VerboseOption, build_container, fail, quiet_logging
+
+if TYPE_CHECKING:
+    from ragchat.cli.client import Answer
+
+
+def ask_local(question: str, collection: str | None) -> Answer:
+    from ragchat.cli.client import Answer, Source
+
+    container = build_container()
+    result = container.ask.ask(container.settings.local_principal, question, collection=collection)
+    sources = [Source(s.id, s.text) for s in result.sources]
+    raw = {
+        "answer": result.answer,
+        "sources": [{"id": s.id, "text": s.text} for s in sources],
+        "guardUsed": result.guard_used,
+    }
+    return Answer(result.answer, sources, result.guard_used, raw)
+
+
+def print_answer(answer: Answer) -> None:
+    typer.echo(answer.answer)
+    if answer.sources:
+        typer.echo("")
+        typer.secho("Sources:", bold=True)
+        for src in answer.sources:
+            typer.echo(f"  [{src.id}] {src.text}")
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    collection: Annotated[str | None, typer.Option(help="Only search this collection.")] = None,
+    api: ApiOption = None,
+    token: TokenOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON answer.")] = False,
+    verbose: VerboseOption = False,
+) -> None:
+    """Ask a one-shot question; prints the answer and its sources."""
+    from ragchat.cli.client import ApiClient, ApiError
+    from ragchat.domain.errors import RagchatError
+
+    quiet_logging(verbose)
+    try:
+        if api:
+            answer = ApiClient(api, token).ask(question, collection=collection)
+        else:
+            answer = ask_local(question, collection)
+    except (ApiError, RagchatError) as exc:
+        raise fail(exc.message) from None
+    if as_json:
+        typer.echo(json.dumps(answer.raw, indent=2, ensure_ascii=False))
+    else:
+        print_answer(answer)

@@ -1,0 +1,118 @@
+"""``ragchat chat``: a conversation in the terminal, against the local backends or ``--api``."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+import typer
+
+from ragchat.cli.common import ApiOption, TokenOption, build_container, fail
+
+if TYPE_CHECKING:
+    from ragchat.cli.client import ApiClient, Reply
+
+
+class ChatSession(Protocol):
+    def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str: ...
+    def send(self, conv_id: str, text: str) -> Reply: ...
+    def export(self, conv_id: str) -> str: ...
+
+
+class LocalChat:
+    def __init__(self) -> None:
+        logging.basicConfig(level=logging.WARNING)
+        logging.disable(logging.INFO)  # the chat.* events would flood the terminal
+        self.container = build_container()
+        self.owner = self.container.settings.local_principal
+
+    def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
+        conv = self.container.chat.create_conversation(
+            self.owner, collection=collection, document_id=document_id, persona=persona
+        )
+        return str(conv.id)
+
+    def send(self, conv_id: str, text: str) -> Reply:
+        from ragchat.cli.client import Reply, Source
+
+        msg = self.container.chat.send(self.owner, conv_id, text).message
+        return Reply(msg.content, [Source(s.id, s.text) for s in msg.sources or []])
+
+    def export(self, conv_id: str) -> str:
+        return str(self.container.chat.export(self.owner, conv_id, "markdown")[1])
+
+
+class RemoteChat:
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+
+    def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
+        client = self.client
+        return client.create_conversation(collection=collection, document_id=document_id, persona=persona)
+
+    def send(self, conv_id: str, text: str) -> Reply:
+        return self.client.send_message(conv_id, text)
+
+    def export(self, conv_id: str) -> str:
+        return self.client.export(conv_id).markdown()
+
+
+def _print_reply(reply: Reply) -> None:
+    typer.secho("assistant> ", bold=True, nl=False)
+    typer.echo(reply.content)
+    if reply.sources:
+        typer.secho("  sources:", dim=True)
+        for src in reply.sources:
+            typer.secho(f"   [{src.id}] {src.text}", dim=True)
+
+
+def _read_line() -> str | None:
+    """The next non-blank line typed, or None at end of input / Ctrl+C."""
+    while True:
+        try:
+            text = input("you> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            typer.echo("")
+            return None
+        if text:
+            return text
+
+
+def chat(
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Continue this conversation id.")
+    ] = None,
+    collection: Annotated[str | None, typer.Option(help="Only retrieve from this collection.")] = None,
+    document: Annotated[str | None, typer.Option(help="Only retrieve from this document id.")] = None,
+    persona: Annotated[str | None, typer.Option(help="A configured persona (RAGCHAT_PERSONAS_FILE).")] = None,
+    api: ApiOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Hold a conversation in the terminal (sources shown under each answer). Type /quit to leave,
+    /new for a fresh conversation, /export to print it as markdown."""
+    from ragchat.cli.client import ApiClient, ApiError
+    from ragchat.domain.errors import RagchatError
+
+    session: ChatSession = RemoteChat(ApiClient(api, token)) if api else LocalChat()
+    errors = (RagchatError, ApiError)
+
+    def start() -> str:
+        conv_id = session.create(collection=collection, document_id=document, persona=persona)
+        typer.secho(f"conversation {conv_id}", dim=True)
+        return conv_id
+
+    try:
+        conv_id = conversation or start()
+    except errors as exc:
+        raise fail(exc.message) from None
+    typer.secho("Ask away (/quit, /new, /export).", dim=True)
+    while (text := _read_line()) is not None and text not in ("/quit", "/exit"):
+        try:
+            if text == "/new":
+                conv_id = start()
+            elif text == "/export":
+                typer.echo(session.export(conv_id))
+            else:
+                _print_reply(session.send(conv_id, text))
+        except errors as exc:
+            typer.secho(f"error: {exc.message}", fg=typer.colors.RED)

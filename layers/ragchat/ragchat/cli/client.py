@@ -1,0 +1,209 @@
+"""One typed client for the ragchat HTTP API (SPEC §4): what ``ragchat ingest/ask/chat --api URL`` use.
+
+Standard library only (``urllib``). The transport is a parameter so tests can answer requests
+in-process; errors come back as ``ApiError`` carrying the API's ``{"error": ...}`` message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragchat.cli.common import SUPPORTED
+
+logger = logging.getLogger("ragchat.cli.client")
+
+# A request goes out, (status, body) comes back; raises ``ApiError(0, …)`` when nothing answers.
+Transport = Callable[[urllib.request.Request, float], tuple[int, bytes]]
+
+
+class ApiError(Exception):
+    """An HTTP error answer (``status`` ≥ 400) or, with ``status`` 0, an API that cannot be reached."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """``202`` of an upload: the document's id and its first status."""
+
+    document_id: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentState:
+    id: str
+    status: str
+    chunk_count: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A one-shot answer; ``raw`` is the JSON as the API (or the local service) gave it."""
+
+    answer: str
+    sources: list[Source]
+    guard_used: bool
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The assistant's message of a chat turn."""
+
+    content: str
+    sources: list[Source]
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    title: str
+    messages: list[tuple[str, str]]  # (role, content), oldest first
+
+    def markdown(self) -> str:
+        lines = [f"# {self.title or 'Conversation'}"]
+        for role, content in self.messages:
+            lines += ["", f"## {role}", "", content]
+        return "\n".join(lines)
+
+
+def sources_of(items: Any) -> list[Source]:
+    return [Source(str(s.get("id", "")), str(s.get("text", ""))) for s in items or []]
+
+
+def urllib_transport(req: urllib.request.Request, timeout: float) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return int(resp.status), bytes(resp.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), bytes(exc.read())
+    except urllib.error.URLError as exc:
+        raise ApiError(0, f"cannot reach {req.full_url}: {exc.reason}") from None
+    except (TimeoutError, ConnectionError) as exc:
+        raise ApiError(0, f"cannot reach {req.full_url}: {exc}") from None
+
+
+def _error_message(status: int, raw: bytes) -> str:
+    text = raw.decode(errors="replace")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return text or f"HTTP {status}"
+    if isinstance(data, dict) and data.get("error"):
+        return str(data["error"])
+    return text or f"HTTP {status}"
+
+
+class ApiClient:
+    """The calls the CLI makes, each returning a typed value."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 120.0,
+        transport: Transport = urllib_transport,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.transport = transport
+
+    # ---------------------------------------------------------------- documents
+    def upload(self, path: Path, *, collection: str | None = None, source: str | None = None) -> Accepted:
+        """``POST /documents`` with the file's bytes. ``source`` (``file:…``) names the file: the API
+        derives the document id from it, so uploading the same source again replaces the document."""
+        query = {"filename": path.name, "collection": collection, "source": source}
+        headers = {
+            "Content-Type": SUPPORTED.get(path.suffix.lower(), "application/octet-stream"),
+            "X-Filename": urllib.parse.quote(path.name),
+        }
+        data = self._json("POST", "/documents", query=query, body=path.read_bytes(), headers=headers)
+        return Accepted(str(data["documentId"]), str(data.get("status", "")))
+
+    def document(self, document_id: str) -> DocumentState:
+        data = self._json("GET", f"/documents/{urllib.parse.quote(document_id, safe='')}")
+        return DocumentState(
+            id=str(data.get("id", document_id)),
+            status=str(data.get("status", "")),
+            chunk_count=int(data.get("chunkCount") or 0),
+            error=str(data.get("error") or ""),
+        )
+
+    # ---------------------------------------------------------------- questions
+    def ask(self, question: str, *, collection: str | None = None) -> Answer:
+        data = self._json("GET", "/", query={"text": question, "collection": collection})
+        return Answer(
+            answer=str(data.get("answer", "")),
+            sources=sources_of(data.get("sources")),
+            guard_used=bool(data.get("guardUsed")),
+            raw=data,
+        )
+
+    # ---------------------------------------------------------------- chat
+    def create_conversation(
+        self, *, collection: str | None = None, document_id: str | None = None, persona: str | None = None
+    ) -> str:
+        body = {"collection": collection, "documentId": document_id, "persona": persona}
+        data = self._json("POST", "/chat/conversations", payload={k: v for k, v in body.items() if v})
+        return str(data["id"])
+
+    def send_message(self, conversation_id: str, content: str) -> Reply:
+        path = f"/chat/conversations/{urllib.parse.quote(conversation_id, safe='')}/messages"
+        data = self._json("POST", path, payload={"content": content})
+        return Reply(str(data.get("content", "")), sources_of(data.get("sources")))
+
+    def export(self, conversation_id: str) -> Transcript:
+        path = f"/chat/conversations/{urllib.parse.quote(conversation_id, safe='')}/export"
+        data = self._json("GET", path, query={"format": "json"})
+        messages = [(str(m["role"]), str(m["content"])) for m in data.get("messages", [])]
+        return Transcript(str(data.get("title") or ""), messages)
+
+    # ---------------------------------------------------------------- plumbing
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | None] | None = None,
+        payload: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One request; the JSON object answered, or ``ApiError`` on a 4xx/5xx."""
+        hdrs = {"Accept": "application/json", **(headers or {})}
+        if payload is not None:
+            body = json.dumps(payload).encode()
+            hdrs["Content-Type"] = "application/json"
+        if self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        params = {k: v for k, v in (query or {}).items() if v is not None and v != ""}
+        url = self.base_url + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        req = urllib.request.Request(url, data=body, method=method, headers=hdrs)
+        status, raw = self.transport(req, self.timeout)
+        logger.debug("%s %s -> %s", method, url, status)
+        if status >= 400:
+            raise ApiError(status, _error_message(status, raw))
+        data = json.loads(raw) if raw else {}
+        if not isinstance(data, dict):
+            raise ApiError(status, f"unexpected answer from {url}: {raw[:200].decode(errors='replace')}")
+        return data

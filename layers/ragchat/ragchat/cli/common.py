@@ -1,0 +1,74 @@
+"""What the ``ragchat`` commands share: options, error exit, settings, the container, logging."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
+    from ragchat.container import Container
+
+# File types the CLI ingests, by extension (the API accepts the same set on POST /documents).
+SUPPORTED = {
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+}
+SUPPORTED_LIST = ".txt .md .html .pdf"
+
+ApiOption = Annotated[
+    str | None, typer.Option("--api", help="Base URL of a ragchat API (default: local backends in-process).")
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option("--token", envvar="RAGCHAT_TOKEN", help="Bearer token for --api (env RAGCHAT_TOKEN)."),
+]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show log lines (debug level).")]
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``error: message`` on stderr; the caller raises the returned ``typer.Exit``."""
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    return typer.Exit(code)
+
+
+def load_settings() -> Settings:
+    from ragchat.config import ConfigError
+    from ragchat.config import load_settings as load
+
+    try:
+        return load()
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def build_container(settings: Settings | None = None) -> Container:
+    from ragchat.container import Container
+
+    return Container(settings or load_settings())
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """``serve``: log lines on stderr at INFO (DEBUG with ``--verbose``)."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, datefmt="%H:%M:%S"
+    )
+
+
+def quiet_logging(verbose: bool) -> None:
+    """``ask``/``ingest``: the command prints its own results, so log lines stay off the terminal;
+    with ``--verbose`` every log line (DEBUG and up) goes to stderr."""
+    if verbose:
+        logging.disable(logging.NOTSET)
+        logging.basicConfig(level=logging.DEBUG, format=LOG_FORMAT, datefmt="%H:%M:%S", stream=sys.stderr)
+        logging.getLogger("ragchat").setLevel(logging.DEBUG)
+    else:
+        logging.disable(logging.CRITICAL)

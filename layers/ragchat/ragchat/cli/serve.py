@@ -1,0 +1,143 @@
+"""``ragchat serve``: the whole API locally, plus the start-up chores (samples, unfinished documents)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ragchat.cli.common import SUPPORTED, build_container, fail, load_settings, setup_logging
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
+    from ragchat.container import Container
+
+SAMPLES_DIR = Path(__file__).parent.parent / "samples"
+
+
+def sample_document_id(path: Path) -> str:
+    from ragchat.domain.ids import stable_document_id
+
+    return stable_document_id(f"samples/{path.name}")
+
+
+def seed_samples(container: Container) -> list[str]:
+    """Ingest ``ragchat/samples/*`` for the local user, once: ids are stable per file name, and a
+    sample already present (and not FAILED) is left alone. Returns the ids submitted now."""
+    from ragchat.domain.models import DocumentStatus
+
+    owner = container.settings.local_principal
+    submitted: list[str] = []
+    for path in sorted(SAMPLES_DIR.iterdir()):
+        if path.suffix.lower() not in SUPPORTED:
+            continue
+        doc_id = sample_document_id(path)
+        existing = container.documents.get_document(owner, doc_id)
+        if existing is not None and existing.status != DocumentStatus.FAILED:
+            continue
+        container.ingestion.submit_file(
+            owner,
+            data=path.read_bytes(),
+            filename=path.name,
+            collection="samples",
+            source=f"file:samples/{path.name}",
+            document_id=doc_id,
+        )
+        submitted.append(doc_id)
+    return submitted
+
+
+def resume_pending(container: Container) -> int:
+    """Queue the local user's documents a previous run left PENDING/PROCESSING."""
+    from ragchat.domain.models import DocumentStatus
+
+    resume = getattr(container.launcher, "resume", None)
+    if resume is None:
+        return 0
+    owner = container.settings.local_principal
+    pending: list[tuple[str, str]] = []
+    cursor: str | None = None
+    while True:
+        page = container.documents.list_documents(owner, limit=200, cursor=cursor)
+        pending += [
+            (owner, d.id)
+            for d in page.items
+            if d.status in (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+        ]
+        cursor = page.cursor
+        if not cursor:
+            break
+    resume(pending)
+    return len(pending)
+
+
+def _prepare(container: Container, samples: bool) -> None:
+    """Warm up and resume before accepting requests: a document posted while a crashed run is being
+    re-queued would otherwise be ingested twice."""
+    try:
+        container.embedder  # load the model now, not on the first question  # noqa: B018
+    except Exception as exc:
+        typer.secho(
+            f"warning: the embedding model is not ready ({exc}); run `make model` (ingestion and "
+            "questions fail until it is prepared)",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
+    resumed = resume_pending(container)
+    if resumed:
+        typer.echo(f"Resuming {resumed} unfinished document(s)", err=True)
+    if samples:
+        submitted = seed_samples(container)
+        typer.echo(
+            f"Samples: {len(submitted)} queued for ingestion" if submitted else "Samples: already ingested"
+        )
+
+
+def _banner(settings: Settings, url: str) -> None:
+    auth = ' -H "Authorization: Bearer $RAGCHAT_API_TOKEN"' if settings.api_token else ""
+    typer.echo(f"ragchat {settings.backend} API listening on {url}  (Ctrl+C to stop)")
+    typer.echo(f"  docs:    {url}/swagger")
+    typer.echo(f"  ask:     curl -s{auth} '{url}/?text=How+does+ingestion+work%3F'")
+    typer.echo(
+        f"  add:     curl -s{auth} -X POST {url}/notes -H 'Content-Type: application/json' "
+        '-d \'{"title": "Hello", "text": "ragchat answers from your notes."}\''
+    )
+    sys.stdout.flush()
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
+    samples: Annotated[bool, typer.Option("--samples", help="Ingest the bundled sample documents.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Run the whole API locally (a local API Gateway in front of the same handlers)."""
+    from ragchat.local_server import LocalServer
+
+    setup_logging(verbose)
+    settings = load_settings()
+    container = build_container(settings)
+    try:
+        server = LocalServer(container, host=host, port=port)
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    _prepare(container, samples)
+    server.start()
+    _banner(settings, server.url)
+    while not stop.wait(0.5):
+        pass
+    typer.echo("Shutting down…")
+    server.stop()
