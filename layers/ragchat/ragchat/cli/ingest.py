@@ -192,8 +192,8 @@ def ingest(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each document.")] = 600.0,
     verbose: VerboseOption = False,
 ) -> None:
-    """Ingest files and folders; waits for each, then prints READY/FAILED with reasons. Ingesting a
-    file again replaces its document."""
+    """Ingest files and folders (a file ingested again replaces its document); waits for each, then
+    prints READY/FAILED with reasons."""
     from rich.console import Console
 
     from ragchat.cli.client import ApiClient
