@@ -24,11 +24,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ragchat.domain.clock import utc_iso
-from ragchat.domain.errors import Conflict, ModelError, TransientError
+from ragchat.domain.errors import Conflict, ModelError, NotFound, TransientError, ValidationError
 from ragchat.domain.models import (
     Completion,
     Conversation,
     Document,
+    DocumentStatus,
     Hit,
     Message,
     ModelRequest,
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+# What ``update_document`` / ``update_conversation`` may change (the adapters refuse anything else).
+_DOC_CHANGEABLE = {f.name for f in dataclasses.fields(Document)} - {"id", "owner", "created_at", "updated_at"}
+_CONV_CHANGEABLE = {"title", "collection", "document_id", "persona", "summary_cursor", "last_summary_id"}
 
 
 # --------------------------------------------------------------------------------------------- clock
@@ -76,8 +80,6 @@ def _page(items: list[Any], limit: int, cursor: str | None) -> Page[Any]:
         try:
             start = int(cursor.removeprefix("o:"))
         except ValueError:
-            from ragchat.domain.errors import ValidationError
-
             raise ValidationError("Invalid cursor") from None
     chunk = items[start : start + limit]
     nxt = f"o:{start + limit}" if start + limit < len(items) else None
@@ -102,8 +104,13 @@ class FakeDocumentStore:
 
     def create_document(self, doc: Document) -> Document:
         with self._lock:
+            taken = self.docs.get(doc.id)
+            if taken is not None and taken.owner != doc.owner:  # ids are global, as in the adapters
+                raise Conflict(f"document id {doc.id} is already taken")
             now = utc_iso(self.clock())
-            stored = dataclasses.replace(doc, created_at=now, updated_at=now)
+            stored = dataclasses.replace(
+                doc, status=DocumentStatus(doc.status), created_at=now, updated_at=now
+            )
             self.docs[doc.id] = stored
             self._tick("d:" + doc.id)
             return dataclasses.replace(stored)
@@ -126,6 +133,11 @@ class FakeDocumentStore:
             return _page(items, limit, cursor)
 
     def update_document(self, owner: str, doc_id: str, changes: dict[str, Any]) -> Document | None:
+        unknown = set(changes) - _DOC_CHANGEABLE
+        if unknown:
+            raise ValueError(f"cannot change document field(s): {', '.join(sorted(unknown))}")
+        if "status" in changes:
+            changes = {**changes, "status": DocumentStatus(changes["status"])}
         with self._lock:
             doc = self.docs.get(doc_id)
             if doc is None or doc.owner != owner:
@@ -158,7 +170,7 @@ class FakeDocumentStore:
         with self._lock:
             return [
                 dataclasses.replace(self.notes[i])
-                for i in ids
+                for i in dict.fromkeys(ids)  # each note once, in the order first asked for
                 if i in self.notes and self.notes[i].owner == owner
             ]
 
@@ -214,6 +226,8 @@ class FakeConversationStore:
 
     def create_conversation(self, conv: Conversation) -> Conversation:
         with self._lock:
+            if conv.id in self.conversations:
+                raise Conflict(f"conversation {conv.id} already exists")
             now = utc_iso(self.clock())
             stored = dataclasses.replace(conv, created_at=now, updated_at=now, message_count=0)
             self.conversations[conv.id] = stored
@@ -240,6 +254,9 @@ class FakeConversationStore:
             return _page(items, limit, cursor)
 
     def update_conversation(self, owner: str, conv_id: str, changes: dict[str, Any]) -> Conversation | None:
+        unknown = set(changes) - _CONV_CHANGEABLE
+        if unknown:
+            raise ValueError(f"cannot update conversation field(s): {', '.join(sorted(unknown))}")
         with self._lock:
             conv = self.conversations.get(conv_id)
             if conv is None or conv.owner != owner:
@@ -261,6 +278,9 @@ class FakeConversationStore:
 
     def add_message(self, msg: Message) -> Message:
         with self._lock:
+            conv = self.conversations.get(msg.conversation_id)
+            if conv is None or conv.owner != msg.owner:
+                raise NotFound(f"conversation {msg.conversation_id} not found")
             if msg.client_message_id is not None:
                 for m in self._msgs(msg.owner, msg.conversation_id):
                     if m.client_message_id == msg.client_message_id and m.role == msg.role:
@@ -269,10 +289,8 @@ class FakeConversationStore:
             stored = dataclasses.replace(msg, created_at=now)
             self.messages[msg.id] = stored
             self._tick("m:" + msg.id)
-            conv = self.conversations.get(msg.conversation_id)
-            if conv is not None:
-                self.conversations[conv.id] = dataclasses.replace(conv, updated_at=now)
-                self._tick("c:" + conv.id)
+            self.conversations[conv.id] = dataclasses.replace(conv, updated_at=now)
+            self._tick("c:" + conv.id)
             return dataclasses.replace(stored)
 
     def recent_messages(self, owner: str, conv_id: str, limit: int) -> list[Message]:
@@ -426,11 +444,12 @@ class FakeVectorIndex:
 
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         with self._lock:
-            for r in records:
+            for r in records:  # all or nothing: check every vector before storing any
                 if len(r.vector) != self.dimension:
                     raise ValueError(
                         f"vector {r.id} has dimension {len(r.vector)}, expected {self.dimension}"
                     )
+            for r in records:
                 self.records[r.id] = dataclasses.replace(r, vector=list(r.vector))
 
     def _candidates(self, flt: SearchFilter) -> list[VectorRecord]:
@@ -442,6 +461,10 @@ class FakeVectorIndex:
             and (flt.collection is None or r.collection == flt.collection)
             and (flt.document_id is None or r.document_id == flt.document_id)
         ]
+
+    def _check_query(self, vector: Sequence[float]) -> None:
+        if len(vector) != self.dimension:
+            raise ValueError(f"query vector has dimension {len(vector)}, expected {self.dimension}")
 
     def _maybe_fail(self) -> None:
         if self.fail_searches > 0:
@@ -475,6 +498,7 @@ class FakeVectorIndex:
         with self._lock:
             self.search_calls.append((k, flt))
             self._maybe_fail()
+            self._check_query(vector)
             return self._vector_ranked(vector, flt)[:k]
 
     def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
@@ -482,6 +506,7 @@ class FakeVectorIndex:
             self.search_calls.append((k, flt))
             self.hybrid_calls += 1
             self._maybe_fail()
+            self._check_query(vector)
             vec = self._vector_ranked(vector, flt)
             words = set(_WORD.findall(text.lower()))
             kw = [(len(words & set(_WORD.findall(r.text.lower()))), r) for r in self._candidates(flt)]
