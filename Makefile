@@ -11,7 +11,7 @@ export RAGCHAT_DATA_DIR
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install model run test lint typecheck validate unit bench build clean ensure-chromium
+.PHONY: install model run test lint typecheck validate unit contract integration e2e bench build clean ensure-chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,10 +60,24 @@ ensure-chromium:
 	  echo "chromium is missing and cannot be installed here (needs root and apt-get): browser tests will skip"; \
 	fi
 
-unit: install ensure-chromium
-	$(VENV)/bin/pytest -q
+# One folder each: unit (services and domain on the in-memory fakes), contract (every adapter and
+# fake against its port's suite), integration (Lambda handlers, the state machine and the template on
+# moto), e2e (a real server, the CLI and the browser pages).
+unit: install
+	$(VENV)/bin/pytest -q tests/unit
 
-test: install lint typecheck validate unit
+contract: install
+	$(VENV)/bin/pytest -q tests/contract
+
+integration: install
+	$(VENV)/bin/pytest -q tests/integration
+
+e2e: install ensure-chromium
+	$(VENV)/bin/pytest -q tests/e2e
+
+# Everything: one pytest over all of tests/ (one start-up, one summary; a new folder is never missed).
+test: install lint typecheck validate ensure-chromium
+	$(VENV)/bin/pytest -q tests
 
 bench: install
 	$(PY) bench/run_all.py

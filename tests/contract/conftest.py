@@ -206,6 +206,44 @@ def opensearch_serverless_vector_index(env: ContractEnv) -> Iterator[VectorIndex
     yield OpenSearchVectorIndex(FakeCluster(serverless=True).client(), "notes", env.dimension, service="aoss")
 
 
+# ------------------------------------------------------------------------------ in-memory fakes
+# The fakes in tests/fakes.py stand in for the adapters in every unit test: they are held to the same
+# contracts, so a unit test never passes against behaviour no real adapter has.
+@contextmanager
+def fake_document_store(env: ContractEnv) -> Iterator[DocumentStore]:
+    from tests.fakes import FakeDocumentStore
+
+    yield FakeDocumentStore(clock=env.clock)
+
+
+@contextmanager
+def fake_conversation_store(env: ContractEnv) -> Iterator[ConversationStore]:
+    from tests.fakes import FakeConversationStore
+
+    yield FakeConversationStore(clock=env.clock)
+
+
+@contextmanager
+def fake_counters(env: ContractEnv) -> Iterator[Counters]:
+    from tests.fakes import FakeCounters
+
+    yield FakeCounters()
+
+
+@contextmanager
+def fake_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
+    from tests.fakes import FakeVectorIndex
+
+    yield FakeVectorIndex(dimension=env.dimension)
+
+
+@contextmanager
+def fake_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
+    from tests.fakes import FakeBlobStore
+
+    yield FakeBlobStore()
+
+
 # ------------------------------------------------------------------------------ registries
 DOCUMENT_STORES: dict[str, Factory] = {"sqlite": sqlite_document_store}
 CONVERSATION_STORES: dict[str, Factory] = {"sqlite": sqlite_conversation_store}
@@ -220,6 +258,11 @@ COUNTERS["dynamodb"] = dynamodb_counters
 BLOB_STORES["s3"] = s3_blob_store
 VECTOR_INDEXES["opensearch"] = opensearch_vector_index
 VECTOR_INDEXES["opensearch-aoss"] = opensearch_serverless_vector_index
+DOCUMENT_STORES["fake"] = fake_document_store
+CONVERSATION_STORES["fake"] = fake_conversation_store
+COUNTERS["fake"] = fake_counters
+VECTOR_INDEXES["fake"] = fake_vector_index
+BLOB_STORES["fake"] = fake_blob_store
 
 
 # ------------------------------------------------------------------------------ fixtures

@@ -119,6 +119,32 @@ def test_update_conversation(conversation_store, clock: FakeClock):
     assert conversation_store.update_conversation("alice", "missing", {"title": "x"}) is None
 
 
+def test_update_refuses_fields_that_cannot_change(conversation_store):
+    conv = new_conv(conversation_store, title="Kept")
+    refused = ({"owner": "bob"}, {"id": "other"}, {"message_count": 9}, {"title": "x", "created_at": "x"})
+    for changes in refused:
+        with pytest.raises(ValueError):
+            conversation_store.update_conversation("alice", conv.id, changes)
+    assert conversation_store.get_conversation("alice", conv.id) == conv
+
+
+def test_creating_an_existing_conversation_id_is_a_conflict(conversation_store):
+    conv = new_conv(conversation_store, title="First")
+    add(conversation_store, conv)
+    with pytest.raises(Conflict):
+        conversation_store.create_conversation(Conversation(id=conv.id, owner="alice", title="Second"))
+    kept = conversation_store.get_conversation("alice", conv.id)
+    assert (kept.title, kept.message_count) == ("First", 1)
+
+
+def test_a_message_needs_its_conversation(conversation_store):
+    with pytest.raises(NotFound):
+        conversation_store.add_message(
+            Message(id=new_id(), conversation_id="missing", owner="alice", role="user", content="hi")
+        )
+    assert conversation_store.list_messages("alice", "missing").items == []
+
+
 def test_another_owners_conversation_is_invisible(conversation_store):
     conv = new_conv(conversation_store)
     msg = add(conversation_store, conv, client_message_id="c-1")

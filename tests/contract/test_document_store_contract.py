@@ -106,6 +106,15 @@ def test_update_applies_changes_and_bumps_updated_at_only(document_store, clock:
     assert document_store.update_document("alice", "missing", {"title": "x"}) is None
 
 
+def test_update_refuses_fields_that_cannot_change(document_store):
+    doc = document_store.create_document(make_doc())
+    refused = ({"owner": "bob"}, {"id": "other"}, {"created_at": "x"}, {"title": "x", "updated_at": "x"})
+    for changes in refused:
+        with pytest.raises(ValueError):
+            document_store.update_document("alice", doc.id, changes)
+    assert document_store.get_document("alice", doc.id) == doc
+
+
 def test_failed_status_keeps_its_error(document_store):
     doc = document_store.create_document(make_doc())
     document_store.update_document("alice", doc.id, {"status": DocumentStatus.FAILED, "error": "boom"})
@@ -203,6 +212,13 @@ def test_get_notes_follows_the_requested_order_and_skips_missing_and_foreign(doc
     ids = [note_id(doc.id, 3), "missing", note_id(theirs.id, 0), note_id(doc.id, 0), note_id(doc.id, 2)]
     assert [n.id for n in document_store.get_notes("alice", ids)] == [ids[0], ids[3], ids[4]]
     assert document_store.get_notes("alice", []) == []
+
+
+def test_get_notes_returns_each_note_once(document_store):
+    doc = document_store.create_document(make_doc())
+    document_store.put_notes(make_notes(doc, 2))
+    ids = [note_id(doc.id, 1), note_id(doc.id, 0), note_id(doc.id, 1)]
+    assert [n.id for n in document_store.get_notes("alice", ids)] == ids[:2]
 
 
 def test_notes_of_a_document_list_in_chunk_order_across_pages(document_store):

@@ -269,17 +269,15 @@ def test_search_when_the_filter_selects_every_row_then_after_one_is_disabled(db)
     assert len(index.search(list(query), SearchFilter("alice"), 500)) == len(kept) == index.count("alice")
 
 
-def test_large_matrices_score_through_blas_with_the_same_ranking(db, monkeypatch):
-    from ragchat.adapters.local import vector_index
-
+def test_large_matrices_score_through_blas_with_the_same_ranking(db):
     rng = np.random.default_rng(5)
     index = LocalVectorIndex(db, dimension=16)
     index.upsert([record(f"n{i:03d}", rng.normal(size=16), document_id=f"d{i % 3}") for i in range(300)])
     query = list(rng.normal(size=16))
     flt = SearchFilter("alice")
     row_by_row = [(h.id, round(h.score, 5)) for h in index.search(query, flt, 10)]
-    monkeypatch.setattr(vector_index, "_BLAS_MIN_ROWS", 1)  # every matrix counts as large
-    through_blas = [(h.id, round(h.score, 5)) for h in index.search(query, flt, 10)]
+    large = LocalVectorIndex(db, dimension=16, blas_min_rows=1)  # every matrix counts as large
+    through_blas = [(h.id, round(h.score, 5)) for h in large.search(query, flt, 10)]
     assert through_blas == row_by_row
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from ragchat.domain.errors import ModelError
 from ragchat.domain.models import DocumentStatus, SearchFilter
-from ragchat.services import ingestion
+from ragchat.services.ingestion import IngestSteps
 
 from tests.integration.moto_stack import Stack
 
@@ -68,16 +67,13 @@ def test_a_failing_embed_ends_failed_with_the_error_and_nothing_indexed(stack: S
     assert [i["step"] for i in stack.invocations][-1] == "fail"
 
 
-def test_a_large_document_fans_out_through_the_distributed_map(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_large_document_fans_out_through_the_distributed_map(stack: Stack) -> None:
     # More than 40 batches takes the Distributed Map branch, which reads the batch list from the
     # manifest in S3 (ItemReader) instead of the state's input. One chunk per batch keeps the run
-    # small (41 notes instead of 41 x 64); the batch size is a module constant of the service.
-    monkeypatch.setattr(ingestion, "BATCH_SIZE", 1)
-    stack.container.settings = stack.container.settings.model_copy(
-        update={"chunk_size": 100, "chunk_overlap": 0}
-    )
+    # small (41 notes instead of 41 x 64): the steps are built with batch_size=1.
+    c = stack.container
+    c.settings = c.settings.model_copy(update={"chunk_size": 100, "chunk_overlap": 0})
+    c.ingest_steps = IngestSteps(c.documents, c.blobs, c.embedder, c.index, c.settings, batch_size=1)
     words = [f"w{i:05d}" for i in range(45 * 15)]  # ~15 six-character words per 100-character chunk
     doc = stack.container.ingestion.submit(OWNER, text=" ".join(words), title="Big")
 

@@ -333,6 +333,8 @@ class IngestSteps:
         index: VectorIndex,
         settings: Settings,
         clock: Clock = system_clock,
+        *,
+        batch_size: int = BATCH_SIZE,
     ) -> None:
         self.documents = documents
         self.blobs = blobs
@@ -340,6 +342,7 @@ class IngestSteps:
         self.index = index
         self.settings = settings
         self.clock = clock
+        self.batch_size = batch_size  # chunks per embed_index batch
 
     # ---------------------------------------------------------------- helpers
     def _document(self, owner: str, document_id: str) -> Document:
@@ -388,14 +391,14 @@ class IngestSteps:
         self.blobs.delete_prefix(prefix)
 
         batches: list[dict[str, Any]] = []
-        for n, start in enumerate(range(0, len(chunks), BATCH_SIZE)):
+        for n, start in enumerate(range(0, len(chunks), self.batch_size)):
             key = f"{prefix}batch-{n:05d}.json"
             payload = {
                 "owner": owner,
                 "documentId": document_id,
                 "chunks": [
                     {"index": i, "text": c.text, "metadata": c.metadata}
-                    for i, c in enumerate(chunks[start : start + BATCH_SIZE], start=start)
+                    for i, c in enumerate(chunks[start : start + self.batch_size], start=start)
                 ],
             }
             self.blobs.put(

@@ -1,6 +1,6 @@
 """``VectorIndex`` for the local backend: exact cosine search over a numpy matrix, kept in SQLite.
 
-Storage: the table ``vectors`` of the shared SQLite file (see ``sqlite_store.MIGRATIONS``) holds each
+Storage: the table ``vectors`` of the shared SQLite file (see ``sqlite_store.schema.MIGRATIONS``) holds each
 note's unit-length float32 vector, its text and its filterable metadata; the FTS5 table
 ``vectors_fts`` indexes the same texts for keyword (BM25) search and is kept in sync by triggers.
 
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragchat.adapters.local.sqlite_store import SqliteDatabase
+from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
 
@@ -40,22 +40,23 @@ _PRUNE_MIN_NOTES = 1000  # below this, keyword search is cheap: keep every query
 
 FloatArray = npt.NDArray[np.float32]
 _VECDOT: Any = getattr(np, "vecdot", None)
-_BLAS_MIN_ROWS = 50_000  # see _scores
+#: Default for ``LocalVectorIndex(blas_min_rows=...)``: from this many rows scores go through BLAS.
+BLAS_MIN_ROWS = 50_000  # see _scores
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
 
-def _scores(vectors: FloatArray, query: FloatArray) -> FloatArray:
+def _scores(vectors: FloatArray, query: FloatArray, blas_min_rows: int = BLAS_MIN_ROWS) -> FloatArray:
     """Dot product of every row with ``query`` (exact, float32).
 
-    Below ``_BLAS_MIN_ROWS`` rows: ``vecdot``, row by row on the calling thread (numpy >= 2;
+    Below ``blas_min_rows`` rows: ``vecdot``, row by row on the calling thread (numpy >= 2;
     ``einsum``, also without BLAS, on older numpy), not ``vectors @ query``: that is a BLAS gemv,
     which OpenBLAS spreads over every core, and for a small matrix the hand-off to its threads costs
     more than the product (measured on 2 cores, 10k x 384: 0.4-0.9 ms either way on an idle machine,
     but up to 8 ms through BLAS when the other core was busy, e.g. with a concurrent request).
-    From ``_BLAS_MIN_ROWS`` rows the product is memory-bound and BLAS's threads add bandwidth
+    From ``blas_min_rows`` rows the product is memory-bound and BLAS's threads add bandwidth
     (100k x 384 on an idle machine: 9 ms vs 17 ms on one thread), so it goes through BLAS."""
-    if vectors.shape[0] >= _BLAS_MIN_ROWS:
+    if vectors.shape[0] >= blas_min_rows:
         product: FloatArray = vectors @ query
         return product
     if _VECDOT is not None:
@@ -184,11 +185,12 @@ class _Matrix:
 class LocalVectorIndex:
     """``VectorIndex`` persisted in the shared SQLite database (see the module docstring)."""
 
-    def __init__(self, db: SqliteDatabase, *, dimension: int) -> None:
+    def __init__(self, db: SqliteDatabase, *, dimension: int, blas_min_rows: int = BLAS_MIN_ROWS) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
         self.db = db
         self.dimension = int(dimension)
+        self._blas_min_rows = blas_min_rows
         self._lock = threading.RLock()
         self._matrix: _Matrix | None = None
         self._version: int | None = None  # index_state.version the matrix reflects
@@ -276,10 +278,10 @@ class LocalVectorIndex:
             return []
         n = matrix.n
         if count * 8 < n:  # small selection: gather its rows instead of scoring everything
-            scores = _scores(matrix.vectors[rows], query)
+            scores = _scores(matrix.vectors[rows], query, self._blas_min_rows)
             candidates = rows
         else:
-            scores = _scores(matrix.vectors[:n], query)
+            scores = _scores(matrix.vectors[:n], query, self._blas_min_rows)
             if count < n:
                 scores[~mask] = -np.inf
             candidates = None

@@ -1,0 +1,343 @@
+"""``DocumentStore`` on DynamoDB: documents and notes in one table.
+
+Items, keys and access patterns: "Documents table" in :mod:`ragchat.adapters.aws.tables`.
+Timestamps come from the injected clock at write time and the records returned are the records as
+written. Lists paginate with an opaque cursor (base64 of the last returned item's key), fetching one
+extra item so the last page really has ``cursor=None``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ragchat.adapters.aws.dynamodb.table import (
+    Item,
+    Table,
+    condition_failed,
+    error_code,
+    from_item,
+    item_key,
+    order_sk,
+    owner_pk,
+    to_item,
+)
+from ragchat.domain.clock import Clock, system_clock, utc_iso
+from ragchat.domain.errors import Conflict, PayloadTooLarge
+from ragchat.domain.models import Document, DocumentStatus, Note, Page
+
+_DOC_FIELDS = {f.name for f in fields(Document)}
+_DOC_MUTABLE = _DOC_FIELDS - {"id", "owner", "created_at", "updated_at"}
+#: DynamoDB items are capped at 400 KB; keep a margin for keys and attributes.
+MAX_NOTE_TEXT_BYTES = 350_000
+
+
+class DynamoDocumentStore:
+    """Documents and notes in one table (see :mod:`ragchat.adapters.aws.tables`)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client: Any,
+        *,
+        clock: Clock = system_clock,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._t = Table(table_name, client, sleep)
+        self._clock = clock
+
+    # -- item mapping
+    @staticmethod
+    def _doc_item(doc: Document) -> Item:
+        values: dict[str, Any] = {
+            "pk": owner_pk(doc.owner),
+            "sk": f"DOC#{doc.id}",
+            "gsi1pk": owner_pk(doc.owner),
+            "gsi1sk": "DOC#" + order_sk(doc.created_at, doc.id),
+            "type": "DOC",
+            "id": doc.id,
+            "owner": doc.owner,
+            "title": doc.title,
+            "content_type": doc.content_type,
+            "source": doc.source,
+            "body_key": doc.body_key,
+            "metadata": json.dumps(doc.metadata),
+            "collection": doc.collection,
+            "status": str(doc.status),
+            "error": doc.error,
+            "chunk_count": doc.chunk_count,
+            "enabled": doc.enabled,
+            "split": doc.split,
+            "created_at": doc.created_at,
+            "updated_at": doc.updated_at,
+        }
+        if doc.collection is not None:
+            values["gsi2pk"] = f"COLL#{doc.owner}#{doc.collection}"
+            values["gsi2sk"] = "DOC#" + order_sk(doc.created_at, doc.id)
+        return to_item(values)
+
+    @staticmethod
+    def _doc(item: Item) -> Document:
+        v = from_item(item)
+        return Document(
+            id=v["id"],
+            owner=v["owner"],
+            title=v.get("title", ""),
+            content_type=v.get("content_type", ""),
+            source=v.get("source", ""),
+            body_key=v.get("body_key", ""),
+            metadata=json.loads(v.get("metadata") or "{}"),
+            collection=v.get("collection"),
+            status=DocumentStatus(v.get("status", "PENDING")),
+            error=v.get("error"),
+            chunk_count=int(v.get("chunk_count", 0)),
+            enabled=bool(v.get("enabled", True)),
+            split=bool(v.get("split", True)),
+            created_at=v.get("created_at", ""),
+            updated_at=v.get("updated_at", ""),
+        )
+
+    @staticmethod
+    def _note_item(note: Note) -> Item:
+        values: dict[str, Any] = {
+            "pk": owner_pk(note.owner),
+            "sk": f"NOTE#{note.id}",
+            "gsi1pk": owner_pk(note.owner),
+            "gsi1sk": "NOTE#" + order_sk(note.created_at, note.id),
+            "type": "NOTE",
+            "id": note.id,
+            "document_id": note.document_id,
+            "chunk_index": note.chunk_index,
+            "text": note.text,
+            "owner": note.owner,
+            "collection": note.collection,
+            "metadata": json.dumps(note.metadata),
+            "created_at": note.created_at,
+        }
+        if note.document_id is not None:
+            values["gsi2pk"] = f"DOCNOTES#{note.owner}#{note.document_id}"
+            values["gsi2sk"] = f"{note.chunk_index:08d}#{note.id}"
+        return to_item(values)
+
+    @staticmethod
+    def _note(item: Item) -> Note:
+        v = from_item(item)
+        return Note(
+            id=v["id"],
+            document_id=v.get("document_id"),
+            chunk_index=int(v.get("chunk_index", 0)),
+            text=v.get("text", ""),
+            owner=v["owner"],
+            collection=v.get("collection"),
+            metadata=json.loads(v.get("metadata") or "{}"),
+            created_at=v.get("created_at", ""),
+        )
+
+    def _now(self) -> str:
+        return utc_iso(self._clock())
+
+    # -- documents
+    def create_document(self, doc: Document) -> Document:
+        now = self._now()
+        stored = Document(**{f: getattr(doc, f) for f in _DOC_FIELDS})
+        stored.created_at = stored.updated_at = now
+        stored.status = DocumentStatus(stored.status)
+        # Document ids are global: a guard item claims the id for its owner, so another owner can
+        # never replace (or shadow) it; the same owner re-creating it replaces the document.
+        guard = to_item({"pk": f"DOCID#{doc.id}", "sk": f"DOCID#{doc.id}", "owner": doc.owner})
+        try:
+            self._t.call(
+                "transact_write_items",
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._t.name,
+                            "Item": guard,
+                            "ConditionExpression": "attribute_not_exists(pk) OR #owner = :owner",
+                            "ExpressionAttributeNames": {"#owner": "owner"},
+                            "ExpressionAttributeValues": {":owner": {"S": doc.owner}},
+                        }
+                    },
+                    {"Put": {"TableName": self._t.name, "Item": self._doc_item(stored)}},
+                ],
+            )
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                if reasons[:1] == ["ConditionalCheckFailed"]:
+                    raise Conflict(f"document id {doc.id} is already taken") from exc
+            raise
+        return stored
+
+    def get_document(self, owner: str, doc_id: str) -> Document | None:
+        resp = self._t.call(
+            "get_item",
+            TableName=self._t.name,
+            Key=item_key(owner_pk(owner), f"DOC#{doc_id}"),
+            ConsistentRead=True,
+        )
+        return self._doc(resp["Item"]) if "Item" in resp else None
+
+    def list_documents(
+        self, owner: str, *, collection: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Document]:
+        if collection is None:
+            params: dict[str, Any] = {
+                "IndexName": "gsi1",
+                "KeyConditionExpression": "gsi1pk = :pk AND begins_with(gsi1sk, :prefix)",
+                "ExpressionAttributeValues": {":pk": {"S": owner_pk(owner)}, ":prefix": {"S": "DOC#"}},
+                "ScanIndexForward": False,
+            }
+            key_names = ("pk", "sk", "gsi1pk", "gsi1sk")
+        else:
+            params = {
+                "IndexName": "gsi2",
+                "KeyConditionExpression": "gsi2pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": f"COLL#{owner}#{collection}"}},
+                "ScanIndexForward": False,
+            }
+            key_names = ("pk", "sk", "gsi2pk", "gsi2sk")
+        items, next_cursor = self._t.query_page(params, limit=limit, cursor=cursor, key_names=key_names)
+        return Page([self._doc(i) for i in items], next_cursor)
+
+    def update_document(self, owner: str, doc_id: str, changes: dict[str, Any]) -> Document | None:
+        unknown = set(changes) - _DOC_MUTABLE
+        if unknown:
+            raise ValueError(f"cannot update document field(s): {', '.join(sorted(unknown))}")
+        key = item_key(owner_pk(owner), f"DOC#{doc_id}")
+        sets: list[str] = ["#updated_at = :updated_at"]
+        removes: list[str] = []
+        names: dict[str, str] = {"#updated_at": "updated_at"}
+        values: dict[str, Any] = {":updated_at": self._now()}
+        condition = "attribute_exists(pk)"
+        for name, value in changes.items():
+            names[f"#{name}"] = name
+            if name == "metadata":
+                value = json.dumps(value or {})
+            elif name == "status":
+                value = str(DocumentStatus(value))
+            if value is None:
+                removes.append(f"#{name}")
+            else:
+                sets.append(f"#{name} = :{name}")
+                values[f":{name}"] = value
+        if "collection" in changes:
+            # The collection is part of gsi2's key: rewrite it, ordered like gsi1 (fixed at creation).
+            current = self._t.call("get_item", TableName=self._t.name, Key=key, ConsistentRead=True)
+            if "Item" not in current:
+                return None
+            order_key = current["Item"]["gsi1sk"]["S"]
+            names.update({"#gsi2pk": "gsi2pk", "#gsi2sk": "gsi2sk", "#gsi1sk": "gsi1sk"})
+            condition += " AND #gsi1sk = :gsi1sk"
+            values[":gsi1sk"] = order_key
+            if changes["collection"] is None:
+                removes += ["#gsi2pk", "#gsi2sk"]
+            else:
+                sets += ["#gsi2pk = :gsi2pk", "#gsi2sk = :gsi1sk"]
+                values[":gsi2pk"] = f"COLL#{owner}#{changes['collection']}"
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        try:
+            resp = self._t.call(
+                "update_item",
+                TableName=self._t.name,
+                Key=key,
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_item(values),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return None
+            raise
+        return self._doc(resp["Attributes"])
+
+    def delete_document(self, owner: str, doc_id: str) -> bool:
+        resp = self._t.call(
+            "delete_item",
+            TableName=self._t.name,
+            Key=item_key(owner_pk(owner), f"DOC#{doc_id}"),
+            ReturnValues="ALL_OLD",
+        )
+        self.delete_notes_of_document(owner, doc_id)
+        if "Attributes" in resp:
+            self._t.call(
+                "delete_item",
+                TableName=self._t.name,
+                Key=item_key(f"DOCID#{doc_id}", f"DOCID#{doc_id}"),
+                ConditionExpression="#owner = :owner",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":owner": {"S": owner}},
+            )
+        return "Attributes" in resp
+
+    # -- notes
+    def put_notes(self, notes: Sequence[Note]) -> list[Note]:
+        now = self._now()
+        stored: list[Note] = []
+        latest: dict[str, Item] = {}  # a batch may not name the same key twice: the last one wins
+        for note in notes:
+            if len(note.text.encode("utf-8")) > MAX_NOTE_TEXT_BYTES:
+                raise PayloadTooLarge(
+                    f"note {note.id} is too large for one record ({MAX_NOTE_TEXT_BYTES} bytes max): split it"
+                )
+            copy = Note(**{f.name: getattr(note, f.name) for f in fields(Note)})
+            copy.created_at = now
+            stored.append(copy)
+            latest[f"{copy.owner}\x00{copy.id}"] = self._note_item(copy)
+        self._t.batch_write([{"PutRequest": {"Item": item}} for item in latest.values()])
+        return stored
+
+    def get_notes(self, owner: str, ids: Sequence[str]) -> list[Note]:
+        keys = [item_key(owner_pk(owner), f"NOTE#{i}") for i in ids]
+        by_id = {n.id: n for n in (self._note(i) for i in self._t.batch_get(keys))}
+        return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+
+    def list_notes(
+        self, owner: str, *, document_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Note]:
+        if document_id is not None:
+            params: dict[str, Any] = {
+                "IndexName": "gsi2",
+                "KeyConditionExpression": "gsi2pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": f"DOCNOTES#{owner}#{document_id}"}},
+                "ScanIndexForward": True,
+            }
+            key_names: tuple[str, ...] = ("pk", "sk", "gsi2pk", "gsi2sk")
+        else:
+            params = {
+                "IndexName": "gsi1",
+                "KeyConditionExpression": "gsi1pk = :pk AND begins_with(gsi1sk, :prefix)",
+                "ExpressionAttributeValues": {":pk": {"S": owner_pk(owner)}, ":prefix": {"S": "NOTE#"}},
+                "ScanIndexForward": False,
+            }
+            key_names = ("pk", "sk", "gsi1pk", "gsi1sk")
+        items, next_cursor = self._t.query_page(params, limit=limit, cursor=cursor, key_names=key_names)
+        return Page([self._note(i) for i in items], next_cursor)
+
+    def delete_note(self, owner: str, note_id: str) -> Note | None:
+        resp = self._t.call(
+            "delete_item",
+            TableName=self._t.name,
+            Key=item_key(owner_pk(owner), f"NOTE#{note_id}"),
+            ReturnValues="ALL_OLD",
+        )
+        return self._note(resp["Attributes"]) if "Attributes" in resp else None
+
+    def delete_notes_of_document(self, owner: str, doc_id: str) -> list[str]:
+        found = list(
+            self._t.query_all(
+                IndexName="gsi2",
+                KeyConditionExpression="gsi2pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": f"DOCNOTES#{owner}#{doc_id}"}},
+                ProjectionExpression="pk, sk, id",
+            )
+        )
+        self._t.delete_keys({"pk": i["pk"], "sk": i["sk"]} for i in found)
+        return [i["id"]["S"] for i in found]

@@ -1,0 +1,57 @@
+"""``Counters`` on SQLite: table ``counters`` (schema in :mod:`.schema`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragchat.adapters.local.sqlite_store.db import BATCH, SqliteDatabase, placeholders
+
+
+class SqliteCounters:
+    """``Counters`` on SQLite: one atomic ``INSERT … ON CONFLICT DO UPDATE … RETURNING`` per increment.
+
+    Expired rows are purged now and then (every ``purge_every`` increments) so the table stays small.
+    """
+
+    def __init__(self, db: SqliteDatabase, *, purge_every: int = 1000) -> None:
+        self.db = db
+        self._purge_every = purge_every
+        self._writes = 0
+
+    def increment(self, key: str, *, amount: int = 1, ttl_seconds: float, now: float) -> int:
+        with self.db.write() as conn:
+            row = conn.execute(
+                """INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
+                ON CONFLICT (key) DO UPDATE SET
+                    value = CASE WHEN counters.expires_at <= :now THEN :amount
+                                 ELSE counters.value + :amount END,
+                    expires_at = CASE WHEN counters.expires_at <= :now THEN :expires
+                                      ELSE counters.expires_at END
+                RETURNING value""",
+                {"key": key, "amount": int(amount), "expires": float(now) + float(ttl_seconds), "now": now},
+            ).fetchone()
+            self._writes += 1
+            if self._writes % self._purge_every == 0:
+                conn.execute("DELETE FROM counters WHERE expires_at <= ?", (float(now),))
+        return int(row[0])
+
+    def get(self, key: str, *, now: float) -> int:
+        return self.get_many([key], now=now)[key]
+
+    def get_many(self, keys: Sequence[str], *, now: float) -> dict[str, int]:
+        result = dict.fromkeys(keys, 0)
+        wanted = list(result)
+        with self.db.read() as conn:
+            for start in range(0, len(wanted), BATCH):
+                batch = wanted[start : start + BATCH]
+                for row in conn.execute(
+                    f"SELECT key, value FROM counters WHERE key IN ({placeholders(len(batch))}) "
+                    "AND expires_at > ?",
+                    (*batch, float(now)),
+                ):
+                    result[row["key"]] = int(row["value"])
+        return result
+
+    def reset(self, key: str) -> None:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM counters WHERE key = ?", (key,))

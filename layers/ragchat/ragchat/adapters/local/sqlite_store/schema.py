@@ -1,0 +1,122 @@
+"""The schema of the local SQLite file: ordered migrations, one list of statements per step.
+
+The tables of every local adapter live here (documents, notes, conversations, messages, counters,
+and the vector index's ``vectors``/``vectors_fts``/``index_state``), so the file has one version.
+"""
+
+from __future__ import annotations
+
+# Ordered migrations: step N (1-based) brings the schema from version N-1 to N. Append only; never
+# edit a released step. Each step is a list of single statements run in one transaction.
+MIGRATIONS: list[list[str]] = [
+    # 1: documents, notes, conversations, messages, counters
+    [
+        """CREATE TABLE documents (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            title TEXT NOT NULL,
+            content_type TEXT NOT NULL,
+            source TEXT NOT NULL,
+            body_key TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            collection TEXT,
+            status TEXT NOT NULL,
+            error TEXT,
+            chunk_count INTEGER NOT NULL DEFAULT 0,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            split INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        # list documents by owner newest first (optionally within a collection)
+        "CREATE INDEX documents_by_owner ON documents (owner, created_at, id)",
+        "CREATE INDEX documents_by_collection ON documents (owner, collection, created_at, id)",
+        """CREATE TABLE notes (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            document_id TEXT,
+            chunk_index INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            collection TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL
+        )""",
+        # notes of a document in chunk order; all notes of an owner newest first
+        "CREATE INDEX notes_by_document ON notes (owner, document_id, chunk_index, id)",
+        "CREATE INDEX notes_by_owner ON notes (owner, created_at, id)",
+        """CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            collection TEXT,
+            document_id TEXT,
+            persona TEXT,
+            summary_cursor TEXT,
+            last_summary_id TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX conversations_by_owner ON conversations (owner, updated_at, id)",
+        """CREATE TABLE messages (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            sources TEXT,
+            model TEXT,
+            client_message_id TEXT,
+            interrupted INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        )""",
+        # messages of a conversation in creation order: (created_at, id); ULIDs are monotonic within
+        # a process, so two messages written in the same millisecond keep their order.
+        "CREATE INDEX messages_by_conversation ON messages (conversation_id, created_at, id)",
+        # idempotency: one message per (conversation, client message id, role), enforced under races
+        """CREATE UNIQUE INDEX messages_client_id ON messages (conversation_id, client_message_id, role)
+            WHERE client_message_id IS NOT NULL""",
+        """CREATE TABLE counters (
+            key TEXT PRIMARY KEY,
+            value INTEGER NOT NULL,
+            expires_at REAL NOT NULL
+        )""",
+        "CREATE INDEX counters_by_expiry ON counters (expires_at)",
+    ],
+    # 2: the local vector index (vectors + FTS5 keyword index kept in sync by triggers)
+    [
+        """CREATE TABLE vectors (
+            rid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            owner TEXT NOT NULL,
+            document_id TEXT,
+            chunk_index INTEGER NOT NULL,
+            collection TEXT,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            text TEXT NOT NULL,
+            vector BLOB NOT NULL
+        )""",
+        "CREATE INDEX vectors_by_document ON vectors (owner, document_id)",
+        """CREATE VIRTUAL TABLE vectors_fts USING fts5(
+            text, content='vectors', content_rowid='rid', tokenize='porter unicode61'
+        )""",
+        """CREATE TRIGGER vectors_ai AFTER INSERT ON vectors BEGIN
+            INSERT INTO vectors_fts (rowid, text) VALUES (new.rid, new.text);
+        END""",
+        """CREATE TRIGGER vectors_ad AFTER DELETE ON vectors BEGIN
+            INSERT INTO vectors_fts (vectors_fts, rowid, text) VALUES ('delete', old.rid, old.text);
+        END""",
+        """CREATE TRIGGER vectors_au AFTER UPDATE OF text ON vectors BEGIN
+            INSERT INTO vectors_fts (vectors_fts, rowid, text) VALUES ('delete', old.rid, old.text);
+            INSERT INTO vectors_fts (rowid, text) VALUES (new.rid, new.text);
+        END""",
+        # change counter: bumped by every index write, so a process notices another one's writes
+        "CREATE TABLE index_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        "INSERT INTO index_state (key, value) VALUES ('version', 0)",
+    ],
+    # 3: document frequencies of the keyword index (hybrid search leaves out near-universal terms)
+    [
+        "CREATE VIRTUAL TABLE vectors_vocab USING fts5vocab(vectors_fts, 'row')",
+    ],
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,119 @@
+"""Fakes of the remaining ports: ``ChatModel`` (scripted answers), ``BlobStore`` (registered in the blob
+store contract suite) and ``IngestionLauncher``."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ragchat.domain.models import (
+    Completion,
+    Hit,
+    ModelRequest,
+)
+
+
+# ----------------------------------------------------------------------------------------- chat model
+class FakeChatModel:
+    """``ChatModel`` returning scripted answers.
+
+    ``reply`` is either a fixed string or a function of the ``ModelRequest``; ``replies`` (a list)
+    is consumed first, one per call. ``fail_with`` (an exception, or a list of exceptions consumed one
+    per call) makes calls raise. ``requests`` records every request. ``stream`` yields the answer in
+    word-sized deltas."""
+
+    def __init__(
+        self,
+        reply: str | Callable[[ModelRequest], str] = "Answer.",
+        *,
+        model_id: str = "fake-model",
+        tool_hits: Sequence[Hit] = (),
+    ) -> None:
+        self.model_id = model_id
+        self.reply = reply
+        self.replies: list[str] = []
+        self.fail_with: BaseException | list[BaseException] | None = None
+        self.requests: list[ModelRequest] = []
+        self.tool_hits = list(tool_hits)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def _text(self, request: ModelRequest) -> str:
+        self.requests.append(request)
+        if isinstance(self.fail_with, list):
+            if self.fail_with:
+                raise self.fail_with.pop(0)
+        elif self.fail_with is not None:
+            raise self.fail_with
+        if self.replies:
+            return self.replies.pop(0)
+        return self.reply(request) if callable(self.reply) else self.reply
+
+    def complete(self, request: ModelRequest) -> Completion:
+        return Completion(text=self._text(request), model=self.model_id, tool_hits=list(self.tool_hits))
+
+    def stream(self, request: ModelRequest) -> Iterator[str]:
+        text = self._text(request)
+        yield from re.findall(r"\S+\s*|\s+", text)
+
+
+# ------------------------------------------------------------------------------------------ blob store
+class FakeBlobStore:
+    """``BlobStore`` in memory: ``objects`` maps key → bytes, ``content_types`` key → content type."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.content_types: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None:
+        with self._lock:
+            self.objects[key] = bytes(data)
+            self.content_types[key] = content_type
+
+    def get(self, key: str) -> bytes:
+        with self._lock:
+            return self.objects[key]
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self.objects.pop(key, None)
+            self.content_types.pop(key, None)
+
+    def delete_prefix(self, prefix: str) -> int:
+        with self._lock:
+            keys = [k for k in self.objects if k.startswith(prefix)]
+            for k in keys:
+                del self.objects[k]
+                self.content_types.pop(k, None)
+            return len(keys)
+
+    def keys(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(k for k in self.objects if k.startswith(prefix))
+
+
+# ---------------------------------------------------------------------------------------- launcher
+class FakeLauncher:
+    """``IngestionLauncher`` that records starts; with ``run`` set (e.g. ``steps.run``) it runs the
+    pipeline synchronously on ``start``. A document is run at most once per ``start`` while running."""
+
+    def __init__(self, run: Callable[[str, str], Any] | None = None) -> None:
+        self.run = run
+        self.started: list[tuple[str, str]] = []
+        self._running: set[tuple[str, str]] = set()
+
+    def start(self, owner: str, document_id: str) -> None:
+        key = (owner, document_id)
+        self.started.append(key)
+        if self.run is None or key in self._running:
+            return
+        self._running.add(key)
+        try:
+            self.run(owner, document_id)
+        finally:
+            self._running.discard(key)
