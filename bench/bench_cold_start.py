@@ -33,6 +33,7 @@ ENV = {
     "COUNTERS_TABLE": "t-counters",
     "DOCUMENTS_BUCKET": "b-docs",
     "OPENSEARCH_ENDPOINT": "https://example.us-east-1.aoss.amazonaws.com",
+    "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:bench",
     "RAGCHAT_CHAT_MODEL": "bedrock",
     "POWERTOOLS_SERVICE_NAME": "ragchat",
 }
@@ -45,10 +46,10 @@ spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 t1 = time.perf_counter()
-from ragchat.api import handler
 from ragchat.api.app import create_app
+from ragchat.container import Container
 area = sys.argv[2]
-container = handler.container()
+container = Container()
 create_app(container, areas=set(sys.argv[3].split(",")))
 if area == "chat_api":
     container.conversations; container.counters; container.embedder; container.chat_model

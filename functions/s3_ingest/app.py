@@ -1,5 +1,5 @@
 """S3 ObjectCreated under uploads/ → the same ingestion pipeline (stable document id per key)."""
 
-from ragchat.api.handler import s3_ingest_handler
+from ragchat.entrypoints.s3_ingest import s3_ingest_handler
 
 lambda_handler = s3_ingest_handler()

@@ -93,3 +93,9 @@ def test_execution_names_are_valid_and_bounded():
     assert len(odd) <= 80 and odd.endswith("-12")
     assert all(ch.isalnum() or ch in "_-" for ch in odd)
     assert execution_name("a b", 1) != execution_name("a_b", 1)  # altered ids cannot collide
+
+
+def test_get_with_metadata_reads_the_upload_metadata_lower_cased(s3):
+    s3.put_object(Bucket="docs", Key="uploads/alice/a.md", Body=b"# A", Metadata={"Title": "A note"})
+    data, metadata = S3BlobStore("docs", s3).get_with_metadata("uploads/alice/a.md")
+    assert (data, metadata) == (b"# A", {"title": "A note"})

@@ -50,3 +50,12 @@ def test_delete_prefix_removes_exactly_the_matching_keys(blob_store):
         blob_store.get("documents/alice/d12/body")
     assert blob_store.delete_prefix("documents/nobody/") == 0
     assert blob_store.get("documents/bob/d1/body") == b"keep"
+
+
+def test_get_with_metadata_returns_the_bytes_and_a_metadata_mapping(blob_store):
+    blob_store.put("uploads/alice/a.txt", b"hello")
+    data, metadata = blob_store.get_with_metadata("uploads/alice/a.txt")
+    assert data == b"hello"
+    assert isinstance(metadata, dict)
+    with pytest.raises(KeyError):
+        blob_store.get_with_metadata("uploads/alice/missing.txt")

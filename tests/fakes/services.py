@@ -68,6 +68,7 @@ class FakeBlobStore:
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
         self.content_types: dict[str, str] = {}
+        self.metadata: dict[str, dict[str, str]] = {}  # user metadata, as an S3 upload carries it
         self._lock = threading.Lock()
 
     def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None:
@@ -78,6 +79,10 @@ class FakeBlobStore:
     def get(self, key: str) -> bytes:
         with self._lock:
             return self.objects[key]
+
+    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str]]:
+        with self._lock:
+            return self.objects[key], dict(self.metadata.get(key, {}))
 
     def delete(self, key: str) -> None:
         with self._lock:

@@ -8,13 +8,13 @@ How the pieces meet
   of ``functions/ingest_steps/app.py``'s ``lambda_handler``; an exception becomes a Lambda function
   error ``{"errorType": <class name>, "errorMessage": ...}``, as the real runtime reports it, so the
   state machine's Retry/Catch see e.g. ``TransientError`` or ``ModelError``.
-* The handlers' process-wide container is installed with ``ragchat.api.handler.set_container``:
+* Each handler gets the test's container with ``handler.with_container(...)`` (no module global):
   settings as the template sets them (``RAGCHAT_BACKEND=aws``, tables, bucket, state machine), the
   DynamoDB/S3/Step Functions adapters on moto, a deterministic fake embedder (Bedrock is not
-  emulated) and, since no ``OPENSEARCH_ENDPOINT`` is set, the container's embedded vector index in
-  a temporary folder (the OpenSearch adapter is covered by the contract suite).
-* Each ``functions/<area>/app.py`` is loaded fresh per test (by file path), so its lazily built
-  resolver sees the container of that test.
+  emulated) and, with ``RAGCHAT_VECTOR_INDEX=sqlite``, the embedded vector index in a temporary
+  folder (the OpenSearch adapter is covered by the contract suite).
+* Each ``functions/<area>/app.py`` is loaded fresh per test (by file path): the test calls the very
+  handler object the function exports, over the container of that test.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -57,7 +60,7 @@ def load_function(area: str) -> ModuleType:
 class Stack:
     """The deployed stack, on moto."""
 
-    container: Any
+    container: Container
     embedder: Any
     sfn: Any
     s3: Any
@@ -65,7 +68,8 @@ class Stack:
     invocations: list[dict[str, Any]] = field(default_factory=list)
 
     def handler(self, area: str) -> Callable[[dict[str, Any], Any], Any]:
-        handler: Callable[[dict[str, Any], Any], Any] = load_function(area).lambda_handler
+        exported = load_function(area).lambda_handler
+        handler: Callable[[dict[str, Any], Any], Any] = exported.with_container(lambda: self.container)
         return handler
 
     def executions(self) -> list[dict[str, Any]]:

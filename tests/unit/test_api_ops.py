@@ -4,14 +4,11 @@ server's event translation (no sockets)."""
 from __future__ import annotations
 
 import base64
-import io
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ragchat.api.app import create_app
 from ragchat.api.auth import principal
-from ragchat.api.handler import step_error
-from ragchat.api.s3_events import ingest_s3_event
 from ragchat.domain.errors import Conflict, RateLimited, Unauthenticated
 from ragchat.local_server import build_event, response_body, response_headers
 
@@ -115,51 +112,6 @@ def test_base64_body_size_is_checked_decoded():
 
 
 # ------------------------------------------------------------------------- Lambda entry points
-def test_ingest_step_error_from_step_functions_catch():
-    cause = '{"errorMessage": "No text could be extracted", "errorType": "ValidationError"}'
-    assert step_error({"Error": "ValidationError", "Cause": cause}) == cause
-    assert step_error({"Error": "States.Timeout"}) == "States.Timeout"
-    assert step_error(None) == "Ingestion failed"
-
-
-class FakeS3:
-    def __init__(self, objects):
-        self.objects = objects
-
-    def get_object(self, Bucket, Key):
-        data, meta = self.objects[(Bucket, Key)]
-        return {"Body": io.BytesIO(data), "Metadata": meta}
-
-
-def s3_event(*keys):
-    return {
-        "Records": [
-            {"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "docs"}, "object": {"key": k}}}
-            for k in keys
-        ]
-    }
-
-
-def test_s3_upload_is_ingested_with_stable_id_and_metadata():
-    api = make_api()
-    s3 = FakeS3(
-        {
-            ("docs", "uploads/alice/cat facts.md"): (b"# Cats\n\nCats purr.", {"title": "Cat facts"}),
-            ("docs", "uploads/orphan.txt"): (b"no owner here", {}),
-        }
-    )
-    event = s3_event("uploads/alice/cat+facts.md", "uploads/orphan.txt")
-    first = ingest_s3_event(api.container, event, s3=s3)
-    assert [r["key"] for r in first["rejected"]] == ["uploads/orphan.txt"]
-    (accepted,) = first["accepted"]
-    doc = json_body(api.call("GET", f"/documents/{accepted['documentId']}", principal="alice"))
-    assert doc["title"] == "Cat facts" and doc["status"] == "READY"
-    assert doc["source"] == "s3://docs/uploads/alice/cat facts.md"
-    again = ingest_s3_event(api.container, event, s3=s3)
-    assert again["accepted"][0]["documentId"] == accepted["documentId"]
-    assert len(json_body(api.call("GET", "/documents", principal="alice"))["items"]) == 1
-
-
 # ------------------------------------------------------------------------- local server translation
 def test_build_event_for_a_json_post():
     event = build_event(

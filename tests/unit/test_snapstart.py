@@ -20,17 +20,15 @@ def snapshot_hooks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Callable[[]
     module = types.ModuleType("snapshot_restore_py")
     module.register_before_snapshot = hooks.append  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", module)
-    api = make_api()
-    handlers.set_container(api.container)
     yield hooks
-    handlers.set_container(None)
 
 
 def test_the_warm_up_builds_the_resolver_before_the_first_request(
     snapshot_hooks: list[Callable[[], None]],
 ) -> None:
     built: list[object] = []
-    handler = handlers.http_handler({"chat", "ops"})
+    api = make_api()
+    handler = handlers.http_handler({"chat", "ops"}, container=lambda: api.container)
     original = handler.warm  # type: ignore[attr-defined]
     handler.warm = lambda: built.append(original()) or built[-1]  # type: ignore[attr-defined]
     assert handlers.warm_before_snapshot(handler, ("dynamodb",)) is True
@@ -48,5 +46,5 @@ def test_the_warm_up_builds_the_resolver_before_the_first_request(
 
 def test_without_snapstart_nothing_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # import fails
-    handler = handlers.http_handler({"ops"})
+    handler = handlers.http_handler({"ops"}, container=lambda: make_api().container)
     assert handlers.warm_before_snapshot(handler) is False  # no error, nothing registered

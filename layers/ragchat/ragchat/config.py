@@ -28,6 +28,10 @@ MiB = 1024 * 1024
 AWS_REGION_PATTERN = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
+# Parts of the wiring that need settings only some functions get (``Settings.require``).
+Part = Literal["launcher"]
+
+
 class ConfigError(ValueError):
     """Invalid configuration; the message names the offending environment variable."""
 
@@ -98,6 +102,9 @@ class Settings(BaseSettings):
     documents_bucket: str | None = Field(None, alias="DOCUMENTS_BUCKET")
     state_machine_arn: str | None = Field(None, alias="STATE_MACHINE_ARN")
     opensearch_endpoint: str | None = Field(None, alias="OPENSEARCH_ENDPOINT")
+    # Where vectors live: ``opensearch`` (default with RAGCHAT_BACKEND=aws; needs OPENSEARCH_ENDPOINT) or
+    # ``sqlite`` (the embedded index in RAGCHAT_DATA_DIR; default locally). Never chosen by fallback.
+    vector_index: Literal["opensearch", "sqlite"] | None = Field(None, alias="RAGCHAT_VECTOR_INDEX")
     opensearch_service: Literal["aoss", "es"] = Field("aoss", alias="OPENSEARCH_SERVICE")
     opensearch_index: str = Field("ragchat-notes", alias="OPENSEARCH_INDEX")
     titan_dimension: Literal[256, 512, 1024] = Field(1024, alias="TITAN_DIMENSION")
@@ -108,23 +115,52 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("CHUNK_OVERLAP must be smaller than CHUNK_SIZE")
-        if self.backend == "aws":
-            missing = [
-                name
-                for name, value in (
-                    ("DOCUMENTS_TABLE", self.documents_table),
-                    ("DOCUMENTS_BUCKET", self.documents_bucket),
-                )
-                if not value
-            ]
-            if missing:
-                raise ValueError(f"{', '.join(missing)} must be set when RAGCHAT_BACKEND=aws")
+        missing = self.missing()
+        if missing:
+            raise ValueError(f"{', '.join(missing)} must be set ({self._why(missing)})")
         if self.cognito_client_id and not AWS_REGION_PATTERN.fullmatch(self.aws_region):
             raise ValueError(
                 f"AWS_REGION must be an AWS region such as eu-west-1 when COGNITO_CLIENT_ID is set "
                 f"(got {self.aws_region!r})"
             )
         return self
+
+    def missing(self, *parts: Part) -> list[str]:
+        """The unset variables the chosen backends need (plus those of ``parts``, e.g. ``launcher``:
+        only the functions that start ingestion get STATE_MACHINE_ARN)."""
+        needed: list[tuple[str, object]] = []
+        if self.backend == "aws":
+            needed += [
+                ("DOCUMENTS_TABLE", self.documents_table),
+                ("CONVERSATIONS_TABLE", self.conversations_table),
+                ("COUNTERS_TABLE", self.counters_table),
+                ("DOCUMENTS_BUCKET", self.documents_bucket),
+            ]
+            if "launcher" in parts:
+                needed.append(("STATE_MACHINE_ARN", self.state_machine_arn))
+        if self.vector_index_kind == "opensearch":
+            needed.append(("OPENSEARCH_ENDPOINT", self.opensearch_endpoint))
+        if self.chat_model == "anthropic":
+            needed.append(("ANTHROPIC_API_KEY", self.anthropic_api_key or self.anthropic_secret_name))
+        return [name for name, value in needed if not value]
+
+    def require(self, *parts: Part) -> None:
+        """Raise ``ConfigError`` naming every unset variable that the backends and ``parts`` need."""
+        missing = self.missing(*parts)
+        if missing:
+            raise ConfigError(
+                f"Invalid configuration — {', '.join(missing)} must be set ({self._why(missing)})"
+            )
+
+    def _why(self, missing: list[str]) -> str:
+        reasons = []
+        if self.backend == "aws" and set(missing) - {"OPENSEARCH_ENDPOINT", "ANTHROPIC_API_KEY"}:
+            reasons.append("RAGCHAT_BACKEND=aws")
+        if "OPENSEARCH_ENDPOINT" in missing:
+            reasons.append("the vector index is OpenSearch; RAGCHAT_VECTOR_INDEX=sqlite keeps it embedded")
+        if "ANTHROPIC_API_KEY" in missing:
+            reasons.append("RAGCHAT_CHAT_MODEL=anthropic; or set ANTHROPIC_SECRET_NAME")
+        return "; ".join(reasons)
 
     @field_validator("cognito_client_id", mode="before")
     @classmethod
@@ -135,6 +171,10 @@ class Settings(BaseSettings):
     @property
     def embedder_kind(self) -> str:
         return self.embedder or ("titan" if self.backend == "aws" else "minilm")
+
+    @property
+    def vector_index_kind(self) -> Literal["opensearch", "sqlite"]:
+        return self.vector_index or ("opensearch" if self.backend == "aws" else "sqlite")
 
     @property
     def embedding_model_id(self) -> str:

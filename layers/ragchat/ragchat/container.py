@@ -1,18 +1,29 @@
 """Composition root: the one place that reads settings and wires adapters into services.
 
 Everything is built lazily on first use (``cached_property``), so a Lambda function pays only for
-the adapters its routes touch, and nothing connects or imports a heavy SDK at import time.
+the adapters its routes touch, and nothing connects or imports a heavy SDK at import time. What must
+be right for the process to be useful is checked when the container is made (start-up): the settings
+the chosen backends need (``Settings``) and the persona file (``RAGCHAT_PERSONAS_FILE``).
+``close()`` closes what the container opened (SQLite, SDK clients, the inline ingestion worker).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragchat.config import Settings, load_settings
+from ragchat.config import ConfigError, Part, Settings, load_settings
 from ragchat.domain.clock import Clock, system_clock
 
 if TYPE_CHECKING:
+    from boto3.session import Session
+
+    from ragchat.adapters.local.sqlite_store import SqliteDatabase
     from ragchat.ports import (
         BlobStore,
         ChatModel,
@@ -29,40 +40,90 @@ if TYPE_CHECKING:
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.retrieval import Retriever
 
+logger = logging.getLogger("ragchat.container")
+
+ContainerFactory = Callable[[], "Container"]
+
 
 class Container:
     """Holds the settings and builds each port/service once. Tests pass overrides
-    (``Container(settings, embedder=FakeEmbedder())``) instead of patching globals."""
+    (``Container(settings, embedder=FakeEmbedder())``) instead of patching globals.
 
-    def __init__(self, settings: Settings | None = None, *, clock: Clock = system_clock, **overrides: Any):
+    Entry points build one lazily through :class:`LazyContainer` (tests hand them a factory of
+    their own container instead of patching a module global)."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        clock: Clock = system_clock,
+        personas: Mapping[str, str] | None = None,
+        **overrides: object,
+    ):
         self.settings = settings or load_settings()
         self.clock = clock
+        self.personas: dict[str, str] = (
+            dict(personas) if personas is not None else load_personas(self.settings.personas_file)
+        )
+        self._closers: list[Callable[[], object]] = []
         for name, value in overrides.items():
+            if not isinstance(getattr(type(self), name, None), cached_property):
+                raise TypeError(f"Container has no part {name!r} to override")
             # cached_property stores in __dict__: setting it first makes the override win.
             self.__dict__[name] = value
 
+    def close(self) -> None:
+        """Close what this container opened, newest first (overrides belong to whoever made them).
+        Safe to call twice."""
+        closers, self._closers = self._closers, []
+        for close in reversed(closers):
+            try:
+                close()
+            except Exception:  # closing must not hide the error that made us close
+                logger.warning("container.close: %r failed", close, exc_info=True)
+
+    def __enter__(self) -> Container:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _opened(self, close: Callable[[], object]) -> None:
+        self._closers.append(close)
+
     # ------------------------------------------------------------------ ports
     @cached_property
-    def _sqlite(self) -> Any:
+    def _sqlite(self) -> SqliteDatabase:
         from ragchat.adapters.local.sqlite_store import SqliteDatabase
 
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        return SqliteDatabase(self.settings.data_dir / "ragchat.db")
+        db = SqliteDatabase(self.settings.data_dir / "ragchat.db")
+        self._opened(db.close)
+        return db
 
     @cached_property
-    def _boto_session(self) -> Any:
+    def _boto_session(self) -> Session:
         import boto3
 
         return boto3.session.Session(region_name=self.settings.aws_region)
+
+    def _client(self, service: str, **kwargs: Any) -> Any:
+        """A boto3 client that ``close()`` closes."""
+        client = self._boto_session.client(service, **kwargs)  # type: ignore[call-overload]
+        self._opened(client.close)
+        return client
+
+    @cached_property
+    def _dynamodb(self) -> Any:
+        return self._client("dynamodb")
 
     @cached_property
     def documents(self) -> DocumentStore:
         if self.settings.backend == "aws":
             from ragchat.adapters.aws.dynamodb import DynamoDocumentStore
 
-            assert self.settings.documents_table
             return DynamoDocumentStore(
-                self.settings.documents_table, self._boto_session.client("dynamodb"), clock=self.clock
+                _required(self.settings.documents_table, "DOCUMENTS_TABLE"), self._dynamodb, clock=self.clock
             )
         from ragchat.adapters.local.sqlite_store import SqliteDocumentStore
 
@@ -73,9 +134,10 @@ class Container:
         if self.settings.backend == "aws":
             from ragchat.adapters.aws.dynamodb import DynamoConversationStore
 
-            assert self.settings.conversations_table
             return DynamoConversationStore(
-                self.settings.conversations_table, self._boto_session.client("dynamodb"), clock=self.clock
+                _required(self.settings.conversations_table, "CONVERSATIONS_TABLE"),
+                self._dynamodb,
+                clock=self.clock,
             )
         from ragchat.adapters.local.sqlite_store import SqliteConversationStore
 
@@ -86,8 +148,7 @@ class Container:
         if self.settings.backend == "aws":
             from ragchat.adapters.aws.dynamodb import DynamoCounters
 
-            assert self.settings.counters_table
-            return DynamoCounters(self.settings.counters_table, self._boto_session.client("dynamodb"))
+            return DynamoCounters(_required(self.settings.counters_table, "COUNTERS_TABLE"), self._dynamodb)
         from ragchat.adapters.local.sqlite_store import SqliteCounters
 
         return SqliteCounters(self._sqlite)
@@ -97,8 +158,9 @@ class Container:
         if self.settings.backend == "aws":
             from ragchat.adapters.aws.s3 import S3BlobStore
 
-            assert self.settings.documents_bucket
-            return S3BlobStore(self.settings.documents_bucket, self._boto_session.client("s3"))
+            return S3BlobStore(
+                _required(self.settings.documents_bucket, "DOCUMENTS_BUCKET"), self._client("s3")
+            )
         from ragchat.adapters.local.files import FileBlobStore
 
         return FileBlobStore(self.settings.data_dir / "blobs")
@@ -111,7 +173,7 @@ class Container:
 
             # botocore retries off (the adapter backs off with jitter itself); one pooled connection
             # per concurrent call.
-            bedrock = self._boto_session.client(
+            bedrock = self._client(
                 "bedrock-runtime",
                 config=Config(
                     retries={"total_max_attempts": 1},
@@ -140,16 +202,18 @@ class Container:
 
     @cached_property
     def index(self) -> VectorIndex:
-        if self.settings.backend == "aws" and self.settings.opensearch_endpoint:
+        if self.settings.vector_index_kind == "opensearch":
             from ragchat.adapters.aws.opensearch import OpenSearchVectorIndex
 
-            return OpenSearchVectorIndex.connect(
-                endpoint=self.settings.opensearch_endpoint,
+            index = OpenSearchVectorIndex.connect(
+                endpoint=_required(self.settings.opensearch_endpoint, "OPENSEARCH_ENDPOINT"),
                 index=self.settings.opensearch_index,
                 service=self.settings.opensearch_service,
                 region=self.settings.aws_region,
                 dimension=self.embedder.dimension,
             )
+            self._opened(lambda: _close_client(index))
+            return index
         from ragchat.adapters.local.vector_index import LocalVectorIndex
 
         # vectors live in the same SQLite file as everything else (tables ``vectors``/``vectors_fts``)
@@ -157,15 +221,17 @@ class Container:
 
     @cached_property
     def launcher(self) -> IngestionLauncher:
-        if self.settings.backend == "aws" and self.settings.state_machine_arn:
+        if self.settings.backend == "aws":
+            # never an in-process thread pool inside a Lambda: the state machine or a start-up error
             from ragchat.adapters.aws.stepfunctions import StepFunctionsLauncher
 
-            return StepFunctionsLauncher(
-                self.settings.state_machine_arn, self._boto_session.client("stepfunctions")
-            )
+            arn = _required(self.settings.state_machine_arn, "STATE_MACHINE_ARN")
+            return StepFunctionsLauncher(arn, self._client("stepfunctions"))
         from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 
-        return InlineIngestionLauncher(lambda: self.ingest_steps)
+        launcher = InlineIngestionLauncher(lambda: self.ingest_steps)
+        self._opened(launcher.close)
+        return launcher
 
     @cached_property
     def chat_model(self) -> ChatModel:
@@ -177,19 +243,17 @@ class Container:
 
             key = self._anthropic_key()
             if not key:
-                from ragchat.config import ConfigError
-
                 raise ConfigError("ANTHROPIC_API_KEY: required when RAGCHAT_CHAT_MODEL=anthropic")
-            return AnthropicChatModel(api_key=key, model=self.settings.anthropic_model)
+            model = AnthropicChatModel(api_key=key, model=self.settings.anthropic_model)
+            self._opened(lambda: _close_client(model))
+            return model
         if choice == "bedrock":
             from botocore.config import Config
 
             from ragchat.adapters.aws.bedrock_chat import BedrockConverseChatModel
 
             # botocore retries off: the adapter applies SPEC §7's policy (2 retries, 200/400 ms).
-            client = self._boto_session.client(
-                "bedrock-runtime", config=Config(retries={"total_max_attempts": 1})
-            )
+            client = self._client("bedrock-runtime", config=Config(retries={"total_max_attempts": 1}))
             return BedrockConverseChatModel(client, model_id=self.settings.bedrock_chat_model_id)
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 
@@ -248,4 +312,67 @@ class Container:
             documents=self.documents,
             settings=self.settings,
             clock=self.clock,
+            personas=dict(self.personas),
         )
+
+
+def _required(value: str | None, variable: str) -> str:
+    """A setting the part being built needs (``Settings`` checks them at start-up; this keeps a
+    hand-made ``Settings`` honest too, and survives ``python -O`` unlike ``assert``)."""
+    if not value:
+        raise ConfigError(f"{variable} must be set for this part of the wiring")
+    return value
+
+
+def _close_client(owner: object) -> None:
+    """Close an adapter's lazily made SDK client, if it made one."""
+    client = getattr(owner, "_client", None)
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
+
+
+def load_personas(path: Path | None) -> dict[str, str]:
+    """The persona registry from ``RAGCHAT_PERSONAS_FILE`` (JSON, or TOML by the ``.toml`` suffix);
+    the built-in ones without a file. A missing or invalid file is a start-up error naming the
+    variable (not a 500 on every chat message later)."""
+    from ragchat.domain.chat import BUILTIN_PERSONAS, parse_personas
+
+    if path is None:
+        return dict(BUILTIN_PERSONAS)
+    try:
+        raw = path.read_text(encoding="utf-8")
+        if path.suffix.lower() == ".toml":
+            import tomllib
+
+            data = tomllib.loads(raw)
+        else:
+            data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("expected a table/object of personas")
+        return parse_personas(data)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"RAGCHAT_PERSONAS_FILE: cannot load personas from {path}: {exc}") from None
+
+
+class LazyContainer:
+    """The container of one entry point, made on first use (not at import time) by ``factory``
+    (default: from the environment), then checked for the ``needs`` of that entry point (e.g. the
+    functions that start ingestion need STATE_MACHINE_ARN on AWS). Thread-safe."""
+
+    def __init__(self, factory: ContainerFactory = Container, needs: tuple[Part, ...] = ()) -> None:
+        self.factory = factory
+        self.needs = needs
+        self._value: Container | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Container:
+        value = self._value
+        if value is None:
+            with self._lock:
+                if self._value is None:
+                    built = self.factory()
+                    built.settings.require(*self.needs)
+                    self._value = built
+                value = self._value
+        return value

@@ -171,9 +171,10 @@ def main() -> None:
     """Entry point of ``python -m ragchat.lambda_web`` (the Lambda Web Adapter's startup command)."""
     # Importing the handler module creates the Powertools logger "ragchat": JSON lines on stdout with the
     # correlation id, as in the buffered functions; the ragchat.* loggers here propagate to it.
-    from ragchat.api.handler import container
+    import ragchat.api.handler  # noqa: F401  (the Powertools logger)
+    from ragchat.container import Container
 
-    box = container()
+    box = Container()
     server = create_server(box, port=box.settings.lwa_port)
     warm(box)
 

@@ -195,6 +195,11 @@ class BlobStore(Protocol):
         """Raises ``KeyError`` when absent."""
         ...
 
+    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str]]:
+        """The object and its user metadata (names lower-cased; ``{}`` when the store keeps none).
+        Raises ``KeyError`` when absent."""
+        ...
+
     def delete(self, key: str) -> None:
         """Absent keys are not an error."""
         ...

@@ -14,13 +14,16 @@ import base64
 import importlib
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ragchat.api.auth import principal
 from ragchat.api.errors import error_event_response, register_error_handlers
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
 
 logger = logging.getLogger("ragchat.api")
 
@@ -60,7 +63,7 @@ def body_size(event: Mapping[str, Any]) -> int:
     return len(body.encode("utf-8")) if isinstance(body, str) else len(bytes(body))
 
 
-def _area_router(area: str, container: Any) -> Router | None:
+def _area_router(area: str, container: Container) -> Router | None:
     if area == "notes":
         from ragchat.api import notes
 
@@ -79,11 +82,11 @@ def _area_router(area: str, container: Any) -> Router | None:
             raise
         logger.debug("API area %s not installed (%s missing)", area, module_name)
         return None
-    factory: Callable[[Any], Router] = module.router
+    factory: Callable[[Container], Router] = module.router
     return factory(container)
 
 
-def create_app(container: Any, *, areas: set[str] | frozenset[str] | None = None) -> RagchatResolver:
+def create_app(container: Container, *, areas: set[str] | frozenset[str] | None = None) -> RagchatResolver:
     """Build the resolver for ``areas`` (default: all). Cheap: no service is touched until a request."""
     wanted = ALL_AREAS if areas is None else frozenset(areas)
     app = RagchatResolver(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
 from ragchat.domain.errors import ValidationError
+from ragchat.domain.labels import validate_collection
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
@@ -30,7 +31,7 @@ class ConversationIn(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
     title: str | None = Field(None, max_length=1000)
-    collection: str | None = Field(None, max_length=200, description="Retrieve only from this collection.")
+    collection: str | None = Field(None, description="Retrieve only from this collection.")
     document_id: str | None = Field(
         None, alias="documentId", max_length=200, description="Retrieve only from this document."
     )
@@ -106,7 +107,7 @@ def router(container: Any) -> APIGatewayRouter:
         created = container.chat.create_conversation(
             owner(),
             title=conv.title,
-            collection=conv.collection,
+            collection=validate_collection(conv.collection),  # the documents' rule (domain.labels)
             document_id=conv.document_id,
             persona=conv.persona,
         )

@@ -1,67 +1,72 @@
-"""Lambda entry points, built once per process and lazily (nothing happens at import time).
+"""HTTP Lambda entry points, built once per handler and lazily (nothing happens at import time).
 
-``functions/*/app.py`` are one-liners over these: ``handler = http_handler({"notes", "ops"})``.
+``functions/*/app.py`` are one-liners over these: ``lambda_handler = http_handler({"notes", "ops"})``.
+Each handler owns its container (made from the environment on first use); tests give it theirs:
+``http_handler({"notes"}, container=lambda: my_container)`` or ``handler.with_container(...)``.
+The non-HTTP entry points (S3 events, ingestion steps) live in ``ragchat.entrypoints``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
+
+from ragchat.config import Part
+from ragchat.container import Container, ContainerFactory, LazyContainer
+
+if TYPE_CHECKING:
+    from ragchat.api.app import RagchatResolver
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
 logger = Logger(service="ragchat")
 
-_lock = threading.Lock()
-_container: Any = None
+
+def needs_of(areas: Iterable[str]) -> tuple[Part, ...]:
+    """Settings-dependent parts the areas use: ``notes`` starts ingestion (the launcher)."""
+    return ("launcher",) if "notes" in areas else ()
 
 
-def container() -> Any:
-    """The process-wide container (settings validated on first use; a bad variable fails loudly)."""
-    global _container
-    if _container is None:
-        with _lock:
-            if _container is None:
-                from ragchat.container import Container
+class HttpHandler:
+    """An API Gateway REST (proxy) handler serving ``areas``; builds its resolver on first use."""
 
-                _container = Container()
-    return _container
+    def __init__(self, areas: Iterable[str], container: ContainerFactory = Container) -> None:
+        self.areas = frozenset(areas)
+        self.container = LazyContainer(container, needs_of(self.areas))
+        self._app: RagchatResolver | None = None
+        self._lock = threading.Lock()
 
-
-def set_container(value: Any | None) -> None:
-    """Install the process-wide container (integration tests inject moto-backed adapters and a fake
-    embedder); ``None`` resets it so the next call builds one from the environment. Handlers made
-    after this call (``http_handler`` builds its resolver on first use) see the new container."""
-    global _container
-    with _lock:
-        _container = value
-
-
-def http_handler(areas: set[str]) -> Handler:
-    """An API Gateway REST (proxy) handler serving ``areas``."""
-    app: Any = None
-
-    def build() -> Any:
-        nonlocal app
+    def warm(self) -> RagchatResolver:
+        """The resolver (built once: container, settings check, routers)."""
+        app = self._app
         if app is None:
-            from ragchat.api.app import create_app
+            with self._lock:
+                if self._app is None:
+                    from ragchat.api.app import create_app
 
-            app = create_app(container(), areas=areas)
+                    self._app = create_app(self.container.get(), areas=self.areas)
+                app = self._app
         return app
 
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def with_container(self, container: ContainerFactory) -> HttpHandler:
+        """The same handler (same areas) over another container."""
+        return HttpHandler(self.areas, container)
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         correlate(event, context)
-        result: dict[str, Any] = build().resolve(event, context)
-        return result
-
-    handler.warm = build  # type: ignore[attr-defined]
-    return handler
+        return self.warm().resolve(event, context)
 
 
-def warm_before_snapshot(handler: Handler, services: tuple[str, ...] = ()) -> bool:
+def http_handler(areas: set[str], container: ContainerFactory = Container) -> HttpHandler:
+    """An API Gateway REST (proxy) handler serving ``areas`` over the container ``container()``
+    makes (default: the real one, from the environment)."""
+    return HttpHandler(areas, container)
+
+
+def warm_before_snapshot(handler: HttpHandler, services: tuple[str, ...] = ()) -> bool:
     """With Lambda SnapStart, do the slow imports and build the resolver *before* the snapshot, so a
     restored sandbox starts warm. No client is created and no connection opened (credentials and
     connections must not be frozen into the snapshot): only modules, settings and botocore's service
@@ -73,7 +78,7 @@ def warm_before_snapshot(handler: Handler, services: tuple[str, ...] = ()) -> bo
         return False
 
     def warm() -> None:
-        handler.warm()  # type: ignore[attr-defined]
+        handler.warm()
         import botocore.session
 
         session = botocore.session.get_session()
@@ -91,53 +96,3 @@ def correlate(event: dict[str, Any], context: Any) -> None:
     logger.set_correlation_id(request_id)
     if context is not None:
         logger.append_keys(function_request_id=getattr(context, "aws_request_id", None))
-
-
-def ingest_step_handler() -> Handler:
-    """Step Functions task: ``{"step": "split"|"embed_index"|"finalize"|"fail", "owner", "documentId",
-    ...}`` → the step's JSON result. Errors propagate so the state machine's Retry/Catch apply (the
-    error type name is the Step Functions error name, e.g. ``TransientError``)."""
-
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        logger.clear_state()
-        step = event.get("step")
-        owner = str(event.get("owner") or "")
-        document_id = str(event.get("documentId") or "")
-        logger.append_keys(documentId=document_id, step=step)
-        steps = container().ingest_steps
-        if step == "split":
-            result: dict[str, Any] = steps.split(owner, document_id)
-        elif step == "embed_index":
-            result = steps.embed_index(owner, document_id, str(event["key"]))
-        elif step == "finalize":
-            result = steps.finalize(owner, document_id, int(event.get("chunkCount") or 0))
-        elif step == "fail":
-            result = steps.fail(owner, document_id, step_error(event.get("error")))
-        else:
-            raise ValueError(f"unknown ingestion step {step!r}")
-        return result
-
-    return handler
-
-
-def step_error(error: Any) -> str:
-    """A Step Functions Catch result (``{"Error": ..., "Cause": ...}``) → the text ``fail`` records."""
-    if isinstance(error, dict):
-        cause = error.get("Cause")
-        name = error.get("Error")
-        if isinstance(cause, str) and cause.strip():
-            return cause
-        return str(name or "Ingestion failed")
-    return str(error or "Ingestion failed")
-
-
-def s3_ingest_handler() -> Handler:
-    """S3 ``ObjectCreated`` events under ``uploads/`` → ingestion (see ``ragchat.api.s3_events``)."""
-
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        from ragchat.api.s3_events import ingest_s3_event
-
-        logger.clear_state()
-        return ingest_s3_event(container(), event)
-
-    return handler

@@ -7,7 +7,8 @@ only when called, so building the router (e.g. for the OpenAPI document) costs n
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -17,21 +18,15 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ragchat.api.auth import principal
 from ragchat.api.schemas import DocumentPatch, NoteIn, document_json, note_json, page_json, source_json
 from ragchat.domain.errors import ValidationError
+from ragchat.domain.extraction import supported_extensions, supported_type, type_for_filename
 from ragchat.domain.ids import stable_document_id
+from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
-
-# Upload content types accepted by POST /documents, by file extension.
-UPLOAD_TYPES = {
-    ".txt": "text/plain",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
-}
-
 Source = Annotated[
     str | None,
     Query(
@@ -43,13 +38,20 @@ Source = Annotated[
 ]
 
 
-def router(container: Any) -> APIGatewayRouter:
+def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     def owner() -> str:
         return principal(r.current_event)
 
-    # ---------------------------------------------------------------- notes
+    _note_routes(r, container, owner)
+    _document_routes(r, container, owner)
+    _document_edit_routes(r, container, owner)
+    _ask_route(r, container, owner)
+    return r
+
+
+def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.post("/notes", status_code=202, summary="Add a note (starts ingestion)", tags=["notes"])
     def post_note(note: Annotated[NoteIn, Body()]) -> Response[dict[str, Any]]:
         who = owner()
@@ -91,7 +93,8 @@ def router(container: Any) -> APIGatewayRouter:
         container.document_service.delete_note(owner(), note_id)
         return Response(status_code=204, content_type=None, body=None)
 
-    # ---------------------------------------------------------------- documents
+
+def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.get("/documents", summary="List documents (newest first)", tags=["documents"])
     def get_documents(
         limit: Limit = 50,
@@ -105,14 +108,13 @@ def router(container: Any) -> APIGatewayRouter:
 
     @r.post("/documents", status_code=202, summary="Upload a file (.txt .md .html .pdf)", tags=["documents"])
     def upload_document(
-        title: Annotated[str | None, Query(max_length=1000)] = None,
-        collection: Annotated[str | None, Query(max_length=200)] = None,
+        title: Annotated[str | None, Query(max_length=MAX_TITLE_CHARS)] = None,
+        collection: Annotated[str | None, Query()] = None,
         filename: Annotated[str | None, Query()] = None,
         source: Source = None,
     ) -> Response[dict[str, Any]]:
         who = owner()
-        event = r.current_event
-        name, content_type, data = _read_upload(event, filename)
+        name, content_type, data = _read_upload(r.current_event, filename)
         doc = container.ingestion.submit_file(
             who,
             data=data,
@@ -142,6 +144,8 @@ def router(container: Any) -> APIGatewayRouter:
             out["body"] = container.document_service.get_body(who, document_id)
         return out
 
+
+def _document_edit_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.patch("/documents/<document_id>", summary="Enable/disable, rename or re-tag", tags=["documents"])
     def patch_document(
         document_id: Annotated[str, Path()], patch: Annotated[DocumentPatch, Body()]
@@ -162,7 +166,8 @@ def router(container: Any) -> APIGatewayRouter:
         container.document_service.delete(owner(), document_id)
         return Response(status_code=204, content_type=None, body=None)
 
-    # ---------------------------------------------------------------- ask
+
+def _ask_route(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.get("/", summary="Ask a one-shot question", tags=["ask"])
     def ask(
         text: Annotated[str | None, Query(description="The question.")] = None,
@@ -171,7 +176,7 @@ def router(container: Any) -> APIGatewayRouter:
         who = owner()
         if text is None or not text.strip():
             raise ValidationError("text: a question is required (GET /?text=...)")
-        result = container.ask.ask(who, text, collection=collection)
+        result = container.ask.ask(who, text, collection=validate_collection(collection))
         body = {
             "answer": result.answer,
             "sources": [source_json(s) for s in result.sources],
@@ -182,8 +187,6 @@ def router(container: Any) -> APIGatewayRouter:
             body,
             headers={"x-model-used": result.model, "x-source-count": str(len(result.sources))},
         )
-
-    return r
 
 
 def _json(
@@ -209,23 +212,12 @@ def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
     name = filename or unquote(headers.get("x-filename", "") or "")
     if ctype.lower().startswith("multipart/form-data"):
         name, ctype, data = _first_multipart_file(ctype, data, name)
-    ext = _extension(name)
-    if ext in UPLOAD_TYPES:
-        ctype = UPLOAD_TYPES[ext]
-    else:
-        base = ctype.split(";")[0].strip().lower()
-        if base not in UPLOAD_TYPES.values():
-            raise ValidationError(
-                "Unsupported file type: upload .txt, .md, .html or .pdf "
-                "(name it with ?filename= or X-Filename)"
-            )
-        ctype = base
+    ctype = type_for_filename(name) or supported_type(ctype) or ""
+    if not ctype:
+        raise ValidationError(
+            f"Unsupported file type: upload {supported_extensions()} (name it with ?filename= or X-Filename)"
+        )
     return name or "upload", ctype, data
-
-
-def _extension(name: str) -> str:
-    dot = name.rfind(".")
-    return name[dot:].lower() if dot >= 0 else ""
 
 
 def _first_multipart_file(ctype: str, data: bytes, fallback_name: str) -> tuple[str, str, bytes]:

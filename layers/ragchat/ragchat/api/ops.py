@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ragchat import __version__
 from ragchat.api.auth import principal
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
 
 OPENAPI_TITLE = "ragchat"
 OPENAPI_DESCRIPTION = (
@@ -17,7 +20,7 @@ OPENAPI_DESCRIPTION = (
 )
 
 
-def router(container: Any) -> APIGatewayRouter:
+def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     @r.get("/health", summary="Liveness", tags=["ops"])
@@ -42,7 +45,7 @@ def _base_path(event: Any) -> str:
     return "/" if not stage or stage == "$default" else f"/{stage}"
 
 
-def openapi_json(container: Any, *, base_path: str = "/") -> str:
+def openapi_json(container: Container, *, base_path: str = "/") -> str:
     """The OpenAPI document of the whole API (every area, chat included when installed), whatever
     areas this function serves. Building routers touches no service, so this is cheap."""
     from aws_lambda_powertools.event_handler.openapi.models import Server

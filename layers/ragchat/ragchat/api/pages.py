@@ -25,10 +25,13 @@ Never render anything owner-specific here: these responses reach anyone.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
 
 _STYLE = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -312,7 +315,7 @@ def content_security_policy(config: dict[str, str]) -> str:
     return f"default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src {connect}"
 
 
-def router(container: Any) -> APIGatewayRouter:
+def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     def page(name: str) -> Response[str]:

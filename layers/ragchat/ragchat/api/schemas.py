@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.domain.models import Document, Note, Page, SourceRef
 
-MAX_TITLE = 1000
+MAX_TITLE = MAX_TITLE_CHARS
 
 
 class NoteIn(BaseModel):
@@ -23,7 +24,7 @@ class NoteIn(BaseModel):
         None, alias="contentType", description="text/plain (default), text/markdown or text/html."
     )
     metadata: dict[str, Any] | None = None
-    collection: str | None = Field(None, max_length=200)
+    collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")
     split: bool | None = Field(None, description="Split into chunks (default: ENABLE_TEXT_SPLITTING).")
 
     @field_validator("text")

@@ -42,6 +42,8 @@ _ALIASES = {
 # Declared types that say nothing: the file name's extension decides.
 _GENERIC = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
 _BY_EXTENSION = {ext: ctype for ctype, exts in SUPPORTED_TYPES.items() for ext in exts}
+# The usual extension of each supported type (the first listed): ``.txt .md .html .pdf``.
+PRIMARY_EXTENSIONS: dict[str, str] = {ctype: exts[0] for ctype, exts in SUPPORTED_TYPES.items()}
 
 
 class ExtractionError(ValidationError):
@@ -50,6 +52,24 @@ class ExtractionError(ValidationError):
 
 def supported_description() -> str:
     return ", ".join(f"{ctype} ({' '.join(exts)})" for ctype, exts in SUPPORTED_TYPES.items())
+
+
+def supported_extensions() -> str:
+    """``.txt, .md, .html or .pdf`` (for messages)."""
+    exts = list(PRIMARY_EXTENSIONS.values())
+    return ", ".join(exts[:-1]) + " or " + exts[-1]
+
+
+def type_for_filename(filename: str | None) -> str | None:
+    """The supported content type a file name's extension stands for (``None``: no such extension)."""
+    return _BY_EXTENSION.get(_extension(filename))
+
+
+def supported_type(declared: str | None) -> str | None:
+    """A declared ``Content-Type`` (parameters and aliases allowed) as a supported type, else ``None``."""
+    base = (declared or "").split(";", 1)[0].strip().lower()
+    base = _ALIASES.get(base, base)
+    return base if base in SUPPORTED_TYPES else None
 
 
 def _extension(filename: str | None) -> str:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.labels import validate_collection, validate_title
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
-from ragchat.services.ingestion import validate_metadata, validate_title, work_prefix
+from ragchat.services.ingestion import validate_metadata, work_prefix
 
 if TYPE_CHECKING:
     from ragchat.ports import BlobStore, DocumentStore, VectorIndex
@@ -42,7 +43,7 @@ class DocumentService:
         self, owner: str, *, collection: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> Page[Document]:
         return self.documents.list_documents(
-            owner, collection=collection or None, limit=_limit(limit), cursor=cursor or None
+            owner, collection=validate_collection(collection), limit=_limit(limit), cursor=cursor or None
         )
 
     def get(self, owner: str, document_id: str) -> Document:

@@ -23,7 +23,13 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, parse_iso, system_clock
 from ragchat.domain.errors import NotFound, PayloadTooLarge, RagchatError, ValidationError
+from ragchat.domain.extraction import PRIMARY_EXTENSIONS
 from ragchat.domain.ids import new_id, note_id
+from ragchat.domain.labels import (  # one rule for documents and conversations (re-exported)
+    MAX_TITLE_CHARS,
+    optional_title,
+    validate_collection,
+)
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
 
 if TYPE_CHECKING:
@@ -32,7 +38,6 @@ if TYPE_CHECKING:
 
 logger = Logger(service="ragchat", child=True)
 
-MAX_TITLE_CHARS = 1000
 DEFAULT_TITLE_CHARS = 200
 MAX_METADATA_BYTES = 16 * 1024
 BATCH_SIZE = 64
@@ -43,16 +48,10 @@ COALESCE_TEXTS = 256
 MAX_UNSPLIT_CHARS = 8000
 MAX_ERROR_CHARS = 500
 
-_COLLECTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _DOCUMENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 
-_EXTENSIONS = {
-    "text/plain": ".txt",
-    "text/markdown": ".md",
-    "text/html": ".html",
-    "application/pdf": ".pdf",
-}
+_EXTENSIONS = PRIMARY_EXTENSIONS
 
 
 # --------------------------------------------------------------------------------------- helpers
@@ -113,33 +112,6 @@ def validate_metadata(metadata: Any) -> dict[str, Any]:
     if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
         raise ValidationError(f"metadata is too large (at most {MAX_METADATA_BYTES} bytes as JSON)")
     return dict(metadata)
-
-
-def validate_title(title: Any) -> str:
-    if not isinstance(title, str):
-        raise ValidationError("title must be a string")
-    clean: str = title.strip()
-    if len(clean) > MAX_TITLE_CHARS:
-        raise ValidationError(f"title must be at most {MAX_TITLE_CHARS} characters")
-    if not clean:
-        raise ValidationError("title must not be blank")
-    return clean
-
-
-def validate_collection(collection: Any) -> str | None:
-    if collection is None:
-        return None
-    if not isinstance(collection, str):
-        raise ValidationError("collection must be a string")
-    clean: str = collection.strip()
-    if not clean:
-        return None
-    if not _COLLECTION.match(clean):
-        raise ValidationError(
-            "collection must be 1-64 characters: letters, digits, '_', '-', '.', ':' "
-            "(starting with a letter or digit)"
-        )
-    return clean
 
 
 def human_error(error: str) -> str:
@@ -227,11 +199,7 @@ class IngestionService:
             if not body_text.strip():
                 raise ValidationError("text is required and must not be blank")
 
-        if title is not None:
-            if not isinstance(title, str):
-                raise ValidationError("title must be a string")
-            if len(title.strip()) > MAX_TITLE_CHARS:
-                raise ValidationError(f"title must be at most {MAX_TITLE_CHARS} characters")
+        optional_title(title)
         final_title = (title or "").strip() or _default_title(filename, body_text)
         meta = validate_metadata(metadata)
         coll = validate_collection(collection)

@@ -21,6 +21,9 @@ class S3BlobStore:
         self._client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
 
     def get(self, key: str) -> bytes:
+        return self.get_with_metadata(key)[0]
+
+    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str]]:
         try:
             resp = self._client.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
@@ -28,7 +31,8 @@ class S3BlobStore:
                 raise KeyError(key) from exc
             raise
         body: bytes = resp["Body"].read()
-        return body
+        metadata = {str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()}
+        return body, metadata
 
     def delete(self, key: str) -> None:
         self._client.delete_object(Bucket=self.bucket, Key=key)  # absent keys are not an error in S3

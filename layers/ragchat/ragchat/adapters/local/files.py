@@ -64,6 +64,10 @@ class FileBlobStore:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise KeyError(key) from None
 
+    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str]]:
+        """Files keep no user metadata."""
+        return self.get(key), {}
+
     def delete(self, key: str) -> None:
         path = self._path(key)
         try:

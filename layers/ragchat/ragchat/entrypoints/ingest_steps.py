@@ -1,0 +1,59 @@
+"""The ingestion state machine's task: one step (split / embed_index / finalize / fail) per call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ragchat.api.handler import logger
+from ragchat.container import Container, ContainerFactory, LazyContainer
+
+if TYPE_CHECKING:
+    from ragchat.services.ingestion import IngestSteps
+
+
+class IngestStepHandler:
+    """Step Functions task: ``{"step": "split"|"embed_index"|"finalize"|"fail", "owner", "documentId",
+    ...}`` → the step's JSON result. Errors propagate so the state machine's Retry/Catch apply (the
+    error type name is the Step Functions error name, e.g. ``TransientError``)."""
+
+    def __init__(self, container: ContainerFactory = Container) -> None:
+        self.container = LazyContainer(container)
+
+    def with_container(self, container: ContainerFactory) -> IngestStepHandler:
+        return IngestStepHandler(container)
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        logger.clear_state()
+        step = event.get("step")
+        owner = str(event.get("owner") or "")
+        document_id = str(event.get("documentId") or "")
+        logger.append_keys(documentId=document_id, step=step)
+        return run_step(self.container.get().ingest_steps, event, owner, document_id)
+
+
+def run_step(steps: IngestSteps, event: dict[str, Any], owner: str, document_id: str) -> dict[str, Any]:
+    step = event.get("step")
+    if step == "split":
+        return steps.split(owner, document_id)
+    if step == "embed_index":
+        return steps.embed_index(owner, document_id, str(event["key"]))
+    if step == "finalize":
+        return steps.finalize(owner, document_id, int(event.get("chunkCount") or 0))
+    if step == "fail":
+        return steps.fail(owner, document_id, step_error(event.get("error")))
+    raise ValueError(f"unknown ingestion step {step!r}")
+
+
+def ingest_step_handler(container: ContainerFactory = Container) -> IngestStepHandler:
+    return IngestStepHandler(container)
+
+
+def step_error(error: Any) -> str:
+    """A Step Functions Catch result (``{"Error": ..., "Cause": ...}``) → the text ``fail`` records."""
+    if isinstance(error, dict):
+        cause = error.get("Cause")
+        name = error.get("Error")
+        if isinstance(cause, str) and cause.strip():
+            return cause
+        return str(name or "Ingestion failed")
+    return str(error or "Ingestion failed")

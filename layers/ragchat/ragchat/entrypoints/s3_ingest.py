@@ -1,0 +1,98 @@
+"""S3 ``ObjectCreated`` under ``uploads/`` → the ingestion pipeline (SPEC §5).
+
+- Owner: ONLY the first path segment of the key (``uploads/<owner>/<file>``): whoever may write the
+  key's prefix owns the document; object metadata cannot claim another owner. A key without an owner
+  segment is rejected (logged, reported in the result).
+- The object is read through the ``BlobStore`` port (the documents bucket); an event for any other
+  bucket is rejected.
+- Document id: stable per object key (``stable_document_id``), so re-uploading the same key
+  replaces the document instead of adding another.
+- Object metadata may carry ``title`` and ``collection``.
+- Permanent problems (unsupported type, too large, no owner) are logged as ``s3_ingest.rejected``
+  and reported; anything else (throttling, storage errors) is raised so Lambda retries the event.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import unquote_plus
+
+from ragchat.api.handler import logger as powertools_logger
+from ragchat.container import Container, ContainerFactory, LazyContainer
+from ragchat.domain.errors import RagchatError, TransientError, ValidationError
+from ragchat.domain.ids import stable_document_id
+
+logger = logging.getLogger("ragchat.s3_ingest")
+
+UPLOADS_PREFIX = "uploads/"
+
+
+def owner_for(key: str) -> str:
+    """The owner named by the key ``uploads/<owner>/<file>``; nothing else can name it."""
+    parts = key.split("/")
+    if len(parts) >= 3 and parts[0] == "uploads" and parts[1].strip():
+        return parts[1].strip()
+    raise ValidationError(f"{key}: no owner (upload under uploads/<owner>/<file>)")
+
+
+def ingest_s3_event(container: Container, event: dict[str, Any]) -> dict[str, Any]:
+    accepted: list[dict[str, str]] = []
+    rejected: list[dict[str, str]] = []
+    for record in event.get("Records") or []:
+        info = record.get("s3") or {}
+        bucket = str((info.get("bucket") or {}).get("name", ""))
+        key = unquote_plus((info.get("object") or {}).get("key", ""))
+        if not key.startswith(UPLOADS_PREFIX) or key.endswith("/"):
+            continue
+        try:
+            document_id, status = _ingest(container, bucket, key)
+        except RagchatError as exc:
+            if isinstance(exc, TransientError) or exc.status >= 500:
+                raise
+            logger.error("s3_ingest.rejected key=%s reason=%s", key, exc.message)
+            rejected.append({"key": key, "error": exc.message})
+            continue
+        logger.info("s3_ingest.accepted key=%s documentId=%s", key, document_id)
+        accepted.append({"key": key, "documentId": document_id, "status": status})
+    return {"accepted": accepted, "rejected": rejected}
+
+
+def _ingest(container: Container, bucket: str, key: str) -> tuple[str, str]:
+    expected = container.settings.documents_bucket
+    if expected and bucket != expected:
+        raise ValidationError(f"{key}: bucket {bucket!r} is not the documents bucket (DOCUMENTS_BUCKET)")
+    owner = owner_for(key)
+    try:
+        data, metadata = container.blobs.get_with_metadata(key)
+    except KeyError:
+        raise ValidationError(f"{key}: the object no longer exists") from None
+    doc = container.ingestion.submit_file(
+        owner,
+        data=data,
+        filename=key.rsplit("/", 1)[-1],
+        content_type=None,
+        title=metadata.get("title") or None,
+        collection=metadata.get("collection") or None,
+        source=f"s3://{bucket}/{key}",
+        document_id=stable_document_id(key),
+    )
+    return doc.id, str(doc.status)
+
+
+class S3IngestHandler:
+    """S3 ``ObjectCreated`` events under ``uploads/`` → ingestion, over a lazily made container."""
+
+    def __init__(self, container: ContainerFactory = Container) -> None:
+        self.container = LazyContainer(container, ("launcher",))
+
+    def with_container(self, container: ContainerFactory) -> S3IngestHandler:
+        return S3IngestHandler(container)
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        powertools_logger.clear_state()
+        return ingest_s3_event(self.container.get(), event)
+
+
+def s3_ingest_handler(container: ContainerFactory = Container) -> S3IngestHandler:
+    return S3IngestHandler(container)
