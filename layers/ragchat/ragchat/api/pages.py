@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING, Literal
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from ragchat.domain.extraction import PRIMARY_EXTENSIONS
+from ragchat.domain.labels import MAX_COLLECTION_CHARS
+
 if TYPE_CHECKING:
     from ragchat.container import Container
 
@@ -121,7 +124,7 @@ _ASK_BODY = """<h2>Ask once</h2>
 <form id=f class=row><input id=q placeholder="Ask a question about your notes" required>
 <button>Ask</button></form><pre id=answer hidden></pre><ol id=sources class=sources></ol>
 <h2>Chat</h2><div class=chat><aside>
-<form id=new-conv><input id=collection placeholder="Collection (optional)" maxlength=200>
+<form id=new-conv><input id=collection placeholder="Collection (optional)" maxlength=@COLLECTION@>
 <button id=new-conv-button>New conversation</button></form><ul id=convs></ul></aside>
 <section><h3 id=conv-title class=muted>Start or pick a conversation</h3><div id=messages></div>
 <form id=chat-form class=row hidden><input id=message placeholder="Your message" maxlength=4000 required>
@@ -173,9 +176,9 @@ function start() { loadConversations(); }"""
 
 _WRITE_BODY = """<form id=f><input id=title placeholder="Title (optional)" maxlength=1000>
 <textarea id=text rows=10 placeholder="Text" required></textarea><button>Add note</button></form>
-<h2>…or upload a file</h2><form id=u><input id=file type=file accept=".txt,.md,.html,.pdf">
+<h2>…or upload a file</h2><form id=u><input id=file type=file accept="@UPLOAD_ACCEPT@">
 <button>Upload</button></form>
-<p><input id=collection placeholder="Collection for the note or file (optional)" maxlength=200></p>
+<p><input id=collection placeholder="Collection for the note or file (optional)" maxlength=@COLLECTION@></p>
 <p id=status class=muted role=status></p>"""
 
 _WRITE_SCRIPT = """const status = $('status');
@@ -283,6 +286,12 @@ def _signin_form(auth: PageAuth) -> str:
     )
 
 
+def _fill(body: str) -> str:
+    """The facts a page repeats from the domain: the collection length and the upload types."""
+    accept = ",".join(PRIMARY_EXTENSIONS.values())
+    return body.replace("@COLLECTION@", str(MAX_COLLECTION_CHARS)).replace("@UPLOAD_ACCEPT@", accept)
+
+
 def render(page: str, config: dict[str, str] | None = None) -> str:
     title, body, script = _PAGES[page]
     config = config or {"auth": "none"}
@@ -303,7 +312,7 @@ def render(page: str, config: dict[str, str] | None = None) -> str:
         '<nav><a data-p="/ui">Ask</a><a data-p="/write">Add</a><a data-p="/documents/ui">Documents</a>'
         f"{api_link}{account}</nav>"
         f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
-        f"<h1>{title}</h1>{signin}<main id=app hidden>{body}</main>"
+        f"<h1>{title}</h1>{signin}<main id=app hidden>{_fill(body)}</main>"
         f"<script>{_SCRIPT}{script}\nboot();</script></body></html>"
     )
 
