@@ -8,19 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ragchat.domain.extraction import EXTENSION_TYPES, PRIMARY_EXTENSIONS
+
 if TYPE_CHECKING:
     from ragchat.config import Settings
     from ragchat.container import Container
 
-# File types the CLI ingests, by extension (the API accepts the same set on POST /documents).
-SUPPORTED = {
-    ".txt": "text/plain",
-    ".md": "text/markdown",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
-}
-SUPPORTED_LIST = ".txt .md .html .pdf"
+# File types the CLI ingests, by extension: the domain's one table (the API accepts the same set).
+SUPPORTED = EXTENSION_TYPES
+SUPPORTED_LIST = " ".join(PRIMARY_EXTENSIONS.values())
 
 ApiOption = Annotated[
     str | None, typer.Option("--api", help="Base URL of a ragchat API (default: local backends in-process).")

@@ -41,7 +41,9 @@ _ALIASES = {
 }
 # Declared types that say nothing: the file name's extension decides.
 _GENERIC = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
-_BY_EXTENSION = {ext: ctype for ctype, exts in SUPPORTED_TYPES.items() for ext in exts}
+# Every supported extension → its content type (``.htm`` → ``text/html``).
+EXTENSION_TYPES: dict[str, str] = {ext: ctype for ctype, exts in SUPPORTED_TYPES.items() for ext in exts}
+_BY_EXTENSION = EXTENSION_TYPES
 # The usual extension of each supported type (the first listed): ``.txt .md .html .pdf``.
 PRIMARY_EXTENSIONS: dict[str, str] = {ctype: exts[0] for ctype, exts in SUPPORTED_TYPES.items()}
 
