@@ -25,7 +25,7 @@ from ragchat.domain.clock import Clock, parse_iso, system_clock
 from ragchat.domain.errors import NotFound, PayloadTooLarge, RagchatError, ValidationError
 from ragchat.domain.extraction import PRIMARY_EXTENSIONS
 from ragchat.domain.ids import new_id, note_id
-from ragchat.domain.labels import (  # one rule for documents and conversations (re-exported)
+from ragchat.domain.labels import (  # the one title/collection rule (documents and conversations)
     MAX_TITLE_CHARS,
     optional_title,
     validate_collection,
