@@ -4,27 +4,20 @@ personas, the streaming citation filter, retries."""
 from __future__ import annotations
 
 import pytest
-from ragchat.domain.chat import (
-    CitationStreamFilter,
-    HistoryWindow,
+from ragchat.domain.citations import CitationStreamFilter, validate_citations
+from ragchat.domain.errors import PayloadTooLarge, ValidationError
+from ragchat.domain.history import HistoryWindow, cap_window, extractive_summary, plan_summary
+from ragchat.domain.limits import (
     LatencyWindow,
     breaker_open,
     call_with_retries,
-    cap_window,
-    estimate_tokens,
-    extractive_summary,
     flood_retry_after,
-    make_title,
-    parse_personas,
-    plan_summary,
-    resolve_persona,
-    sanitize_message,
     sliding_count,
     sliding_retry_after,
 )
-from ragchat.domain.citations import validate_citations
-from ragchat.domain.errors import PayloadTooLarge, ValidationError
+from ragchat.domain.messages import estimate_tokens, make_title, sanitize_message
 from ragchat.domain.models import Message, SourceRef
+from ragchat.domain.personas import parse_personas, resolve_persona
 
 
 def _msgs(roles: str) -> list[Message]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragchat.api.schemas import conversation_export_json
 from ragchat.config import load_settings
 from ragchat.domain.errors import (
     Conflict,
@@ -21,9 +22,10 @@ from ragchat.domain.errors import (
     RateLimited,
     ValidationError,
 )
+from ragchat.domain.export import export_markdown
 from ragchat.domain.models import Hit, ModelRequest, Note, VectorRecord
 from ragchat.domain.prompts import FALLBACK_PREFIX, GUARD_REPLY, SUMMARY_PROMPT
-from ragchat.services.chat import ChatService
+from ragchat.services.chat import ChatService, ExtractiveSummarizer
 from ragchat.services.retrieval import Retriever
 
 from tests.fakes import (
@@ -47,7 +49,13 @@ NOTES = {
 
 class Rig:
     def __init__(
-        self, env: dict[str, str] | None = None, model: Any = None, notes: dict[str, str] | None = None
+        self,
+        env: dict[str, str] | None = None,
+        model: Any = None,
+        notes: dict[str, str] | None = None,
+        *,
+        sleep: Any = None,
+        summarizer: Any = None,
     ):
         self.clock = FakeClock()
         self.store = FakeConversationStore(clock=self.clock)
@@ -68,7 +76,8 @@ class Rig:
             documents=self.documents,
             settings=self.settings,
             clock=self.clock,
-            sleep=self.sleeps.append,
+            sleep=sleep or self.sleeps.append,
+            summarizer=summarizer,
         )
         for note_id, text in (NOTES if notes is None else notes).items():
             self.add_note(note_id, text)
@@ -221,6 +230,7 @@ def test_summarization_inserts_summary_and_next_context_is_summary_plus_recent()
     rig = Rig(
         {"ENABLE_CHAT_SUMMARIZATION": "true", "MAX_CHAT_HISTORY": "6"},
         model=FakeChatModel("Answer.", model_id="extractive"),
+        summarizer=ExtractiveSummarizer(),
     )
     c = rig.conv()
     questions = [f"Question number {i} about the sky" for i in range(1, 6)]
@@ -270,7 +280,11 @@ def test_summary_uses_llm_with_exact_prompt_and_is_logged(caplog: pytest.LogCapt
 
 def test_summarization_never_drops_last_two_user_messages_with_long_answers() -> None:
     long_answer = "word " * 5000
-    rig = Rig({"ENABLE_CHAT_SUMMARIZATION": "true"}, model=FakeChatModel(long_answer, model_id="extractive"))
+    rig = Rig(
+        {"ENABLE_CHAT_SUMMARIZATION": "true"},
+        model=FakeChatModel(long_answer, model_id="extractive"),
+        summarizer=ExtractiveSummarizer(),
+    )
     c = rig.conv()
     rig.say(c, "first question about sky")
     rig.say(c, "second question about sky")
@@ -313,8 +327,7 @@ def test_idempotency_holds_when_two_requests_race() -> None:
         gate.set()
         assert first_done.wait(5)
 
-    rig = Rig(model=FakeChatModel(slow))
-    rig.service.sleep = wait_for_first
+    rig = Rig(model=FakeChatModel(slow), sleep=wait_for_first)
     c = rig.conv()
     results: list[Any] = []
     errors: list[BaseException] = []
@@ -530,14 +543,12 @@ def test_export_markdown_and_json() -> None:
     rig = Rig()
     c = rig.conv(title="Sky talk")
     rig.say(c, "Why is the sky blue?")
-    ctype, md = rig.service.export(OWNER, c, "markdown")
-    assert ctype.startswith("text/markdown")
+    conv, messages = rig.service.transcript(OWNER, c)
+    md = export_markdown(conv, messages)
     assert md.startswith("# Sky talk") and "## User" in md and "## Assistant" in md and "- `n-" in md
-    ctype, body = rig.service.export(OWNER, c, "json")
-    data = json.loads(body)
+    data = json.loads(json.dumps(conversation_export_json(conv, messages)))
     assert data["id"] == c and [m["role"] for m in data["messages"]] == ["user", "assistant"]
-    with pytest.raises(ValidationError):
-        rig.service.export(OWNER, c, "pdf")
+    assert data["messages"][1]["sources"][0]["id"].startswith("n-")
 
 
 class ToolModel(FakeChatModel):

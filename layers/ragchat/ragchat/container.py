@@ -302,8 +302,11 @@ class Container:
 
     @cached_property
     def chat(self) -> ChatService:
-        from ragchat.services.chat import ChatService
+        from ragchat.adapters.local.extractive import ExtractiveChatModel
+        from ragchat.services.chat import ChatService, ExtractiveSummarizer
 
+        # No LLM behind the extractive answerer: its history summaries are extractive too.
+        extractive = isinstance(self.chat_model, ExtractiveChatModel)
         return ChatService(
             conversations=self.conversations,
             counters=self.counters,
@@ -313,6 +316,7 @@ class Container:
             settings=self.settings,
             clock=self.clock,
             personas=dict(self.personas),
+            summarizer=ExtractiveSummarizer() if extractive else None,
         )
 
 
@@ -336,7 +340,7 @@ def load_personas(path: Path | None) -> dict[str, str]:
     """The persona registry from ``RAGCHAT_PERSONAS_FILE`` (JSON, or TOML by the ``.toml`` suffix);
     the built-in ones without a file. A missing or invalid file is a start-up error naming the
     variable (not a 500 on every chat message later)."""
-    from ragchat.domain.chat import BUILTIN_PERSONAS, parse_personas
+    from ragchat.domain.personas import BUILTIN_PERSONAS, parse_personas
 
     if path is None:
         return dict(BUILTIN_PERSONAS)

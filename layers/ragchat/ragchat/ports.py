@@ -187,6 +187,31 @@ class ChatModel(Protocol):
         ...
 
 
+class NoteTools(Protocol):
+    """What the chat model may call in tool-use mode (SPEC §9), confined to the caller and the
+    conversation's scope (the chat service implements it per turn)."""
+
+    def search_notes(self, query: str, limit: int) -> list[Hit]: ...
+
+    def get_note(self, note_id: str) -> Hit | None: ...
+
+
+@runtime_checkable
+class ToolCallingChatModel(ChatModel, Protocol):
+    """A chat model that can also answer by calling :class:`NoteTools` (``CHAT_MODE=tools``)."""
+
+    def complete_with_tools(self, request: ModelRequest, tools: NoteTools) -> Completion:
+        """Answer, calling ``tools`` as the model asks; ``Completion.tool_hits`` holds what they
+        returned (those notes count as retrieved for citation validation)."""
+        ...
+
+
+class Summarizer(Protocol):
+    """Writes the summary that replaces older messages in the history window (SPEC §8)."""
+
+    def summarize(self, messages: Sequence[Message], *, previous: str | None) -> str: ...
+
+
 @runtime_checkable
 class BlobStore(Protocol):
     def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None: ...

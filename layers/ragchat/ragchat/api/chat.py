@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
@@ -18,8 +18,20 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
+from ragchat.api.schemas import (
+    conversation_export_json,
+    conversation_json,
+    message_json,
+    page_json,
+    turn_json,
+)
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.labels import validate_collection
+from ragchat.domain.export import export_markdown
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
+    from ragchat.services.chat import TurnResult
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
@@ -59,53 +71,50 @@ class EditIn(BaseModel):
     content: str = Field(description="The new version of the user message.")
 
 
-def router(container: Any) -> APIGatewayRouter:
-    from ragchat.services.chat import conversation_json, message_json
-
+def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
+    _conversation_routes(r, container)
+    _message_routes(r, container)
+    _export_route(r, container)
+    return r
 
-    def owner() -> str:
-        return principal(r.current_event)
 
-    def source_ip() -> str | None:
-        ctx = r.current_event.raw_event.get("requestContext") or {}
-        ip = (ctx.get("identity") or {}).get("sourceIp")
-        return str(ip) if ip else None
+def _owner(r: APIGatewayRouter) -> str:
+    return principal(r.current_event)
 
-    def wants_stream() -> bool:
-        accept = (r.current_event.headers or {}).get("accept") or _header(r.current_event, "Accept")
-        return "text/event-stream" in (accept or "").lower()
 
-    def can_stream() -> bool:
-        # ragchat serve and the chat_stream function (ragchat.lambda_web) write an iterator body as it is
-        # produced and say so on their context object; a buffered Lambda's real context does not.
-        return bool(getattr(r.lambda_context, "streams_response", False))
+def _source_ip(r: APIGatewayRouter) -> str | None:
+    ctx = r.current_event.raw_event.get("requestContext") or {}
+    ip = (ctx.get("identity") or {}).get("sourceIp")
+    return str(ip) if ip else None
 
-    def reply(result: Any) -> Response[dict[str, Any]]:
-        msg = result.message
-        body = {
-            "role": "assistant",
-            "id": msg.id,
-            "content": msg.content,
-            "sources": [{"id": s.id, "text": s.text} for s in msg.sources or []],
-            "model": result.model,
-            "guardUsed": result.guard_used,
-            "userMessageId": result.user_message_id,
-            "createdAt": msg.created_at,
-        }
-        if result.replayed:
-            body["replayed"] = True
-        return Response(
-            status_code=200,
-            content_type=content_types.APPLICATION_JSON,
-            body=body,
-            headers={"x-model-used": result.model, "x-source-count": str(len(msg.sources or []))},
-        )
 
+def _wants_stream(r: APIGatewayRouter) -> bool:
+    accept = (r.current_event.headers or {}).get("accept") or _header(r.current_event, "Accept")
+    return "text/event-stream" in (accept or "").lower()
+
+
+def _can_stream(r: APIGatewayRouter) -> bool:
+    # ragchat serve and the chat_stream function (ragchat.lambda_web) write an iterator body as it is
+    # produced and say so on their context object; a buffered Lambda's real context does not.
+    return bool(getattr(r.lambda_context, "streams_response", False))
+
+
+def _reply(result: TurnResult) -> Response[dict[str, Any]]:
+    msg = result.message
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body=turn_json(result),
+        headers={"x-model-used": result.model, "x-source-count": str(len(msg.sources or []))},
+    )
+
+
+def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.post("/chat/conversations", status_code=201, summary="Start a conversation", tags=["chat"])
     def create(conv: Annotated[ConversationIn, Body()]) -> Response[dict[str, Any]]:
         created = container.chat.create_conversation(
-            owner(),
+            _owner(r),
             title=conv.title,
             collection=validate_collection(conv.collection),  # the documents' rule (domain.labels)
             document_id=conv.document_id,
@@ -117,8 +126,8 @@ def router(container: Any) -> APIGatewayRouter:
 
     @r.get("/chat/conversations", summary="Your conversations, newest first", tags=["chat"])
     def list_conversations(limit: Limit = 50, cursor: Cursor = None) -> dict[str, Any]:
-        page = container.chat.list_conversations(owner(), limit=limit, cursor=cursor)
-        return {"items": [conversation_json(c) for c in page.items], "cursor": page.cursor}
+        page = container.chat.list_conversations(_owner(r), limit=limit, cursor=cursor)
+        return page_json(page, conversation_json)
 
     @r.get(
         "/chat/conversations/<conversation_id>",
@@ -130,7 +139,7 @@ def router(container: Any) -> APIGatewayRouter:
         limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
-        who = owner()
+        who = _owner(r)
         conv = container.chat.get_conversation(who, conversation_id)
         page = container.chat.messages(who, conversation_id, limit=limit, cursor=cursor)
         return {
@@ -141,9 +150,11 @@ def router(container: Any) -> APIGatewayRouter:
 
     @r.delete("/chat/conversations/<conversation_id>", summary="Delete a conversation", tags=["chat"])
     def delete_conversation(conversation_id: Annotated[str, Path()]) -> Response[str]:
-        container.chat.delete_conversation(owner(), conversation_id)
+        container.chat.delete_conversation(_owner(r), conversation_id)
         return Response(status_code=204, content_type=None, body="")
 
+
+def _message_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.post(
         "/chat/conversations/<conversation_id>/messages",
         summary="Send a message; JSON answer, or SSE with Accept: text/event-stream",
@@ -152,25 +163,25 @@ def router(container: Any) -> APIGatewayRouter:
     def post_message(
         conversation_id: Annotated[str, Path()], message: Annotated[MessageIn, Body()]
     ) -> Response[Any]:
-        who = owner()
+        who = _owner(r)
         message_id = message.message_id or _header(r.current_event, "Idempotency-Key") or None
-        if wants_stream():
-            model, events = container.chat.stream(
-                who, conversation_id, message.content, message_id=message_id, ip=source_ip()
+        if not _wants_stream(r):
+            result = container.chat.send(
+                who, conversation_id, message.content, message_id=message_id, ip=_source_ip(r)
             )
-            body: Any = sse(events)
-            if not can_stream():
-                body = "".join(body)
-            return Response(
-                status_code=200,
-                content_type="text/event-stream; charset=utf-8",
-                body=body,
-                headers={"x-model-used": model},
-            )
-        result = container.chat.send(
-            who, conversation_id, message.content, message_id=message_id, ip=source_ip()
+            return _reply(result)
+        model, events = container.chat.stream(
+            who, conversation_id, message.content, message_id=message_id, ip=_source_ip(r)
         )
-        return reply(result)
+        body: Any = sse(events)
+        if not _can_stream(r):
+            body = "".join(body)
+        return Response(
+            status_code=200,
+            content_type="text/event-stream; charset=utf-8",
+            body=body,
+            headers={"x-model-used": model},
+        )
 
     @r.put(
         "/chat/conversations/<conversation_id>/messages/<message_id>",
@@ -182,9 +193,11 @@ def router(container: Any) -> APIGatewayRouter:
         message_id: Annotated[str, Path()],
         edit: Annotated[EditIn, Body()],
     ) -> Response[dict[str, Any]]:
-        result = container.chat.edit(owner(), conversation_id, message_id, edit.content, ip=source_ip())
-        return reply(result)
+        result = container.chat.edit(_owner(r), conversation_id, message_id, edit.content, ip=_source_ip(r))
+        return _reply(result)
 
+
+def _export_route(r: APIGatewayRouter, container: Container) -> None:
     @r.get(
         "/chat/conversations/<conversation_id>/export",
         summary="Export a conversation as markdown or JSON",
@@ -197,16 +210,19 @@ def router(container: Any) -> APIGatewayRouter:
         fmt = format.lower()
         if fmt not in ("markdown", "md", "json"):
             raise ValidationError("format: use markdown or json")
-        ctype, text = container.chat.export(owner(), conversation_id, fmt)
-        ext = "json" if fmt == "json" else "md"
+        conv, messages = container.chat.transcript(_owner(r), conversation_id)
+        if fmt == "json":
+            ctype, ext = "application/json", "json"
+            text = json.dumps(conversation_export_json(conv, messages), ensure_ascii=False, indent=2)
+        else:
+            ctype, ext = "text/markdown; charset=utf-8", "md"
+            text = export_markdown(conv, messages)
         return Response(
             status_code=200,
             content_type=ctype,
             body=text,
             headers={"Content-Disposition": f'attachment; filename="conversation-{conversation_id}.{ext}"'},
         )
-
-    return r
 
 
 def sse(events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:

@@ -1,14 +1,22 @@
 """Request bodies (pydantic, so Powertools validates them and documents them in OpenAPI) and the
-camelCase JSON shapes the API returns. Responses are the records as stored."""
+camelCase JSON shapes the API returns. Responses are the records as stored.
+
+``source_json`` (the one ``SourceRef → {id, text}`` conversion) lives in the domain and is re-exported
+here for the routes."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragchat.domain.labels import MAX_TITLE_CHARS
-from ragchat.domain.models import Document, Note, Page, SourceRef
+from ragchat.domain.models import Conversation, Document, Message, Note, Page
+from ragchat.domain.models import source_json as source_json  # the one source serializer
+
+if TYPE_CHECKING:
+    from ragchat.services.chat import TurnResult
 
 MAX_TITLE = MAX_TITLE_CHARS
 
@@ -78,8 +86,58 @@ def note_json(note: Note) -> dict[str, Any]:
     }
 
 
-def source_json(src: SourceRef) -> dict[str, Any]:
-    return {"id": src.id, "text": src.text}
+def conversation_json(conv: Conversation) -> dict[str, Any]:
+    return {
+        "id": conv.id,
+        "title": conv.title,
+        "collection": conv.collection,
+        "documentId": conv.document_id,
+        "persona": conv.persona,
+        "messageCount": conv.message_count,
+        "summaryCursor": conv.summary_cursor,
+        "lastSummaryId": conv.last_summary_id,
+        "createdAt": conv.created_at,
+        "updatedAt": conv.updated_at,
+    }
+
+
+def message_json(msg: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": msg.id,
+        "role": msg.role,
+        "content": msg.content,
+        "sources": None if msg.sources is None else [source_json(s) for s in msg.sources],
+        "model": msg.model,
+        "createdAt": msg.created_at,
+    }
+    if msg.client_message_id:
+        out["messageId"] = msg.client_message_id
+    if msg.interrupted:
+        out["interrupted"] = True
+    return out
+
+
+def conversation_export_json(conv: Conversation, messages: Sequence[Message]) -> dict[str, Any]:
+    """``GET …/export?format=json``: the conversation with every message."""
+    return {**conversation_json(conv), "messages": [message_json(m) for m in messages]}
+
+
+def turn_json(result: TurnResult) -> dict[str, Any]:
+    """The JSON answer of a turn (``POST …/messages``, ``PUT …/messages/{id}``)."""
+    msg = result.message
+    body: dict[str, Any] = {
+        "role": "assistant",
+        "id": msg.id,
+        "content": msg.content,
+        "sources": [source_json(s) for s in msg.sources or []],
+        "model": result.model,
+        "guardUsed": result.guard_used,
+        "userMessageId": result.user_message_id,
+        "createdAt": msg.created_at,
+    }
+    if result.replayed:
+        body["replayed"] = True
+    return body
 
 
 def page_json(page: Page[Any], convert: Any) -> dict[str, Any]:

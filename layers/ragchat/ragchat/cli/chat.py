@@ -39,7 +39,9 @@ class LocalChat:
         return Reply(msg.content, [Source(s.id, s.text) for s in msg.sources or []])
 
     def export(self, conv_id: str) -> str:
-        return str(self.container.chat.export(self.owner, conv_id, "markdown")[1])
+        from ragchat.domain.export import export_markdown
+
+        return export_markdown(*self.container.chat.transcript(self.owner, conv_id))
 
 
 class RemoteChat:

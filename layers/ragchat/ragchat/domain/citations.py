@@ -19,14 +19,23 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-CITATION_PATTERN = r"\[source:\s*([A-Za-z0-9_-]+)\]"
+from ragchat.domain.models import Hit, SourceRef
+
+# The one citation pattern: every module that finds, strips or streams tags uses these.
+_ID_CHAR = r"[A-Za-z0-9_-]"
+CITATION_ID = _ID_CHAR + "+"
+CITATION_PATTERN = r"\[source:\s*(" + CITATION_ID + r")\]"
 CITATION_RE = re.compile(CITATION_PATTERN)
+# What a tag looks like while it is still arriving (a streaming prefix).
+_PARTIAL_TAG = re.compile(r"\[source:\s*" + _ID_CHAR + "*")
+SOURCE_TEXT_CHARS = 160
 REMOVED_NOTE = " (Removed invalid citation)"
 SOURCES_PREFIX = "Sources: "
 
 # A tag together with the spaces before it, so removing it leaves no double space.
 _TAG_WITH_SPACE = re.compile(r"[ \t]*" + CITATION_PATTERN)
-_ID = re.compile(r"[A-Za-z0-9_-]+")
+_ID = re.compile(CITATION_ID)
+_WS = re.compile(r"\s+")
 # The model's own trailing sources block: a "Sources:" line (optionally bold / a heading) that is
 # the last non-blank line, or followed only by list items.
 _TRAILING_SOURCES = re.compile(
@@ -121,3 +130,83 @@ def strip_citations(text: str) -> str:
     body = _TAG_WITH_SPACE.sub("", body)
     body = re.sub(r"[ \t]+([.,;:!?])", r"\1", body)
     return re.sub(r"[ \t]{2,}", " ", body).strip()
+
+
+def strip_citation_tags(text: str) -> str:
+    without = CITATION_RE.sub("", text)
+    return _WS.sub(" ", without).strip()
+
+
+def citation_ids(text: str) -> list[str]:
+    """Cited ids in order of first use."""
+    seen: dict[str, None] = {}
+    for m in CITATION_RE.finditer(text):
+        seen.setdefault(m.group(1), None)
+    return list(seen)
+
+
+def source_refs(hits: Sequence[Hit], ids: Sequence[str]) -> list[SourceRef]:
+    """Stored sources: one ``{id, text ≤ 160}`` per valid id, in the order of ``ids``."""
+    by_id = {h.id: h for h in hits}
+    return [SourceRef(i, _WS.sub(" ", by_id[i].text).strip()[:SOURCE_TEXT_CHARS]) for i in ids if i in by_id]
+
+
+class CitationStreamFilter:
+    """Drops ``[source: id]`` tags whose id is not in ``valid`` (with the spaces before them, as
+    citation validation does) from a stream of text deltas, holding back only what could still become
+    a tag and trailing spaces. ``removed`` lists the dropped ids."""
+
+    _MAX_TAG = 200
+
+    def __init__(self, valid: Iterable[str]) -> None:
+        self._valid = set(valid)
+        self._buf = ""
+        self._ws = ""
+        self.removed: list[str] = []
+
+    def _emit(self, text: str) -> str:
+        text = self._ws + text
+        kept = text.rstrip(" \t")
+        self._ws = text[len(kept) :]
+        return kept
+
+    def feed(self, delta: str) -> str:
+        self._buf += delta
+        out: list[str] = []
+        while self._buf:
+            start = self._buf.find("[")
+            if start < 0:
+                out.append(self._emit(self._buf))
+                self._buf = ""
+                break
+            if start > 0:
+                out.append(self._emit(self._buf[:start]))
+                self._buf = self._buf[start:]
+            m = CITATION_RE.match(self._buf)
+            if m:
+                if m.group(1) in self._valid:
+                    out.append(self._emit(m.group(0)))
+                else:
+                    self.removed.append(m.group(1))
+                    self._ws = ""
+                self._buf = self._buf[m.end() :]
+                continue
+            if self._could_be_tag(self._buf):
+                break  # wait for more text
+            out.append(self._emit(self._buf[0]))
+            self._buf = self._buf[1:]
+        return "".join(out)
+
+    def flush(self) -> str:
+        rest, self._buf, self._ws = self._ws + self._buf, "", ""
+        return rest
+
+    def _could_be_tag(self, buf: str) -> bool:
+        if len(buf) > self._MAX_TAG or "]" in buf:
+            return False
+        prefix = "[source:"
+        if len(buf) <= len(prefix):
+            return prefix.startswith(buf)
+        if not buf.startswith(prefix):
+            return False
+        return _PARTIAL_TAG.fullmatch(buf) is not None

@@ -136,6 +136,11 @@ class SourceRef:
     text: str
 
 
+def source_json(src: SourceRef) -> dict[str, str]:
+    """The one JSON shape of a source, in API responses, stored messages and exports: ``{id, text}``."""
+    return {"id": src.id, "text": src.text}
+
+
 @dataclass(slots=True)
 class Conversation:
     id: str

@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.chat import GUARD_MODEL, source_refs
-from ragchat.domain.citations import CitationResult, validate_citations
+from ragchat.domain.citations import CitationResult, source_refs, validate_citations
 from ragchat.domain.errors import ModelError, TransientError, ValidationError
-from ragchat.domain.models import ChatTurn, Completion, Hit, ModelRequest, SearchFilter, SourceRef
-from ragchat.domain.prompts import GUARD_REPLY, build_system_prompt, detect_injection
+from ragchat.domain.messages import FALLBACK_MODEL, GUARD_MODEL, sanitize_message
+from ragchat.domain.models import ChatTurn, Hit, ModelRequest, SearchFilter, SourceRef
+from ragchat.domain.prompts import GUARD_REPLY, build_system_prompt, detect_injection, fallback_reply
 from ragchat.services.logs import log_error
+from ragchat.services.model_calls import ModelCaller
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import ChatModel
+    from ragchat.ports import ChatModel, NoteTools
+    from ragchat.services.model_calls import BreakerScope
     from ragchat.services.retrieval import Retrieval, Retriever
 
 logger = Logger(service="ragchat", child=True)
@@ -63,8 +65,11 @@ def model_messages(history: Sequence[ChatTurn], question: str) -> list[ChatTurn]
 
 
 class Answerer:
-    def __init__(self, model: ChatModel, settings: Settings) -> None:
-        self.model = model
+    """Retrieval → answer: the guard reply, or request → model (through ``caller``) → citation
+    validation; the fallback reply when the model cannot answer."""
+
+    def __init__(self, caller: ModelCaller, settings: Settings) -> None:
+        self.caller = caller
         self.settings = settings
 
     def guard_answer(self, retrieval: Retrieval) -> Answer:
@@ -80,9 +85,12 @@ class Answerer:
         history: Sequence[ChatTurn] = (),
         persona: str | None = None,
         reinforce: bool = False,
+        conversation_id: str | None = None,
     ) -> ModelRequest:
         """The model request: the fixed system prompt with fresh sources (persona ahead, reinforcement
         line after), the history and the current user turn, and the hits themselves."""
+        if reinforce:
+            logger.info("chat.injection", extra={"conversationId": conversation_id})
         system = build_system_prompt(
             retrieval.hits, persona=persona, reinforce=reinforce, max_chars=self.settings.context_chars
         )
@@ -126,6 +134,22 @@ class Answerer:
             timings=dict(timings or {}),
         )
 
+    def fallback(
+        self,
+        retrieval: Retrieval,
+        *,
+        conversation_id: str | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> Answer:
+        """SPEC §7's fallback reply (the model failed or its breaker is open), sources validated."""
+        return self.finish(
+            fallback_reply(retrieval.hits),
+            retrieval,
+            model=FALLBACK_MODEL,
+            conversation_id=conversation_id,
+            timings=timings,
+        )
+
     def answer(
         self,
         question: str,
@@ -135,23 +159,33 @@ class Answerer:
         persona: str | None = None,
         reinforce: bool = False,
         conversation_id: str | None = None,
-        complete: Callable[[ModelRequest], Completion] | None = None,
+        timings: dict[str, float] | None = None,
+        scope: BreakerScope | None = None,
+        tools: NoteTools | None = None,
     ) -> Answer:
-        """Guard reply, or model call + citation validation. ``complete`` replaces the plain
-        ``model.complete`` call (the chat service passes one with retries and its breaker)."""
-        if retrieval.guard:
-            return self.guard_answer(retrieval)
-        if reinforce:
-            logger.info("chat.injection", extra={"conversationId": conversation_id})
-        req = self.request(question, retrieval, history=history, persona=persona, reinforce=reinforce)
-        timings = dict(retrieval.timings)
+        """Guard reply, or model call (retries; ``scope``'s breaker; ``tools`` in tool-use mode) +
+        citation validation. A failed model call propagates; ``timings`` (updated in place) gets
+        ``ai_completion`` either way."""
+        timings = dict(retrieval.timings) if timings is None else timings
+        if retrieval.guard and (tools is None or retrieval.reason == "empty_knowledge_base"):
+            return self.guard_answer(retrieval)  # with tools, only an empty knowledge base refuses
+        req = self.request(
+            question,
+            retrieval,
+            history=history,
+            persona=persona,
+            reinforce=reinforce,
+            conversation_id=conversation_id,
+        )
         t0 = time.perf_counter()
-        completion = (complete or self.model.complete)(req)
-        timings["ai_completion"] = (time.perf_counter() - t0) * 1000
+        try:
+            completion = self.caller.complete(req, scope=scope, tools=tools)
+        finally:
+            timings["ai_completion"] = (time.perf_counter() - t0) * 1000
         return self.finish(
             completion.text,
             retrieval,
-            model=completion.model or self.model.model_id,
+            model=completion.model or self.caller.model_id,
             tool_hits=completion.tool_hits,
             conversation_id=conversation_id,
             timings=timings,
@@ -170,19 +204,8 @@ class AskService:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.retriever = retriever
-        self.model = model
         self.settings = settings
-        self.answerer = Answerer(model, settings)
-        self.sleep = sleep
-
-    def _complete(self, request: ModelRequest) -> Completion:
-        from ragchat.domain.chat import call_with_retries
-
-        return call_with_retries(
-            lambda: self.model.complete(request),
-            retryable=lambda exc: isinstance(exc, TransientError),
-            sleep=self.sleep,
-        )
+        self.answerer = Answerer(ModelCaller(model, sleep=sleep), settings)
 
     def ask(
         self,
@@ -192,9 +215,6 @@ class AskService:
         collection: str | None = None,
         document_id: str | None = None,
     ) -> AskResult:
-        from ragchat.domain.chat import FALLBACK_MODEL, sanitize_message
-        from ragchat.domain.prompts import fallback_reply
-
         question = sanitize_message(text, max_chars=self.settings.max_message_chars)
         if not question:  # pragma: no cover - sanitize_message raises first
             raise ValidationError("A question is required")
@@ -202,12 +222,10 @@ class AskService:
         retrieval = self.retriever.retrieve(question, flt)
         reinforce = detect_injection(question)
         try:
-            ans = self.answerer.answer(question, retrieval, reinforce=reinforce, complete=self._complete)
+            ans = self.answerer.answer(question, retrieval, reinforce=reinforce)
         except (ModelError, TransientError) as exc:
             log_error(None, type(exc).__name__, exc.message)
-            ans = self.answerer.finish(
-                fallback_reply(retrieval.hits), retrieval, model=FALLBACK_MODEL, timings=retrieval.timings
-            )
+            ans = self.answerer.fallback(retrieval, timings=retrieval.timings)
         for phase, ms in ans.timings.items():
             logger.info("chat.metrics", extra={"conversationId": None, "phase": phase, "ms": round(ms, 1)})
         return AskResult(answer=ans.text, sources=ans.sources, guard_used=ans.guard_used, model=ans.model)

@@ -17,3 +17,8 @@ def log_error(conversation_id: str | None, error_type: str, message: str, **more
         message,
         extra={"event": "chat.error", "conversationId": conversation_id, "errorType": error_type, **more},
     )
+
+
+def message_of(exc: BaseException) -> str:
+    """An exception's text for a log line: its ``message`` attribute, its ``str``, or its type."""
+    return str(getattr(exc, "message", None) or exc or type(exc).__name__)

@@ -18,16 +18,11 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ragchat.domain.chat import (
-    MAX_TOOL_ROUNDS,
-    RETRY_DELAYS,
-    NoteTools,
-    Sleep,
-    call_with_retries,
-    clamp_limit,
-)
 from ragchat.domain.errors import ModelError
+from ragchat.domain.limits import RETRY_DELAYS, Sleep, call_with_retries
 from ragchat.domain.models import ChatTurn, Completion, Hit, ModelRequest
+from ragchat.domain.tools import MAX_TOOL_ROUNDS, clamp_limit
+from ragchat.ports import NoteTools
 
 TOOL_TEXT_CHARS = 1200
 

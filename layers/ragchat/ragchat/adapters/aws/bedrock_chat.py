@@ -19,9 +19,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ragchat.adapters.aws.anthropic_model import TOOLS, alternate, run_tool, tool_result_text
-from ragchat.domain.chat import MAX_TOOL_ROUNDS, RETRY_DELAYS, NoteTools, Sleep, call_with_retries
 from ragchat.domain.errors import ModelError
+from ragchat.domain.limits import RETRY_DELAYS, Sleep, call_with_retries
 from ragchat.domain.models import Completion, Hit, ModelRequest
+from ragchat.domain.tools import MAX_TOOL_ROUNDS
+from ragchat.ports import NoteTools
 
 TOOL_CONFIG: dict[str, Any] = {
     "tools": [

@@ -1,0 +1,44 @@
+"""The persona registry (SPEC §7): named role paragraphs put ahead of the system prompt."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ragchat.domain.errors import ValidationError
+
+_PERSONA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+DEFAULT_PERSONA = "default"
+BUILTIN_PERSONAS: dict[str, str] = {DEFAULT_PERSONA: ""}
+
+
+def parse_personas(data: Mapping[str, object]) -> dict[str, str]:
+    """Persona registry from a parsed JSON/TOML document. Accepted shapes::
+
+        {"analyst": "You are a financial analyst ..."}
+        {"personas": {"analyst": {"prompt": "You are ...", "description": "..."}}}
+
+    (``prompt``, ``role`` or ``paragraph`` name the role paragraph). The built-in ``default`` (no
+    extra paragraph) is always present and may be overridden. Raises ``ValueError`` on bad entries."""
+    raw = data.get("personas", data)
+    if not isinstance(raw, Mapping):
+        raise ValueError("personas: expected a table of name → role paragraph")
+    registry = dict(BUILTIN_PERSONAS)
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _PERSONA_NAME.match(name):
+            raise ValueError(f"persona name {name!r}: use 1-64 letters, digits, '-' or '_'")
+        if isinstance(value, Mapping):
+            value = next((value[k] for k in ("prompt", "role", "paragraph") if k in value), None)
+        if not isinstance(value, str):
+            raise ValueError(f"persona {name!r}: expected a role paragraph (string)")
+        registry[name] = value.strip()
+    return registry
+
+
+def resolve_persona(registry: Mapping[str, str], name: str | None) -> str:
+    """The role paragraph of a persona; unknown names are a 400."""
+    key = name or DEFAULT_PERSONA
+    if key not in registry:
+        known = ", ".join(sorted(registry))
+        raise ValidationError(f"unknown persona '{key}' (known: {known})")
+    return registry[key]

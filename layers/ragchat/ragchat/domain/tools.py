@@ -1,0 +1,15 @@
+"""Tool-use mode limits (SPEC §9): how many tool rounds a turn may take and how many notes a search
+may return."""
+
+from __future__ import annotations
+
+MAX_TOOL_ROUNDS = 4
+MAX_TOOL_LIMIT = 20
+
+
+def clamp_limit(value: object, default: int = 5) -> int:
+    try:
+        n = int(str(value))
+    except (TypeError, ValueError):
+        n = default
+    return max(1, min(MAX_TOOL_LIMIT, n))

@@ -1,0 +1,128 @@
+"""Conversations and their messages (SPEC §4): create, list, read, delete, export, and the rewind an
+edit needs (the edited message and everything after it removed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.ids import new_id
+from ragchat.domain.messages import make_title
+from ragchat.domain.models import Conversation, Message, Page
+
+if TYPE_CHECKING:
+    from ragchat.ports import ConversationStore, DocumentStore
+
+logger = Logger(service="ragchat", child=True)
+
+
+class Conversations:
+    def __init__(
+        self,
+        store: ConversationStore,
+        documents: DocumentStore,
+        check_persona: Callable[[str], object],
+    ) -> None:
+        self.store = store
+        self.documents = documents
+        self.check_persona = check_persona  # raises ValidationError for an unknown persona
+
+    def create(
+        self,
+        owner: str,
+        *,
+        title: str | None = None,
+        collection: str | None = None,
+        document_id: str | None = None,
+        persona: str | None = None,
+    ) -> Conversation:
+        if persona is not None:
+            self.check_persona(persona)  # unknown → 400
+        if document_id and self.documents.get_document(owner, document_id) is None:
+            raise NotFound("Document not found")
+        conv = Conversation(
+            id=new_id(),
+            owner=owner,
+            title=" ".join(title.split()) if title else "",
+            collection=collection or None,
+            document_id=document_id or None,
+            persona=persona or None,
+        )
+        return self.store.create_conversation(conv)
+
+    def list_conversations(
+        self, owner: str, *, limit: int = 50, cursor: str | None = None
+    ) -> Page[Conversation]:
+        return self.store.list_conversations(owner, limit=limit, cursor=cursor)
+
+    def get(self, owner: str, conv_id: str) -> Conversation:
+        conv = self.store.get_conversation(owner, conv_id)
+        if conv is None:
+            raise NotFound("Conversation not found")
+        return conv
+
+    def messages(
+        self, owner: str, conv_id: str, *, limit: int = 1000, cursor: str | None = None
+    ) -> Page[Message]:
+        return self.store.list_messages(owner, conv_id, limit=limit, cursor=cursor)
+
+    def delete(self, owner: str, conv_id: str) -> None:
+        if not self.store.delete_conversation(owner, conv_id):
+            raise NotFound("Conversation not found")
+
+    def all_messages(self, owner: str, conv_id: str) -> list[Message]:
+        out: list[Message] = []
+        cursor: str | None = None
+        while True:
+            page = self.store.list_messages(owner, conv_id, limit=1000, cursor=cursor)
+            out.extend(page.items)
+            if not page.cursor:
+                return out
+            cursor = page.cursor
+
+    def transcript(self, owner: str, conv_id: str) -> tuple[Conversation, list[Message]]:
+        """A conversation with every message, ascending (what an export shows)."""
+        conv = self.get(owner, conv_id)
+        return conv, self.all_messages(owner, conv_id)
+
+    def rewind_to(self, owner: str, conv_id: str, message_id: str) -> Message:
+        """For an edit: find the user message (by id or client message id), delete it and every later
+        message, and return it. Editing the first message empties the conversation; it keeps its id,
+        createdAt, scope and persona, and a title made from the old first message is made again."""
+        conv = self.get(owner, conv_id)
+        target = self._user_message(owner, conv_id, message_id)
+        ordered = self.all_messages(owner, conv_id)
+        index = next(i for i, m in enumerate(ordered) if m.id == target.id)
+        removed_ids = {m.id for m in ordered[index:]}
+        self.store.delete_messages_after(owner, conv_id, ordered[index - 1].id if index else None)
+        changes: dict[str, Any] = {}
+        if conv.last_summary_id in removed_ids:
+            changes.update(summary_cursor=None, last_summary_id=None)
+        if index == 0 and conv.title == make_title(target.content):
+            changes["title"] = ""
+        if changes:
+            self.store.update_conversation(owner, conv_id, changes)
+        logger.info(
+            "chat.event",
+            extra={
+                "conversationId": conv_id,
+                "type": "message_edited",
+                "messageId": target.id,
+                "deletedCount": len(removed_ids),
+            },
+        )
+        return target
+
+    def _user_message(self, owner: str, conv_id: str, message_id: str) -> Message:
+        target = self.store.get_message(owner, conv_id, message_id)
+        if target is None:
+            found = self.store.find_by_client_message_id(owner, conv_id, message_id)
+            target = next((m for m in found if m.role == "user"), None)
+        if target is None:
+            raise NotFound("Message not found")
+        if target.role != "user":
+            raise ValidationError("Only user messages can be edited")
+        return target

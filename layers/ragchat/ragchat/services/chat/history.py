@@ -1,0 +1,129 @@
+"""The history window of a turn (SPEC §8): the latest summary and the messages after its cursor,
+capped, and summarized when the window grows too long (flag ``ENABLE_CHAT_SUMMARIZATION``).
+
+Who writes summaries is a capability handed in (:class:`ragchat.ports.Summarizer`): an LLM through
+:class:`ModelSummarizer`, or :class:`ExtractiveSummarizer` when there is no LLM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.citations import strip_citation_tags, strip_citations
+from ragchat.domain.history import (
+    HistoryWindow,
+    after_cursor,
+    cap_window,
+    extractive_summary,
+    plan_summary,
+    transcript,
+)
+from ragchat.domain.ids import new_id
+from ragchat.domain.models import ChatTurn, Conversation, Message, ModelRequest
+from ragchat.domain.prompts import SUMMARY_PROMPT
+from ragchat.services.chat.metrics import timed
+from ragchat.services.logs import log_error, message_of
+
+if TYPE_CHECKING:
+    from ragchat.ports import ConversationStore, Summarizer
+    from ragchat.services.model_calls import ModelCaller
+
+logger = Logger(service="ragchat", child=True)
+
+
+class ExtractiveSummarizer:
+    """A summary without an LLM: the questions, the gist of the answers and the source ids."""
+
+    def summarize(self, messages: Sequence[Message], *, previous: str | None) -> str:
+        return extractive_summary(messages, previous=previous)
+
+
+class ModelSummarizer:
+    """The chat model writes the summary with SPEC §8's prompt; the extractive summary stands in
+    when it fails or answers nothing."""
+
+    def __init__(self, caller: ModelCaller) -> None:
+        self.caller = caller
+
+    def summarize(self, messages: Sequence[Message], *, previous: str | None) -> str:
+        request = ModelRequest(
+            system=SUMMARY_PROMPT,
+            messages=[ChatTurn("user", transcript(messages, previous=previous))],
+            sources=[],
+            question=SUMMARY_PROMPT,
+            max_tokens=400,
+        )
+        try:
+            text = strip_citations(self.caller.complete(request).text)
+            if text.strip():
+                return strip_citation_tags(text)
+        except Exception as exc:
+            conv_id = messages[0].conversation_id if messages else None
+            log_error(conv_id, type(exc).__name__, f"summary: {message_of(exc)}")
+        return extractive_summary(messages, previous=previous)
+
+
+class HistoryKeeper:
+    """Builds a turn's :class:`HistoryWindow`, storing a new summary when one is due."""
+
+    def __init__(
+        self,
+        conversations: ConversationStore,
+        summarizer: Summarizer,
+        *,
+        max_history: int,
+        summarize: bool,
+    ) -> None:
+        self.conversations = conversations
+        self.summarizer = summarizer
+        self.max_history = max_history
+        self.summarize = summarize
+
+    def window(
+        self, conv: Conversation, ascending: list[Message], timings: dict[str, float]
+    ) -> tuple[HistoryWindow, Conversation]:
+        """The window over ``ascending`` (the newest messages, ending with the current user
+        message) and the conversation (with its new summary cursor when one was written)."""
+        summary, after = after_cursor(ascending, summary_id=conv.last_summary_id, cursor=conv.summary_cursor)
+        if summary is None and conv.last_summary_id:
+            summary_id = conv.last_summary_id
+            summary = timed(
+                timings, "db_read", lambda: self.conversations.get_message(conv.owner, conv.id, summary_id)
+            )
+        window = HistoryWindow(summary, after)
+        if self.summarize:
+            return self._maybe_summarize(conv, window, timings)
+        return HistoryWindow(window.summary, cap_window(window.messages, self.max_history)), conv
+
+    def _maybe_summarize(
+        self, conv: Conversation, window: HistoryWindow, timings: dict[str, float]
+    ) -> tuple[HistoryWindow, Conversation]:
+        plan = plan_summary(window, self.max_history)
+        if plan is None:
+            return HistoryWindow(window.summary, cap_window(window.messages, self.max_history)), conv
+        previous = window.summary.content if window.summary else None
+        text = self.summarizer.summarize(plan.to_summarize, previous=previous)
+        msg = Message(
+            id=new_id(), conversation_id=conv.id, owner=conv.owner, role="system-summary", content=text
+        )
+        stored = timed(timings, "db_write", lambda: self.conversations.add_message(msg))
+        cursor = plan.to_summarize[-1].id
+        changes: dict[str, object] = {"summary_cursor": cursor, "last_summary_id": stored.id}
+        timed(
+            timings, "db_write", lambda: self.conversations.update_conversation(conv.owner, conv.id, changes)
+        )
+        logger.info(
+            "chat.summary",
+            extra={
+                "conversationId": conv.id,
+                "replacedCount": len(plan.to_summarize),
+                "summaryId": stored.id,
+                "reason": plan.reason,
+            },
+        )
+        conv = dataclasses.replace(conv, summary_cursor=cursor, last_summary_id=stored.id)
+        return HistoryWindow(stored, plan.keep), conv

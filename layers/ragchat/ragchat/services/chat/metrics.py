@@ -1,0 +1,51 @@
+"""Per-turn observability (SPEC §12): phase timings and the rolling p50/p95 turn latency."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.limits import LatencyWindow
+
+logger = Logger(service="ragchat", child=True)
+
+T = TypeVar("T")
+PHASES = ("embedding_generation", "vector_search", "ai_completion", "db_read", "db_write")
+
+
+def timed(timings: dict[str, float], phase: str, fn: Callable[[], T]) -> T:
+    """Run ``fn``, adding its duration (ms) to ``timings[phase]``."""
+    t0 = time.perf_counter()
+    try:
+        return fn()
+    finally:
+        timings[phase] = timings.get(phase, 0.0) + (time.perf_counter() - t0) * 1000
+
+
+class TurnMetrics:
+    """Logs ``chat.metrics`` per phase of every turn and ``chat.latency`` every tenth turn."""
+
+    def __init__(self) -> None:
+        self.latencies = LatencyWindow(50, 10)
+
+    def log_turn(self, conversation_id: str, timings: dict[str, float], started: float) -> None:
+        for phase in PHASES:
+            if phase in timings:
+                logger.info(
+                    "chat.metrics",
+                    extra={"conversationId": conversation_id, "phase": phase, "ms": round(timings[phase], 3)},
+                )
+        stats = self.latencies.add((time.perf_counter() - started) * 1000)
+        if stats is not None:
+            logger.info(
+                "chat.latency",
+                extra={
+                    "conversationId": conversation_id,
+                    "p50": round(stats[0], 3),
+                    "p95": round(stats[1], 3),
+                    "window": len(self.latencies),
+                },
+            )

@@ -1,0 +1,75 @@
+"""Idempotent turns (SPEC §11): a second request with the same ``messageId`` gets the first answer.
+
+It rides on ``ConversationStore.add_message`` raising ``Conflict`` for a duplicate
+``client_message_id`` (same role): the second request finds the first request's messages and returns
+its answer, waiting (bounded) while the first is still answering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ragchat.domain.clock import Clock, parse_iso
+from ragchat.domain.errors import Conflict
+from ragchat.domain.messages import GUARD_MODEL
+from ragchat.domain.models import Conversation, Message
+from ragchat.services.chat.state import Replayed, TurnResult
+
+if TYPE_CHECKING:
+    from ragchat.ports import ConversationStore
+
+IDEMPOTENCY_TAKEOVER_S = 60.0  # a first attempt silent this long is presumed dead: answer in its place
+IDEMPOTENCY_POLLS = 400
+IDEMPOTENCY_POLL_S = 0.05
+
+
+class Replays:
+    def __init__(
+        self, conversations: ConversationStore, clock: Clock, sleep: Callable[[float], None]
+    ) -> None:
+        self.conversations = conversations
+        self.clock = clock
+        self.sleep = sleep
+
+    def answered(self, conv: Conversation, message_id: str, text: str) -> TurnResult | None:
+        """The stored answer to ``message_id``, if there is one (``Conflict`` if the id was used for
+        another text)."""
+        found = self.conversations.find_by_client_message_id(conv.owner, conv.id, message_id)
+        return replay_from(found, text)
+
+    def await_first_attempt(self, conv: Conversation, message_id: str, text: str) -> Message:
+        """Another request stored this ``messageId`` first: raise :class:`Replayed` with its answer
+        once it exists (polling, bounded); if it stays unanswered for ``IDEMPOTENCY_TAKEOVER_S``,
+        return its user message so this request answers it (the assistant write is idempotent)."""
+        user: Message | None = None
+        for _ in range(IDEMPOTENCY_POLLS):
+            found = self.conversations.find_by_client_message_id(conv.owner, conv.id, message_id)
+            replay = replay_from(found, text)
+            if replay is not None:
+                raise Replayed(replay)
+            user = next((m for m in found if m.role == "user"), None)
+            if user is None:
+                raise Conflict("messageId is being reused; retry")
+            if self.clock() - parse_iso(user.created_at) >= IDEMPOTENCY_TAKEOVER_S:
+                return user
+            self.sleep(IDEMPOTENCY_POLL_S)
+        assert user is not None
+        return user
+
+
+def replay_from(found: Sequence[Message], text: str) -> TurnResult | None:
+    user = next((m for m in found if m.role == "user"), None)
+    if user is not None and user.content != text:
+        raise Conflict("messageId was already used for a different message")
+    assistant = next((m for m in found if m.role == "assistant"), None)
+    if assistant is None:
+        return None
+    model = assistant.model or ""
+    return TurnResult(
+        message=assistant,
+        model=model,
+        guard_used=model == GUARD_MODEL,
+        replayed=True,
+        user_message_id=user.id if user else None,
+    )

@@ -1,0 +1,282 @@
+"""A chat turn (SPEC §7, §11): send, edit and stream, orchestrating the collaborators.
+
+In order: validate and sanitize → rate limit (flag) → persist the user message (idempotent by
+``messageId``) → history window (latest summary + messages after its cursor, newest
+``MAX_CHAT_HISTORY + 5`` read in one query, then reversed) → summarize if triggered (flag) → retrieve
+(adaptive topK, guard, scope filter) → system prompt rebuilt with persona and injection
+reinforcement → model (retries; circuit breaker per conversation) → citation validation → persist the
+assistant message with its sources → respond.
+
+Store round trips on a steady-state turn: get conversation, read recent messages, add user message,
+add assistant message (4). The history is read before the user message is written (one read serves
+both the flood check and the window); the window is that history plus the stored user message, so the
+current message reaches the model exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.errors import Conflict, NotFound, ValidationError
+from ragchat.domain.ids import new_id
+from ragchat.domain.messages import FALLBACK_MODEL, make_title, sanitize_message
+from ragchat.domain.models import Conversation, Message, SearchFilter
+from ragchat.domain.prompts import detect_injection
+from ragchat.services.chat.metrics import TurnMetrics, timed
+from ragchat.services.chat.replay import replay_from
+from ragchat.services.chat.state import Replayed, Turn, TurnResult, split_window
+from ragchat.services.chat.streaming import Event, TurnStream, refusal_events, replay_events
+from ragchat.services.chat.tools import ScopedNoteTools
+from ragchat.services.logs import log_error
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
+    from ragchat.ports import ConversationStore, DocumentStore
+    from ragchat.services.answering import Answer, Answerer
+    from ragchat.services.chat.conversations import Conversations
+    from ragchat.services.chat.history import HistoryKeeper
+    from ragchat.services.chat.limits import RateLimiter
+    from ragchat.services.chat.replay import Replays
+    from ragchat.services.model_calls import CircuitBreaker, ModelCaller
+    from ragchat.services.retrieval import Retriever
+
+logger = Logger(service="ragchat", child=True)
+
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+@dataclasses.dataclass(slots=True)
+class TurnParts:
+    """The collaborators of a turn."""
+
+    conversations: Conversations
+    store: ConversationStore
+    documents: DocumentStore
+    retriever: Retriever
+    caller: ModelCaller
+    breaker: CircuitBreaker
+    answerer: Answerer
+    history: HistoryKeeper
+    limiter: RateLimiter | None  # None: rate limiting off
+    replays: Replays
+    persona: Callable[[Conversation], str]  # the role paragraph of a conversation's persona
+    metrics: TurnMetrics
+
+
+class Turns:
+    def __init__(self, parts: TurnParts, settings: Settings) -> None:
+        self.p = parts
+        self.settings = settings
+
+    @property
+    def tools_mode(self) -> bool:
+        return self.settings.chat_mode == "tools" and self.p.caller.calls_tools
+
+    # ------------------------------------------------------------------ entry points
+    def send(
+        self,
+        owner: str,
+        conv_id: str,
+        content: object,
+        *,
+        message_id: str | None = None,
+        ip: str | None = None,
+    ) -> TurnResult:
+        try:
+            turn = self.prepare(owner, conv_id, content, message_id=message_id, ip=ip)
+        except Replayed as replay:
+            return replay.result
+        return self.answer(turn)
+
+    def edit(
+        self, owner: str, conv_id: str, message_id: str, content: object, *, ip: str | None = None
+    ) -> TurnResult:
+        """``PUT …/messages/{messageId}``: replace a user message (by id or client message id), delete
+        every later message, answer the new version."""
+        text = sanitize_message(content, max_chars=self.settings.max_message_chars)
+        target = self.p.conversations.rewind_to(owner, conv_id, message_id)
+        return self.send(owner, conv_id, text, message_id=target.client_message_id, ip=ip)
+
+    def stream(
+        self,
+        owner: str,
+        conv_id: str,
+        content: object,
+        *,
+        message_id: str | None = None,
+        ip: str | None = None,
+    ) -> tuple[str, Iterator[Event]]:
+        """Prepare the turn (errors raise here, before any event) and return (model, events)."""
+        try:
+            turn = self.prepare(owner, conv_id, content, message_id=message_id, ip=ip)
+        except Replayed as replay:
+            return replay.result.model, replay_events(replay.result)
+        if self.tools_mode:
+            # Tool rounds are not streamed: answer, then send the validated text in one delta.
+            result = self.answer(turn)
+            return result.model, replay_events(result)
+        if turn.retrieval.guard:
+            result = self._store(turn, self.p.answerer.guard_answer(turn.retrieval))
+            return result.model, refusal_events(result)
+        open_ = self.p.caller.is_open(turn.breaker)
+        if open_:
+            self._log_circuit_open(turn)
+        stream = TurnStream(
+            turn,
+            caller=self.p.caller,
+            answerer=self.p.answerer,
+            store=lambda t, a, aid, interrupted: self._store(t, a, assistant_id=aid, interrupted=interrupted),
+            validate=self.settings.enable_citation_validation,
+        )
+        return (FALLBACK_MODEL if open_ else self.p.caller.model_id), stream.events(open_)
+
+    # ------------------------------------------------------------------ preparation
+    def prepare(
+        self, owner: str, conv_id: str, content: object, *, message_id: str | None, ip: str | None
+    ) -> Turn:
+        """Everything before the model is asked; raises :class:`Replayed` when an earlier request
+        with the same ``messageId`` already answered."""
+        started = time.perf_counter()
+        text = sanitize_message(content, max_chars=self.settings.max_message_chars)
+        if message_id is not None and (not isinstance(message_id, str) or not _CLIENT_ID.match(message_id)):
+            raise ValidationError("messageId: use 1-128 letters, digits or . _ : -")
+        timings: dict[str, float] = {"db_read": 0.0, "db_write": 0.0}
+        conv = timed(timings, "db_read", lambda: self.p.store.get_conversation(owner, conv_id))
+        if conv is None:
+            raise NotFound("Conversation not found")
+        if message_id and self.p.limiter is not None:
+            # A retry of an answered message is a replay, not a new request: do not count it.
+            replay = self.p.replays.answered(conv, message_id, text)
+            if replay is not None:
+                raise Replayed(replay)
+        limit = self.settings.max_chat_history + 5
+        newest = timed(timings, "db_read", lambda: self.p.store.recent_messages(owner, conv_id, limit))
+        history = list(reversed(newest))
+        if self.p.limiter is not None:
+            self.p.limiter.check(conv.id, ip, history)
+        user = self._store_user(conv, text, message_id, timings)
+        history = [m for m in history if m.id != user.id]
+        conv = self._title(conv, text, timings)
+        window, conv = self.p.history.window(conv, [*history, user], timings)
+        flt = SearchFilter(owner=owner, collection=conv.collection, document_id=conv.document_id)
+        retrieval = self.p.retriever.retrieve(text, flt, conversation_id=conv.id)
+        timings.update(retrieval.timings)
+        return Turn(
+            conv=conv,
+            text=text,
+            user=user,
+            client_id=message_id,
+            window=window,
+            history=history,
+            retrieval=retrieval,
+            reinforce=detect_injection(text),
+            persona=self.p.persona(conv),
+            started=started,
+            breaker=self.p.breaker.scope(conv.id, history),
+            timings=timings,
+        )
+
+    def _store_user(
+        self, conv: Conversation, text: str, message_id: str | None, timings: dict[str, float]
+    ) -> Message:
+        user = Message(
+            id=new_id(), conversation_id=conv.id, owner=conv.owner, role="user", content=text,
+            client_message_id=message_id,
+        )  # fmt: skip
+        try:
+            user = timed(timings, "db_write", lambda: self.p.store.add_message(user))
+        except Conflict:
+            assert message_id is not None
+            # Answered meanwhile → Replayed; else the first attempt died: answer in its place.
+            user = self.p.replays.await_first_attempt(conv, message_id, text)
+        logger.info(
+            "chat.event",
+            extra={
+                "conversationId": conv.id,
+                "type": "message_received",
+                "messageId": user.id,
+                "clientMessageId": message_id,
+            },
+        )
+        return user
+
+    def _title(self, conv: Conversation, text: str, timings: dict[str, float]) -> Conversation:
+        if conv.title:
+            return conv
+        title = make_title(text)
+        timed(
+            timings,
+            "db_write",
+            lambda: self.p.store.update_conversation(conv.owner, conv.id, {"title": title}),
+        )
+        return dataclasses.replace(conv, title=title)
+
+    # ------------------------------------------------------------------ answering
+    def answer(self, turn: Turn) -> TurnResult:
+        answerer = self.p.answerer
+        retrieval = turn.retrieval
+        if retrieval.guard and (not self.tools_mode or retrieval.reason == "empty_knowledge_base"):
+            return self._store(turn, answerer.guard_answer(retrieval))  # with tools, only an empty KB refuses
+        if self.p.caller.is_open(turn.breaker):
+            self._log_circuit_open(turn)
+            return self._store(turn, self._fallback(turn))
+        tools = ScopedNoteTools(self.p.retriever, self.p.documents, turn.conv) if self.tools_mode else None
+        history, question = split_window(turn)
+        try:
+            answer = answerer.answer(
+                question,
+                retrieval,
+                history=history,
+                persona=turn.persona,
+                reinforce=turn.reinforce,
+                conversation_id=turn.conv.id,
+                timings=turn.timings,
+                scope=turn.breaker,
+                tools=tools,
+            )
+        except Exception:
+            return self._store(turn, self._fallback(turn))  # the breaker counted it
+        return self._store(turn, answer)
+
+    def _fallback(self, turn: Turn) -> Answer:
+        return self.p.answerer.fallback(turn.retrieval, conversation_id=turn.conv.id, timings=turn.timings)
+
+    @staticmethod
+    def _log_circuit_open(turn: Turn) -> None:
+        log_error(turn.conv.id, "CircuitOpen", "circuit breaker open")
+
+    def _store(
+        self, turn: Turn, answer: Answer, *, assistant_id: str | None = None, interrupted: bool = False
+    ) -> TurnResult:
+        msg = Message(
+            id=assistant_id or new_id(),
+            conversation_id=turn.conv.id,
+            owner=turn.conv.owner,
+            role="assistant",
+            content=answer.text,
+            sources=list(answer.sources),
+            model=answer.model,
+            client_message_id=turn.client_id,
+            interrupted=interrupted,
+        )
+        try:
+            stored = timed(turn.timings, "db_write", lambda: self.p.store.add_message(msg))
+        except Conflict:
+            # Another attempt with the same messageId answered first: its answer stands.
+            found = self.p.store.find_by_client_message_id(
+                turn.conv.owner, turn.conv.id, turn.client_id or ""
+            )
+            replay = replay_from(found, turn.text)
+            if replay is None:
+                raise
+            return replay
+        self.p.metrics.log_turn(turn.conv.id, turn.timings, turn.started)
+        return TurnResult(
+            message=stored, model=answer.model, guard_used=answer.guard_used, user_message_id=turn.user.id
+        )

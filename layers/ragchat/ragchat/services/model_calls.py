@@ -1,0 +1,131 @@
+"""Every model call (SPEC §7): retries on transient errors and the per-conversation circuit breaker.
+
+One :class:`ModelCaller` serves one-shot questions and chat turns alike. A call is retried twice
+(200 ms, then 400 ms) on a ``TransientError``; with a :class:`BreakerScope` its final failure counts
+for that conversation's breaker and a success closes it again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ragchat.domain.clock import Clock, system_clock
+from ragchat.domain.errors import TransientError
+from ragchat.domain.limits import (
+    BREAKER_WINDOW_S,
+    RETRY_DELAYS,
+    breaker_open,
+    call_with_retries,
+    fallback_needs_breaker_read,
+)
+from ragchat.domain.models import Completion, Message, ModelRequest
+from ragchat.ports import ChatModel, Counters, NoteTools, ToolCallingChatModel
+from ragchat.services.logs import log_error, message_of
+
+
+@dataclass(slots=True, frozen=True)
+class BreakerScope:
+    """The breaker of one conversation, as seen at the start of a turn."""
+
+    conversation_id: str
+    read_needed: bool  # the latest answer was a fallback: the failure count may be non-zero
+
+    @property
+    def key(self) -> str:
+        return f"breaker:conv:{self.conversation_id}"
+
+
+class CircuitBreaker:
+    """Per-conversation breaker: open after 5 consecutive failures within 120 s (SPEC §7). The count
+    lives in ``Counters``; it is read only when the latest answer was a fallback (a success resets it,
+    so after a model answer it is known to be 0)."""
+
+    def __init__(self, counters: Counters, clock: Clock = system_clock) -> None:
+        self.counters = counters
+        self.clock = clock
+
+    @staticmethod
+    def scope(conversation_id: str, history: Sequence[Message]) -> BreakerScope:
+        return BreakerScope(conversation_id, fallback_needs_breaker_read(history))
+
+    def is_open(self, scope: BreakerScope) -> bool:
+        if not scope.read_needed:
+            return False
+        return breaker_open(self.counters.get(scope.key, now=self.clock()))
+
+    def failure(self, scope: BreakerScope, exc: BaseException) -> None:
+        count = self.counters.increment(scope.key, ttl_seconds=BREAKER_WINDOW_S, now=self.clock())
+        log_error(scope.conversation_id, type(exc).__name__, message_of(exc), consecutiveFailures=count)
+
+    def success(self, scope: BreakerScope) -> None:
+        if scope.read_needed:
+            self.counters.reset(scope.key)
+
+
+class ModelCaller:
+    """The chat model behind SPEC §7's retry policy and (optionally) the circuit breaker."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        breaker: CircuitBreaker | None = None,
+        delays: Sequence[float] = RETRY_DELAYS,
+    ) -> None:
+        self.model = model
+        self.sleep = sleep
+        self.breaker = breaker
+        self.delays = tuple(delays)
+        self._tool_model = model if isinstance(model, ToolCallingChatModel) else None
+
+    @property
+    def model_id(self) -> str:
+        return self.model.model_id
+
+    @property
+    def calls_tools(self) -> bool:
+        """Whether the model can answer through note tools (``CHAT_MODE=tools``)."""
+        return self._tool_model is not None
+
+    def is_open(self, scope: BreakerScope | None) -> bool:
+        return bool(scope and self.breaker and self.breaker.is_open(scope))
+
+    def complete(
+        self, request: ModelRequest, *, scope: BreakerScope | None = None, tools: NoteTools | None = None
+    ) -> Completion:
+        """One answer, retried on transient errors; the final failure propagates (after counting for
+        ``scope``'s breaker)."""
+        tool_model = self._tool_model if tools is not None else None
+
+        def attempt() -> Completion:
+            if tool_model is not None and tools is not None:
+                return tool_model.complete_with_tools(request, tools)
+            return self.model.complete(request)
+
+        try:
+            completion = call_with_retries(
+                attempt,
+                retryable=lambda exc: isinstance(exc, TransientError),
+                sleep=self.sleep,
+                delays=self.delays,
+            )
+        except Exception as exc:
+            self.failed(scope, exc)
+            raise
+        self.succeeded(scope)
+        return completion
+
+    def stream(self, request: ModelRequest) -> Iterator[str]:
+        """Text deltas of one answer (not retried: deltas may already have been sent)."""
+        return self.model.stream(request)
+
+    def failed(self, scope: BreakerScope | None, exc: BaseException) -> None:
+        if scope is not None and self.breaker is not None:
+            self.breaker.failure(scope, exc)
+
+    def succeeded(self, scope: BreakerScope | None) -> None:
+        if scope is not None and self.breaker is not None:
+            self.breaker.success(scope)
