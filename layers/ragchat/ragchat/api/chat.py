@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
 from ragchat.api.schemas import (
+    ConversationOut,
+    ConversationPage,
     conversation_export_json,
     conversation_json,
     message_json,
-    page_json,
     turn_json,
 )
 from ragchat.domain.errors import ValidationError
@@ -112,7 +113,7 @@ def _reply(result: TurnResult) -> Response[dict[str, Any]]:
 
 def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.post("/chat/conversations", status_code=201, summary="Start a conversation", tags=["chat"])
-    def create(conv: Annotated[ConversationIn, Body()]) -> Response[dict[str, Any]]:
+    def create(conv: Annotated[ConversationIn, Body()]) -> Response[ConversationOut]:
         created = container.chat.create_conversation(
             _owner(r),
             title=conv.title,
@@ -121,13 +122,13 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
             persona=conv.persona,
         )
         return Response(
-            status_code=201, content_type=content_types.APPLICATION_JSON, body=conversation_json(created)
+            status_code=201, content_type=content_types.APPLICATION_JSON, body=ConversationOut.of(created)
         )
 
     @r.get("/chat/conversations", summary="Your conversations, newest first", tags=["chat"])
-    def list_conversations(limit: Limit = 50, cursor: Cursor = None) -> dict[str, Any]:
+    def list_conversations(limit: Limit = 50, cursor: Cursor = None) -> ConversationPage:
         page = container.chat.list_conversations(_owner(r), limit=limit, cursor=cursor)
-        return page_json(page, conversation_json)
+        return ConversationPage(items=[ConversationOut.of(c) for c in page.items], cursor=page.cursor)
 
     @r.get(
         "/chat/conversations/<conversation_id>",

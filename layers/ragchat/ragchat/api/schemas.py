@@ -86,6 +86,34 @@ def note_json(note: Note) -> dict[str, Any]:
     }
 
 
+class ConversationOut(BaseModel):
+    """A conversation as the API returns it (camelCase)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str
+    title: str
+    collection: str | None
+    document_id: str | None = Field(alias="documentId")
+    persona: str | None
+    message_count: int = Field(alias="messageCount")
+    summary_cursor: str | None = Field(alias="summaryCursor")
+    last_summary_id: str | None = Field(alias="lastSummaryId")
+    created_at: str = Field(alias="createdAt")
+    updated_at: str = Field(alias="updatedAt")
+
+    @classmethod
+    def of(cls, conv: Conversation) -> ConversationOut:
+        return cls.model_validate(conversation_json(conv))
+
+
+class ConversationPage(BaseModel):
+    """``GET /chat/conversations``: a page of conversations, newest first."""
+
+    items: list[ConversationOut]
+    cursor: str | None = Field(description="Opaque cursor of the next page (null on the last).")
+
+
 def conversation_json(conv: Conversation) -> dict[str, Any]:
     return {
         "id": conv.id,
