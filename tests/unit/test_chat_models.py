@@ -10,9 +10,11 @@ from typing import Any
 import httpx2
 import pytest
 from ragchat.adapters.aws.anthropic_model import AnthropicChatModel
-from ragchat.adapters.aws.bedrock_chat import BedrockConverseChatModel
+from ragchat.adapters.aws.bedrock_chat import BedrockConverseChatModel, client_config
 from ragchat.domain.errors import ModelError
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest
+
+from tests.fakes import FakeClock
 
 
 def _request() -> ModelRequest:
@@ -325,3 +327,91 @@ def test_converse_tool_rounds_are_bounded_and_the_last_round_asks_for_an_answer(
     last_user = calls[-1]["messages"][-1]["content"]
     assert last_user[-1]["text"].startswith("No more searches will run")
     assert not any("No more searches" in json.dumps(c["messages"]) for c in calls[:-1])
+
+
+# ----------------------------------------------------------------------------- deadlines (issue 8)
+class HungTransport:
+    """A Claude endpoint that accepts and never answers: each attempt 'waits' its whole read timeout
+    on a fake clock, then times out as httpx would. Records the timeouts each attempt was given."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.timeouts: list[dict[str, float]] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        timeout = dict(request.extensions["timeout"])
+        self.timeouts.append(timeout)
+        self.clock.advance(timeout["read"])
+        raise httpx2.ReadTimeout("no answer")
+
+
+def _hung_claude(clock: FakeClock, **kwargs: Any) -> tuple[AnthropicChatModel, HungTransport]:
+    transport = HungTransport(clock)
+    client = httpx2.Client(transport=httpx2.MockTransport(transport))
+    model = AnthropicChatModel(
+        api_key="sk-test", model="claude-test", http_client=client, sleep=clock.advance, clock=clock, **kwargs
+    )
+    return model, transport
+
+
+def test_claude_attempts_have_connect_and_first_token_timeouts() -> None:
+    clock = FakeClock()
+    model, transport = _hung_claude(clock)
+    with pytest.raises(ModelError):
+        model.complete(_request())  # no budget: every attempt waits the first-token timeout
+    assert [(t["connect"], t["read"]) for t in transport.timeouts] == [(3.0, 10.0)] * 3
+
+
+def test_a_hung_claude_call_ends_within_its_budget() -> None:
+    clock = FakeClock()
+    model, transport = _hung_claude(clock, connect_timeout=2.0, first_token_timeout=10.0)
+    started = clock()
+    request = _request()
+    request.timeout_s = 15.0
+    with pytest.raises(ModelError):
+        model.complete(request)
+    assert clock() - started <= 15.0
+    # 10 s, then a retry with what is left (15 - 10 - 0.2), then no time for another
+    assert [t["read"] for t in transport.timeouts] == [10.0, pytest.approx(4.8)]
+    assert transport.timeouts[1]["connect"] == 2.0
+
+
+def test_a_hung_claude_stream_ends_within_its_budget() -> None:
+    clock = FakeClock()
+    model, transport = _hung_claude(clock)
+    request = _request()
+    request.timeout_s = 12.0
+    with pytest.raises(ModelError):
+        list(model.stream(request))
+    assert clock() - FakeClock().now == pytest.approx(12.0)
+    assert [t["read"] for t in transport.timeouts] == [10.0, pytest.approx(1.8)]
+
+
+def test_bedrock_client_config_has_the_timeouts_and_no_botocore_retries() -> None:
+    config = client_config(connect_timeout=3.0, first_token_timeout=10.0)
+    assert (config.connect_timeout, config.read_timeout) == (3.0, 10.0)
+    assert config.retries == {"total_max_attempts": 1}
+
+
+def test_a_hung_bedrock_call_stops_retrying_when_its_budget_is_spent() -> None:
+    from botocore.exceptions import ReadTimeoutError
+
+    clock = FakeClock()
+
+    class HungClient:
+        calls = 0
+
+        def converse(self, **kwargs: Any) -> Any:
+            HungClient.calls += 1
+            clock.advance(10.0)  # the client's read timeout (client_config)
+            raise ReadTimeoutError(endpoint_url="https://bedrock-runtime")
+
+    model = BedrockConverseChatModel(HungClient(), "m", sleep=clock.advance, clock=clock)
+    request = _request()
+    request.timeout_s = 15.0
+    started = clock()
+    with pytest.raises(ModelError):
+        model.complete(request)
+    # 10 s, then 4.8 s left: too little for another whole first-token wait, so no retry
+    assert HungClient.calls == 1
+    assert clock() - started <= 15.0

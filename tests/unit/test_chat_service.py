@@ -56,8 +56,9 @@ class Rig:
         *,
         sleep: Any = None,
         summarizer: Any = None,
+        clock: FakeClock | None = None,
     ):
-        self.clock = FakeClock()
+        self.clock = clock or FakeClock()
         self.store = FakeConversationStore(clock=self.clock)
         self.counters = FakeCounters()
         self.documents = FakeDocumentStore(clock=self.clock)

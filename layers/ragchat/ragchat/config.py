@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     bedrock_chat_model_id: str = Field(
         "anthropic.claude-3-5-haiku-20241022-v1:0", alias="BEDROCK_CHAT_MODEL_ID"
     )
+    # Model-call deadlines (issue 8): a hung model costs a turn at most the budget, then the fallback.
+    # The budget must fit inside the function timeout with margin (29 s behind API Gateway).
+    model_connect_timeout_s: float = Field(3.0, alias="MODEL_CONNECT_TIMEOUT_SECONDS", gt=0, le=60)
+    model_first_token_timeout_s: float = Field(10.0, alias="MODEL_FIRST_TOKEN_TIMEOUT_SECONDS", gt=0, le=120)
+    model_turn_budget_s: float = Field(15.0, alias="MODEL_TURN_BUDGET_SECONDS", gt=0, le=120)
     personas_file: Path | None = Field(None, alias="RAGCHAT_PERSONAS_FILE")
 
     # --- AWS -------------------------------------------------------------------------------------

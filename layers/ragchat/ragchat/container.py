@@ -244,17 +244,28 @@ class Container:
             key = self._anthropic_key()
             if not key:
                 raise ConfigError("ANTHROPIC_API_KEY: required when RAGCHAT_CHAT_MODEL=anthropic")
-            model = AnthropicChatModel(api_key=key, model=self.settings.anthropic_model)
+            model = AnthropicChatModel(
+                api_key=key,
+                model=self.settings.anthropic_model,
+                connect_timeout=self.settings.model_connect_timeout_s,
+                first_token_timeout=self.settings.model_first_token_timeout_s,
+            )
             self._opened(lambda: _close_client(model))
             return model
         if choice == "bedrock":
-            from botocore.config import Config
-
-            from ragchat.adapters.aws.bedrock_chat import BedrockConverseChatModel
+            from ragchat.adapters.aws.bedrock_chat import BedrockConverseChatModel, client_config
 
             # botocore retries off: the adapter applies SPEC §7's policy (2 retries, 200/400 ms).
-            client = self._client("bedrock-runtime", config=Config(retries={"total_max_attempts": 1}))
-            return BedrockConverseChatModel(client, model_id=self.settings.bedrock_chat_model_id)
+            config = client_config(
+                connect_timeout=self.settings.model_connect_timeout_s,
+                first_token_timeout=self.settings.model_first_token_timeout_s,
+            )
+            client = self._client("bedrock-runtime", config=config)
+            return BedrockConverseChatModel(
+                client,
+                model_id=self.settings.bedrock_chat_model_id,
+                first_token_timeout=self.settings.model_first_token_timeout_s,
+            )
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 
         return ExtractiveChatModel()

@@ -209,7 +209,12 @@ class ToolCallingChatModel(ChatModel, Protocol):
 class Summarizer(Protocol):
     """Writes the summary that replaces older messages in the history window (SPEC §8)."""
 
-    def summarize(self, messages: Sequence[Message], *, previous: str | None) -> str: ...
+    def summarize(
+        self, messages: Sequence[Message], *, previous: str | None, deadline: float | None = None
+    ) -> str:
+        """``deadline``: the turn's model deadline (on the chat clock), for a summarizer that calls
+        the model."""
+        ...
 
 
 @runtime_checkable

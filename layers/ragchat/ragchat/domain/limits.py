@@ -124,21 +124,49 @@ RETRY_DELAYS: tuple[float, ...] = (0.2, 0.4)
 R = TypeVar("R")
 
 
+@dataclass(slots=True, frozen=True)
+class Budget:
+    """The time a model call may still take: ``deadline`` on ``clock`` (``None``: unbounded)."""
+
+    deadline: float | None
+    clock: Callable[[], float]
+
+    @classmethod
+    def start(cls, seconds: float | None, clock: Callable[[], float]) -> Budget:
+        return cls(None if seconds is None else clock() + seconds, clock)
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - self.clock()
+
+    def cap(self, seconds: float) -> float:
+        """``seconds``, or less when less time is left."""
+        left = self.left()
+        return seconds if left is None else max(0.0, min(seconds, left))
+
+    def allows(self, delay: float) -> bool:
+        """Whether something is still left after waiting ``delay`` seconds."""
+        left = self.left()
+        return left is None or left > delay
+
+
 def call_with_retries(
     call: Callable[[], R],
     *,
     retryable: Callable[[BaseException], bool],
     sleep: Sleep,
     delays: Sequence[float] = RETRY_DELAYS,
+    budget: Budget | None = None,
 ) -> R:
     """Run ``call``; on an exception ``retryable`` accepts, sleep ``delays[i]`` and try again (so
-    ``len(delays)`` retries: SPEC §7's 2 retries with 200 ms then 400 ms). Anything else, or the last
-    failure, propagates."""
+    ``len(delays)`` retries: SPEC §7's 2 retries with 200 ms then 400 ms) — but only while ``budget``
+    leaves time after the wait. Anything else, or the last failure, propagates."""
     for attempt in range(len(delays) + 1):
         try:
             return call()
         except Exception as exc:
             if attempt >= len(delays) or not retryable(exc):
+                raise
+            if budget is not None and not budget.allows(delays[attempt]):
                 raise
             sleep(delays[attempt])
     raise AssertionError("unreachable")  # pragma: no cover

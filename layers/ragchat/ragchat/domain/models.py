@@ -189,6 +189,9 @@ class ModelRequest:
     sources: list[Hit]
     question: str
     max_tokens: int = 1024
+    # Seconds this call may take in all (its share of the turn budget); adapters bound their
+    # attempts by it. ``None``: only the adapter's own connect / first-token timeouts.
+    timeout_s: float | None = None
 
 
 @dataclass(slots=True)

@@ -162,6 +162,7 @@ class Answerer:
         timings: dict[str, float] | None = None,
         scope: BreakerScope | None = None,
         tools: NoteTools | None = None,
+        deadline: float | None = None,
     ) -> Answer:
         """Guard reply, or model call (retries; ``scope``'s breaker; ``tools`` in tool-use mode) +
         citation validation. A failed model call propagates; ``timings`` (updated in place) gets
@@ -179,7 +180,7 @@ class Answerer:
         )
         t0 = time.perf_counter()
         try:
-            completion = self.caller.complete(req, scope=scope, tools=tools)
+            completion = self.caller.complete(req, scope=scope, tools=tools, deadline=deadline)
         finally:
             timings["ai_completion"] = (time.perf_counter() - t0) * 1000
         return self.finish(
@@ -202,10 +203,12 @@ class AskService:
         settings: Settings,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.retriever = retriever
         self.settings = settings
-        self.answerer = Answerer(ModelCaller(model, sleep=sleep), settings)
+        caller = ModelCaller(model, sleep=sleep, budget_s=settings.model_turn_budget_s, clock=clock)
+        self.answerer = Answerer(caller, settings)
 
     def ask(
         self,

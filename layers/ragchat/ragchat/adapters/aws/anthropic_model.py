@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ragchat.domain.errors import ModelError
-from ragchat.domain.limits import RETRY_DELAYS, Sleep, call_with_retries
+from ragchat.domain.limits import RETRY_DELAYS, Budget, Sleep, call_with_retries
 from ragchat.domain.models import ChatTurn, Completion, Hit, ModelRequest
 from ragchat.domain.tools import MAX_TOOL_ROUNDS, clamp_limit
 from ragchat.ports import NoteTools
@@ -100,15 +100,22 @@ class AnthropicChatModel:
         *,
         http_client: Any = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        connect_timeout: float = 3.0,
+        first_token_timeout: float = 10.0,
         sleep: Sleep = time.sleep,
         retry_delays: Sequence[float] = RETRY_DELAYS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``connect_timeout``: to open the connection; ``first_token_timeout``: the longest wait for
+        bytes (the response, or the next stream event). Each call is also bounded in all by its
+        ``ModelRequest.timeout_s`` (attempts and retries included)."""
         self.model_id = model
         self._api_key = api_key
         self._http_client = http_client
         self._base_url = base_url
-        self._timeout = timeout
+        self._connect = connect_timeout
+        self._first_token = first_token_timeout
+        self._clock = clock
         self._sleep = sleep
         self._delays = tuple(retry_delays)
         self._client: Any = None
@@ -125,19 +132,29 @@ class AnthropicChatModel:
                 api_key=self._api_key,
                 base_url=self._base_url,
                 http_client=self._http_client,
-                timeout=self._timeout,
+                timeout=anthropic.Timeout(self._first_token, connect=self._connect),
                 max_retries=0,
             )
         return self._client
 
     # ------------------------------------------------------------------ calls
-    def _create(self, **kwargs: Any) -> Any:
+    def _timeout(self, budget: Budget) -> Any:
+        """The timeouts of one attempt: connect / first token, capped by the call's time left."""
+        import anthropic
+
+        left = budget.left()
+        if left is not None and left <= 0:
+            raise ModelError("Claude did not answer in time")
+        return anthropic.Timeout(budget.cap(self._first_token), connect=budget.cap(self._connect))
+
+    def _create(self, budget: Budget, **kwargs: Any) -> Any:
         try:
             return call_with_retries(
-                lambda: self.client.messages.create(**kwargs),
+                lambda: self.client.messages.create(**kwargs, timeout=self._timeout(budget)),
                 retryable=is_retryable,
                 sleep=self._sleep,
                 delays=self._delays,
+                budget=budget,
             )
         except ModelError:
             raise
@@ -153,17 +170,18 @@ class AnthropicChatModel:
         }
 
     def complete(self, request: ModelRequest) -> Completion:
-        response = self._create(**self._base(request))
+        response = self._create(Budget.start(request.timeout_s, self._clock), **self._base(request))
         return self._completion(response, [])
 
     def stream(self, request: ModelRequest) -> Iterator[str]:
         """Text deltas. Retries apply only until the first delta arrived (a retry after that would
         repeat text)."""
         kwargs = self._base(request)
+        budget = Budget.start(request.timeout_s, self._clock)
         for attempt in range(len(self._delays) + 1):
             started = False
             try:
-                with self.client.messages.stream(**kwargs) as stream:
+                with self.client.messages.stream(**kwargs, timeout=self._timeout(budget)) as stream:
                     for text in stream.text_stream:
                         started = True
                         yield text
@@ -171,7 +189,8 @@ class AnthropicChatModel:
             except GeneratorExit:
                 raise
             except Exception as exc:
-                if started or attempt >= len(self._delays) or not is_retryable(exc):
+                retry = attempt < len(self._delays) and budget.allows(self._delays[attempt])
+                if started or not retry or not is_retryable(exc):
                     raise ModelError(f"Claude stream failed: {_describe(exc)}") from exc
                 self._sleep(self._delays[attempt])
 
@@ -183,12 +202,13 @@ class AnthropicChatModel:
         base = self._base(request)
         messages: list[dict[str, Any]] = list(base.pop("messages"))
         found: dict[str, Hit] = {}
+        budget = Budget.start(request.timeout_s, self._clock)  # for every round together
         for round_no in range(max_rounds + 1):
             final = round_no == max_rounds
             kwargs = {**base, "messages": messages, "tools": TOOLS}
             if final:
                 kwargs["tool_choice"] = {"type": "none"}
-            response = self._create(**kwargs)
+            response = self._create(budget, **kwargs)
             uses = [b for b in response.content if getattr(b, "type", None) == "tool_use"]
             if final or response.stop_reason != "tool_use" or not uses:
                 return self._completion(response, list(found.values()))

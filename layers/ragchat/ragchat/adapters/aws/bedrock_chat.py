@@ -15,12 +15,12 @@ last round says in the user turn that no more searches will run, and only its te
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ragchat.adapters.aws.anthropic_model import TOOLS, alternate, run_tool, tool_result_text
 from ragchat.domain.errors import ModelError
-from ragchat.domain.limits import RETRY_DELAYS, Sleep, call_with_retries
+from ragchat.domain.limits import RETRY_DELAYS, Budget, Sleep, call_with_retries
 from ragchat.domain.models import Completion, Hit, ModelRequest
 from ragchat.domain.tools import MAX_TOOL_ROUNDS
 from ragchat.ports import NoteTools
@@ -73,7 +73,24 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
+def client_config(*, connect_timeout: float = 3.0, first_token_timeout: float = 10.0) -> Any:
+    """The botocore ``Config`` of the bedrock-runtime client: connect and read (first token / next
+    stream event) timeouts, and botocore's retries off (the adapter applies SPEC §7's policy)."""
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=connect_timeout,
+        read_timeout=first_token_timeout,
+        retries={"total_max_attempts": 1},
+    )
+
+
 class BedrockConverseChatModel:
+    """Claude on Bedrock (Converse API). Build its client with :func:`client_config` so each attempt
+    has connect / first-token timeouts. A botocore client cannot shorten them per request, so an
+    attempt starts only while a whole first-token wait fits in the call's ``ModelRequest.timeout_s``:
+    a hung model never overruns the budget."""
+
     def __init__(
         self,
         client: Any,
@@ -81,11 +98,15 @@ class BedrockConverseChatModel:
         *,
         sleep: Sleep = time.sleep,
         retry_delays: Sequence[float] = RETRY_DELAYS,
+        clock: Callable[[], float] = time.monotonic,
+        first_token_timeout: float = 10.0,
     ) -> None:
         self.model_id = model_id
+        self._first_token = first_token_timeout
         self._client = client
         self._sleep = sleep
         self._delays = tuple(retry_delays)
+        self._clock = clock
 
     def _request(self, request: ModelRequest) -> dict[str, Any]:
         return {
@@ -97,19 +118,25 @@ class BedrockConverseChatModel:
             "inferenceConfig": {"maxTokens": request.max_tokens},
         }
 
-    def _call(self, op: str, kwargs: dict[str, Any]) -> Any:
+    def _call(self, op: str, kwargs: dict[str, Any], budget: Budget) -> Any:
+        def attempt() -> Any:
+            left = budget.left()
+            if left is not None and left < self._first_token:
+                raise ModelError(f"Bedrock {op}: no time left for another attempt")
+            return getattr(self._client, op)(**kwargs)
+
         try:
             return call_with_retries(
-                lambda: getattr(self._client, op)(**kwargs),
-                retryable=is_retryable,
-                sleep=self._sleep,
-                delays=self._delays,
+                attempt, retryable=is_retryable, sleep=self._sleep, delays=self._delays, budget=budget
             )
+        except ModelError:
+            raise
         except Exception as exc:
             raise ModelError(f"Bedrock {op} failed: {_describe(exc)}") from exc
 
     def complete(self, request: ModelRequest) -> Completion:
-        return self._completion(self._call("converse", self._request(request)), [])
+        budget = Budget.start(request.timeout_s, self._clock)
+        return self._completion(self._call("converse", self._request(request), budget), [])
 
     def complete_with_tools(
         self, request: ModelRequest, tools: NoteTools, *, max_rounds: int = MAX_TOOL_ROUNDS
@@ -119,8 +146,9 @@ class BedrockConverseChatModel:
         kwargs = {**self._request(request), "toolConfig": TOOL_CONFIG}
         messages: list[dict[str, Any]] = kwargs["messages"]
         found: dict[str, Hit] = {}
+        budget = Budget.start(request.timeout_s, self._clock)  # for every round together
         for round_no in range(max_rounds + 1):
-            response = self._call("converse", kwargs)
+            response = self._call("converse", kwargs, budget)
             message = response.get("output", {}).get("message", {})
             uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
             if round_no == max_rounds or response.get("stopReason") != "tool_use" or not uses:
@@ -157,7 +185,8 @@ class BedrockConverseChatModel:
         )
 
     def stream(self, request: ModelRequest) -> Iterator[str]:
-        response = self._call("converse_stream", self._request(request))
+        budget = Budget.start(request.timeout_s, self._clock)
+        response = self._call("converse_stream", self._request(request), budget)
         try:
             for event in response.get("stream", []):
                 delta = event.get("contentBlockDelta", {}).get("delta", {})

@@ -38,7 +38,9 @@ logger = Logger(service="ragchat", child=True)
 class ExtractiveSummarizer:
     """A summary without an LLM: the questions, the gist of the answers and the source ids."""
 
-    def summarize(self, messages: Sequence[Message], *, previous: str | None) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, previous: str | None, deadline: float | None = None
+    ) -> str:
         return extractive_summary(messages, previous=previous)
 
 
@@ -49,7 +51,9 @@ class ModelSummarizer:
     def __init__(self, caller: ModelCaller) -> None:
         self.caller = caller
 
-    def summarize(self, messages: Sequence[Message], *, previous: str | None) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, previous: str | None, deadline: float | None = None
+    ) -> str:
         request = ModelRequest(
             system=SUMMARY_PROMPT,
             messages=[ChatTurn("user", transcript(messages, previous=previous))],
@@ -58,7 +62,7 @@ class ModelSummarizer:
             max_tokens=400,
         )
         try:
-            text = strip_citations(self.caller.complete(request).text)
+            text = strip_citations(self.caller.complete(request, deadline=deadline).text)
             if text.strip():
                 return strip_citation_tags(text)
         except Exception as exc:
@@ -84,7 +88,12 @@ class HistoryKeeper:
         self.summarize = summarize
 
     def window(
-        self, conv: Conversation, ascending: list[Message], timings: dict[str, float]
+        self,
+        conv: Conversation,
+        ascending: list[Message],
+        timings: dict[str, float],
+        *,
+        deadline: float | None = None,
     ) -> tuple[HistoryWindow, Conversation]:
         """The window over ``ascending`` (the newest messages, ending with the current user
         message) and the conversation (with its new summary cursor when one was written)."""
@@ -96,17 +105,17 @@ class HistoryKeeper:
             )
         window = HistoryWindow(summary, after)
         if self.summarize:
-            return self._maybe_summarize(conv, window, timings)
+            return self._maybe_summarize(conv, window, timings, deadline)
         return HistoryWindow(window.summary, cap_window(window.messages, self.max_history)), conv
 
     def _maybe_summarize(
-        self, conv: Conversation, window: HistoryWindow, timings: dict[str, float]
+        self, conv: Conversation, window: HistoryWindow, timings: dict[str, float], deadline: float | None
     ) -> tuple[HistoryWindow, Conversation]:
         plan = plan_summary(window, self.max_history)
         if plan is None:
             return HistoryWindow(window.summary, cap_window(window.messages, self.max_history)), conv
         previous = window.summary.content if window.summary else None
-        text = self.summarizer.summarize(plan.to_summarize, previous=previous)
+        text = self.summarizer.summarize(plan.to_summarize, previous=previous, deadline=deadline)
         msg = Message(
             id=new_id(), conversation_id=conv.id, owner=conv.owner, role="system-summary", content=text
         )

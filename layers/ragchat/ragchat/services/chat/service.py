@@ -58,7 +58,9 @@ class ChatService:
         self.settings = settings
         self._personas = personas
         breaker = CircuitBreaker(counters, clock)
-        caller = ModelCaller(model, sleep=sleep, breaker=breaker)
+        caller = ModelCaller(
+            model, sleep=sleep, breaker=breaker, budget_s=settings.model_turn_budget_s, clock=clock
+        )
         self.conversations = Conversations(conversations, documents, self._check_persona)
         limiter = None
         if settings.enable_rate_limiting:

@@ -40,6 +40,7 @@ class Turn:
     persona: str
     started: float
     breaker: BreakerScope
+    deadline: float  # on the model caller's clock: the turn's model budget ends here
     timings: dict[str, float] = field(default_factory=dict)
 
 

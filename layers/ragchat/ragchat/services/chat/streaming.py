@@ -83,7 +83,7 @@ class TurnStream:
         if breaker_is_open:
             yield from self._fallback()
             return
-        deltas = self.caller.stream(model_request(self.answerer, turn))
+        deltas = self.caller.stream(model_request(self.answerer, turn), deadline=turn.deadline)
         t0 = time.perf_counter()
         try:
             yield from self._deltas(deltas)

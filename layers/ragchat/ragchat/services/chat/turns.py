@@ -143,6 +143,7 @@ class Turns:
         """Everything before the model is asked; raises :class:`Replayed` when an earlier request
         with the same ``messageId`` already answered."""
         started = time.perf_counter()
+        deadline = self.p.caller.deadline()
         text = sanitize_message(content, max_chars=self.settings.max_message_chars)
         if message_id is not None and (not isinstance(message_id, str) or not _CLIENT_ID.match(message_id)):
             raise ValidationError("messageId: use 1-128 letters, digits or . _ : -")
@@ -163,7 +164,7 @@ class Turns:
         user = self._store_user(conv, text, message_id, timings)
         history = [m for m in history if m.id != user.id]
         conv = self._title(conv, text, timings)
-        window, conv = self.p.history.window(conv, [*history, user], timings)
+        window, conv = self.p.history.window(conv, [*history, user], timings, deadline=deadline)
         flt = SearchFilter(owner=owner, collection=conv.collection, document_id=conv.document_id)
         retrieval = self.p.retriever.retrieve(text, flt, conversation_id=conv.id)
         timings.update(retrieval.timings)
@@ -179,6 +180,7 @@ class Turns:
             persona=self.p.persona(conv),
             started=started,
             breaker=self.p.breaker.scope(conv.id, history),
+            deadline=deadline,
             timings=timings,
         )
 
@@ -239,6 +241,7 @@ class Turns:
                 timings=turn.timings,
                 scope=turn.breaker,
                 tools=tools,
+                deadline=turn.deadline,
             )
         except Exception:
             return self._store(turn, self._fallback(turn))  # the breaker counted it
