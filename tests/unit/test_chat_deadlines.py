@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from ragchat.config import load_settings
 from ragchat.domain.errors import TransientError
 from ragchat.domain.models import Completion, ModelRequest
 from ragchat.domain.prompts import FALLBACK_PREFIX
 from ragchat.services.answering import AskService
+from ragchat.services.model_calls import ModelCaller, ModelTimeout
 from ragchat.services.retrieval import Retriever
 
 from tests.fakes import FakeChatModel, FakeClock
@@ -145,3 +147,11 @@ def test_a_hung_model_costs_a_one_shot_question_at_most_the_budget() -> None:
     result = ask.ask(OWNER, "Why is the sky blue?")
     assert result.model == "fallback" and result.answer.startswith(FALLBACK_PREFIX)
     assert rig.clock() - start <= 15.0
+
+
+def test_a_spent_budget_fails_the_stream_while_iterating_not_before() -> None:
+    clock = FakeClock()
+    caller = ModelCaller(FakeChatModel("Blue."), clock=clock, budget_s=15)
+    deltas = caller.stream(ModelRequest("s", [], [], "q"), deadline=clock() - 1)  # no error yet
+    with pytest.raises(ModelTimeout):
+        next(deltas)

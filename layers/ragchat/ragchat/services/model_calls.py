@@ -147,10 +147,18 @@ class ModelCaller:
 
     def stream(self, request: ModelRequest, *, deadline: float | None = None) -> Iterator[str]:
         """Text deltas of one answer (not retried: deltas may already have been sent). Past
-        ``deadline`` the stream stops with :class:`ModelTimeout`."""
+        ``deadline`` the stream stops with :class:`ModelTimeout` (raised while iterating, like any
+        model failure)."""
         deadline = self.deadline() if deadline is None else deadline
-        timed_request = dataclasses.replace(request, timeout_s=self.time_left(deadline))
-        return _until(self.model.stream(timed_request), deadline, self)
+        deltas = self.model.stream(dataclasses.replace(request, timeout_s=self.time_left(deadline)))
+        try:
+            for delta in deltas:
+                yield delta
+                self.time_left(deadline)  # raises ModelTimeout once the budget is spent
+        finally:
+            close = getattr(deltas, "close", None)
+            if callable(close):
+                close()
 
     def failed(self, scope: BreakerScope | None, exc: BaseException) -> None:
         if scope is not None and self.breaker is not None:
@@ -159,14 +167,3 @@ class ModelCaller:
     def succeeded(self, scope: BreakerScope | None) -> None:
         if scope is not None and self.breaker is not None:
             self.breaker.success(scope)
-
-
-def _until(deltas: Iterator[str], deadline: float, caller: ModelCaller) -> Iterator[str]:
-    try:
-        for delta in deltas:
-            yield delta
-            caller.time_left(deadline)  # raises ModelTimeout once the budget is spent
-    finally:
-        close = getattr(deltas, "close", None)
-        if callable(close):
-            close()
