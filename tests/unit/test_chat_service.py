@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from ragchat.api.schemas import conversation_export_json
 from ragchat.config import load_settings
+from ragchat.container import load_personas
 from ragchat.domain.errors import (
     Conflict,
     ModelError,
@@ -79,6 +80,7 @@ class Rig:
             clock=self.clock,
             sleep=sleep or self.sleeps.append,
             summarizer=summarizer,
+            personas=load_personas(self.settings.personas_file),  # as the container does at start-up
         )
         for note_id, text in (NOTES if notes is None else notes).items():
             self.add_note(note_id, text)

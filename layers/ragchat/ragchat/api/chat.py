@@ -27,8 +27,8 @@ from ragchat.api.schemas import (
     turn_json,
 )
 from ragchat.domain.errors import ValidationError
-from ragchat.domain.labels import validate_collection
 from ragchat.domain.export import export_markdown
+from ragchat.domain.labels import validate_collection
 
 if TYPE_CHECKING:
     from ragchat.container import Container

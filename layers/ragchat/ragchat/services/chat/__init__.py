@@ -1,7 +1,6 @@
 """Multi-turn chat (SPEC §4, §7–§12) as small collaborators; :class:`ChatService` wires them."""
 
 from ragchat.services.chat.history import ExtractiveSummarizer, ModelSummarizer
-from ragchat.services.chat.personas import load_personas
 from ragchat.services.chat.service import ChatService
 from ragchat.services.chat.state import Turn, TurnResult
 from ragchat.services.chat.tools import ScopedNoteTools
@@ -13,5 +12,4 @@ __all__ = [
     "ScopedNoteTools",
     "Turn",
     "TurnResult",
-    "load_personas",
 ]

@@ -12,19 +12,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.models import Conversation, Message, Page
-from ragchat.domain.personas import DEFAULT_PERSONA, resolve_persona
+from ragchat.domain.personas import BUILTIN_PERSONAS, DEFAULT_PERSONA, resolve_persona
 from ragchat.services.answering import Answerer
 from ragchat.services.chat.conversations import Conversations
 from ragchat.services.chat.history import HistoryKeeper, ModelSummarizer
 from ragchat.services.chat.limits import RateLimiter
 from ragchat.services.chat.metrics import TurnMetrics
-from ragchat.services.chat.personas import load_personas
 from ragchat.services.chat.replay import Replays
 from ragchat.services.chat.state import TurnResult
 from ragchat.services.chat.streaming import Event
@@ -50,13 +49,15 @@ class ChatService:
         settings: Settings,
         clock: Clock = system_clock,
         sleep: Callable[[float], None] = time.sleep,
-        personas: dict[str, str] | None = None,
+        personas: Mapping[str, str] | None = None,
         summarizer: Summarizer | None = None,
     ) -> None:
-        """``summarizer`` writes history summaries (default: the chat model, see
-        :class:`ModelSummarizer`; pass :class:`ExtractiveSummarizer` for a model that is no LLM)."""
+        """``personas``: the registry loaded at start-up (``ragchat.container.load_personas``;
+        default: the built-in ones). ``summarizer`` writes history summaries (default: the chat
+        model, see :class:`ModelSummarizer`; pass :class:`ExtractiveSummarizer` for a model that is
+        no LLM)."""
         self.settings = settings
-        self._personas = personas
+        self.personas: dict[str, str] = dict(BUILTIN_PERSONAS if personas is None else personas)
         breaker = CircuitBreaker(counters, clock)
         caller = ModelCaller(
             model, sleep=sleep, breaker=breaker, budget_s=settings.model_turn_budget_s, clock=clock
@@ -89,12 +90,6 @@ class ChatService:
         self.turns = Turns(parts, settings)
 
     # ------------------------------------------------------------------ personas
-    @property
-    def personas(self) -> dict[str, str]:
-        if self._personas is None:
-            self._personas = load_personas(self.settings.personas_file)
-        return self._personas
-
     def _check_persona(self, name: str) -> str:
         return resolve_persona(self.personas, name)
 
