@@ -206,6 +206,17 @@ def opensearch_serverless_vector_index(env: ContractEnv) -> Iterator[VectorIndex
     yield OpenSearchVectorIndex(FakeCluster(serverless=True).client(), "notes", env.dimension, service="aoss")
 
 
+@contextmanager
+def s3vectors_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
+    """The S3 Vectors adapter over an in-memory fake of the ``s3vectors`` client (moto has no query
+    API); the fake validates every request against the botocore service model."""
+    from ragchat.adapters.aws.s3vectors import S3VectorsIndex
+
+    from tests.contract.fake_s3vectors import FakeS3Vectors
+
+    yield S3VectorsIndex(FakeS3Vectors("vectors", "notes", env.dimension), "vectors", "notes", env.dimension)
+
+
 # ------------------------------------------------------------------------------ in-memory fakes
 # The fakes in tests/fakes.py stand in for the adapters in every unit test: they are held to the same
 # contracts, so a unit test never passes against behaviour no real adapter has.
@@ -263,6 +274,7 @@ CONVERSATION_STORES["fake"] = fake_conversation_store
 COUNTERS["fake"] = fake_counters
 VECTOR_INDEXES["fake"] = fake_vector_index
 BLOB_STORES["fake"] = fake_blob_store
+VECTOR_INDEXES["s3vectors"] = s3vectors_vector_index
 
 
 # ------------------------------------------------------------------------------ fixtures

@@ -107,11 +107,16 @@ class Settings(BaseSettings):
     documents_bucket: str | None = Field(None, alias="DOCUMENTS_BUCKET")
     state_machine_arn: str | None = Field(None, alias="STATE_MACHINE_ARN")
     opensearch_endpoint: str | None = Field(None, alias="OPENSEARCH_ENDPOINT")
-    # Where vectors live: ``opensearch`` (default with RAGCHAT_BACKEND=aws; needs OPENSEARCH_ENDPOINT) or
-    # ``sqlite`` (the embedded index in RAGCHAT_DATA_DIR; default locally). Never chosen by fallback.
-    vector_index: Literal["opensearch", "sqlite"] | None = Field(None, alias="RAGCHAT_VECTOR_INDEX")
+    # Where vectors live: ``opensearch`` (default with RAGCHAT_BACKEND=aws; needs OPENSEARCH_ENDPOINT),
+    # ``s3vectors`` (Amazon S3 Vectors; needs S3VECTORS_BUCKET) or ``sqlite`` (the embedded index in
+    # RAGCHAT_DATA_DIR; default locally). Never chosen by fallback.
+    vector_index: Literal["opensearch", "s3vectors", "sqlite"] | None = Field(
+        None, alias="RAGCHAT_VECTOR_INDEX"
+    )
     opensearch_service: Literal["aoss", "es"] = Field("aoss", alias="OPENSEARCH_SERVICE")
     opensearch_index: str = Field("ragchat-notes", alias="OPENSEARCH_INDEX")
+    s3vectors_bucket: str | None = Field(None, alias="S3VECTORS_BUCKET")
+    s3vectors_index: str = Field("ragchat-notes", alias="S3VECTORS_INDEX")
     titan_dimension: Literal[256, 512, 1024] = Field(1024, alias="TITAN_DIMENSION")
     cohere_model_id: str = Field("cohere.embed-english-v3", alias="COHERE_MODEL_ID")
     embed_concurrency: int = Field(8, alias="EMBED_CONCURRENCY", ge=1, le=64)
@@ -145,6 +150,8 @@ class Settings(BaseSettings):
                 needed.append(("STATE_MACHINE_ARN", self.state_machine_arn))
         if self.vector_index_kind == "opensearch":
             needed.append(("OPENSEARCH_ENDPOINT", self.opensearch_endpoint))
+        if self.vector_index_kind == "s3vectors":
+            needed.append(("S3VECTORS_BUCKET", self.s3vectors_bucket))
         if self.chat_model == "anthropic":
             needed.append(("ANTHROPIC_API_KEY", self.anthropic_api_key or self.anthropic_secret_name))
         return [name for name, value in needed if not value]
@@ -159,10 +166,16 @@ class Settings(BaseSettings):
 
     def _why(self, missing: list[str]) -> str:
         reasons = []
-        if self.backend == "aws" and set(missing) - {"OPENSEARCH_ENDPOINT", "ANTHROPIC_API_KEY"}:
+        if self.backend == "aws" and set(missing) - {
+            "OPENSEARCH_ENDPOINT",
+            "S3VECTORS_BUCKET",
+            "ANTHROPIC_API_KEY",
+        }:
             reasons.append("RAGCHAT_BACKEND=aws")
         if "OPENSEARCH_ENDPOINT" in missing:
             reasons.append("the vector index is OpenSearch; RAGCHAT_VECTOR_INDEX=sqlite keeps it embedded")
+        if "S3VECTORS_BUCKET" in missing:
+            reasons.append("RAGCHAT_VECTOR_INDEX=s3vectors")
         if "ANTHROPIC_API_KEY" in missing:
             reasons.append("RAGCHAT_CHAT_MODEL=anthropic; or set ANTHROPIC_SECRET_NAME")
         return "; ".join(reasons)
@@ -178,7 +191,7 @@ class Settings(BaseSettings):
         return self.embedder or ("titan" if self.backend == "aws" else "minilm")
 
     @property
-    def vector_index_kind(self) -> Literal["opensearch", "sqlite"]:
+    def vector_index_kind(self) -> Literal["opensearch", "s3vectors", "sqlite"]:
         return self.vector_index or ("opensearch" if self.backend == "aws" else "sqlite")
 
     @property

@@ -202,6 +202,15 @@ class Container:
 
     @cached_property
     def index(self) -> VectorIndex:
+        if self.settings.vector_index_kind == "s3vectors":
+            from ragchat.adapters.aws.s3vectors import S3VectorsIndex
+
+            return S3VectorsIndex(
+                self._client("s3vectors"),
+                _required(self.settings.s3vectors_bucket, "S3VECTORS_BUCKET"),
+                self.settings.s3vectors_index,
+                dimension=self.embedder.dimension,
+            )
         if self.settings.vector_index_kind == "opensearch":
             from ragchat.adapters.aws.opensearch import OpenSearchVectorIndex
 

@@ -1,0 +1,205 @@
+"""Amazon S3 Vectors index (``VectorIndex`` on a vector bucket index, boto3 client ``s3vectors``).
+
+No compute is billed while idle: S3 Vectors charges storage, PUT bytes and per-query fees only.
+
+Layout. The vector key is the note id, so ``put_vectors`` overwrites on a re-run. The index is
+created (by the template) with ``distanceMetric: cosine`` and ``text`` as a *non-filterable*
+metadata key (filterable metadata is limited to 2 KB per vector; the chunk text is not). The
+filterable metadata is ``owner``, ``document_id``, ``collection``, ``enabled``, ``chunk_index``;
+keys whose value is ``None`` are left out (so ``collection $eq "work"`` never matches a note with
+no collection). Vectors are stored and queried at unit length; the service returns the cosine
+*distance* (``1 - cosine``), which this adapter turns back into ``Hit.score`` = cosine similarity.
+
+What the API does not offer, and what the adapter does instead:
+
+* **No delete/update by filter.** ``delete_document`` and ``set_enabled`` find the document's keys
+  with filtered queries (``topK`` ≤ :data:`MAX_TOP_K` per round; S3 Vectors writes are strongly
+  consistent, so a deleted or rewritten key no longer matches the next round) and then delete them,
+  or read them back with ``get_vectors`` and put them again with the flag flipped.
+* **No count.** ``count`` runs one filtered query with ``topK`` = :data:`MAX_TOP_K`: exact up to
+  that many, a lower bound beyond (the only caller asks "is the knowledge base empty?").
+* **No keyword search** in the classic query API: ``hybrid_search`` falls back to the vector search
+  and logs ``vector.hybrid_fallback`` once per adapter instance.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ragchat.domain.models import Hit, SearchFilter, VectorRecord
+
+logger = logging.getLogger("ragchat.adapters.s3vectors")
+
+MAX_TOP_K = 100  # QueryVectors topK ceiling
+PUT_BATCH = (
+    200  # vectors per PutVectors call (the API allows 500; this keeps requests well below its size cap)
+)
+DELETE_BATCH = 500  # keys per DeleteVectors call (API maximum)
+GET_BATCH = 100  # keys per GetVectors call (API maximum)
+MAX_ROUNDS = 10_000  # safety stop for the find-then-rewrite loops
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(float(x) * float(x) for x in vector))
+    return [float(x) / norm for x in vector] if norm else [0.0 for _ in vector]
+
+
+def metadata_filter(flt: SearchFilter, *, enabled: bool | None = True) -> dict[str, Any]:
+    """The S3 Vectors filter document for a search filter (``$and`` of ``$eq`` clauses)."""
+    clauses: list[dict[str, Any]] = [{"owner": {"$eq": flt.owner}}]
+    if enabled is not None:
+        clauses.append({"enabled": {"$eq": enabled}})
+    if flt.collection is not None:
+        clauses.append({"collection": {"$eq": flt.collection}})
+    if flt.document_id is not None:
+        clauses.append({"document_id": {"$eq": flt.document_id}})
+    return {"$and": clauses}
+
+
+def record_metadata(r: VectorRecord) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "owner": r.owner,
+        "document_id": r.document_id,
+        "collection": r.collection,
+        "chunk_index": r.chunk_index,
+        "enabled": r.enabled,
+        "text": r.text,
+    }
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+class S3VectorsIndex:
+    """``VectorIndex`` on one S3 Vectors index; ``client`` is a boto3 ``s3vectors`` client (or a
+    test double with the same methods and shapes)."""
+
+    def __init__(self, client: Any, bucket: str, index: str, dimension: int) -> None:
+        self._client = client
+        self.bucket = bucket
+        self.index = index
+        self.dimension = dimension
+        self._fallback_logged = False
+
+    @classmethod
+    def connect(cls, *, bucket: str, index: str, region: str, dimension: int) -> S3VectorsIndex:
+        import boto3
+
+        return cls(boto3.session.Session().client("s3vectors", region_name=region), bucket, index, dimension)
+
+    # ------------------------------------------------------------------ helpers
+    def _where(self) -> dict[str, str]:
+        return {"vectorBucketName": self.bucket, "indexName": self.index}
+
+    def _check(self, vector: Sequence[float]) -> list[float]:
+        if len(vector) != self.dimension:
+            raise ValueError(f"vector has dimension {len(vector)}, the index expects {self.dimension}")
+        return _unit(vector)
+
+    def _query(
+        self, vector: list[float], flt: dict[str, Any], k: int, *, metadata: bool
+    ) -> list[dict[str, Any]]:
+        resp = self._client.query_vectors(
+            **self._where(),
+            topK=k,
+            queryVector={"float32": vector},
+            filter=flt,
+            returnMetadata=metadata,
+            returnDistance=metadata,
+        )
+        return list(resp.get("vectors", []))
+
+    def _probe(self) -> list[float]:
+        """Any valid query vector, for queries whose ranking does not matter (they only list keys)."""
+        return [1.0] + [0.0] * (self.dimension - 1)
+
+    def _rounds(self, flt: dict[str, Any]) -> Iterator[list[str]]:
+        """Keys matching ``flt``, at most :data:`MAX_TOP_K` per round; the caller must make them stop
+        matching (delete or rewrite) before asking for the next round."""
+        for _ in range(MAX_ROUNDS):
+            keys = [v["key"] for v in self._query(self._probe(), flt, MAX_TOP_K, metadata=False)]
+            if not keys:
+                return
+            yield keys
+        raise RuntimeError(f"S3 Vectors: keys matching {flt} kept coming back after {MAX_ROUNDS} rounds")
+
+    def _delete_keys(self, keys: Sequence[str]) -> None:
+        for start in range(0, len(keys), DELETE_BATCH):
+            self._client.delete_vectors(**self._where(), keys=list(keys[start : start + DELETE_BATCH]))
+
+    def _hit(self, raw: dict[str, Any]) -> Hit:
+        meta = raw.get("metadata") or {}
+        cosine = 1.0 - float(raw.get("distance", 1.0))
+        return Hit(
+            id=raw["key"],
+            score=cosine,
+            text=str(meta.get("text", "")),
+            document_id=meta.get("document_id"),
+            chunk_index=int(meta.get("chunk_index") or 0),
+            collection=meta.get("collection"),
+            similarity=cosine,
+        )
+
+    # ------------------------------------------------------------------ VectorIndex
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
+        vectors = [self._check(r.vector) for r in records]  # validate everything before sending
+        latest = {r.id: {"key": r.id, "data": {"float32": v}, "metadata": record_metadata(r)}
+                  for r, v in zip(records, vectors, strict=True)}  # fmt: skip
+        items = list(latest.values())
+        for start in range(0, len(items), PUT_BATCH):
+            self._client.put_vectors(**self._where(), vectors=items[start : start + PUT_BATCH])
+
+    def search(self, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        query = self._check(vector)
+        if k <= 0:
+            return []
+        raws = self._query(query, metadata_filter(flt), min(k, MAX_TOP_K), metadata=True)
+        return sorted((self._hit(raw) for raw in raws), key=lambda h: -h.score)
+
+    def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
+        if not self._fallback_logged:
+            self._fallback_logged = True
+            logger.warning(
+                "vector.hybrid_fallback",
+                extra={"store": "s3vectors", "reason": "no keyword search: vector results only"},
+            )
+        return self.search(vector, flt, k)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self._delete_keys(list(dict.fromkeys(ids)))
+
+    def delete_document(self, owner: str, document_id: str) -> int:
+        flt = metadata_filter(SearchFilter(owner=owner, document_id=document_id), enabled=None)
+        deleted = 0
+        for keys in self._rounds(flt):
+            self._delete_keys(keys)
+            deleted += len(keys)
+        return deleted
+
+    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+        flt = metadata_filter(SearchFilter(owner=owner, document_id=document_id), enabled=not enabled)
+        for keys in self._rounds(flt):
+            for start in range(0, len(keys), GET_BATCH):
+                got = self._client.get_vectors(
+                    **self._where(),
+                    keys=keys[start : start + GET_BATCH],
+                    returnData=True,
+                    returnMetadata=True,
+                )
+                rewritten = [
+                    {
+                        "key": v["key"],
+                        "data": v["data"],
+                        "metadata": {**(v.get("metadata") or {}), "enabled": enabled},
+                    }
+                    for v in got.get("vectors", [])
+                ]
+                if rewritten:
+                    self._client.put_vectors(**self._where(), vectors=rewritten)
+
+    def count(self, owner: str) -> int:
+        """Enabled vectors of ``owner``: exact up to :data:`MAX_TOP_K`, that number beyond."""
+        return len(
+            self._query(self._probe(), metadata_filter(SearchFilter(owner=owner)), MAX_TOP_K, metadata=False)
+        )

@@ -1,0 +1,195 @@
+"""S3 Vectors adapter: the exact requests it sends (botocore Stubber on a real ``s3vectors`` client,
+which also validates them against the service model) and the behaviours the API forces on it
+(no delete-by-filter, no count, no keyword search), on the in-memory fake."""
+
+from __future__ import annotations
+
+import logging
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from ragchat.adapters.aws.s3vectors import MAX_TOP_K, PUT_BATCH, S3VectorsIndex
+from ragchat.domain.models import SearchFilter, VectorRecord
+
+from tests.contract.fake_s3vectors import FakeS3Vectors
+
+WHERE = {"vectorBucketName": "vec-bucket", "indexName": "notes"}
+
+
+def rec(id_: str, vector: list[float], **kw) -> VectorRecord:
+    base = {"text": f"text {id_}", "owner": "alice", "document_id": "D1", "chunk_index": 0}
+    return VectorRecord(id=id_, vector=vector, **{**base, **kw})
+
+
+@pytest.fixture
+def stubbed():
+    client = boto3.client(
+        "s3vectors", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
+    )
+    with Stubber(client) as stub:
+        yield S3VectorsIndex(client, "vec-bucket", "notes", 2), stub
+        stub.assert_no_pending_responses()
+
+
+def test_upsert_puts_unit_vectors_keyed_by_note_id_without_null_metadata(stubbed):
+    index, stub = stubbed
+    stub.add_response(
+        "put_vectors",
+        {},
+        {
+            **WHERE,
+            "vectors": [
+                {
+                    "key": "n1",
+                    "data": {"float32": [0.6, 0.8]},
+                    "metadata": {
+                        "owner": "alice",
+                        "document_id": "D1",
+                        "chunk_index": 3,
+                        "enabled": True,
+                        "text": "text n1",
+                    },
+                }
+            ],
+        },
+    )
+    index.upsert([rec("n1", [3.0, 4.0], chunk_index=3, collection=None)])
+
+
+def test_search_sends_the_owner_enabled_collection_filter_and_reads_distances(stubbed):
+    index, stub = stubbed
+    stub.add_response(
+        "query_vectors",
+        {
+            "vectors": [
+                {
+                    "key": "b",
+                    "distance": 0.5,
+                    "metadata": {"text": "tb", "document_id": "D2", "chunk_index": 1},
+                },
+                {"key": "a", "distance": 0.0, "metadata": {"text": "ta", "collection": "work"}},
+            ],
+            "distanceMetric": "cosine",
+        },
+        {
+            **WHERE,
+            "topK": 5,
+            "queryVector": {"float32": [1.0, 0.0]},
+            "filter": {
+                "$and": [
+                    {"owner": {"$eq": "alice"}},
+                    {"enabled": {"$eq": True}},
+                    {"collection": {"$eq": "work"}},
+                ]
+            },
+            "returnMetadata": True,
+            "returnDistance": True,
+        },
+    )
+    hits = index.search([2.0, 0.0], SearchFilter(owner="alice", collection="work"), 5)
+    assert [(h.id, h.score, h.similarity, h.text) for h in hits] == [
+        ("a", 1.0, 1.0, "ta"),
+        ("b", 0.5, 0.5, "tb"),
+    ]
+    assert (hits[1].document_id, hits[1].chunk_index, hits[0].collection) == ("D2", 1, "work")
+
+
+def test_k_is_capped_at_the_service_maximum(stubbed):
+    index, stub = stubbed
+    expected = {
+        **WHERE,
+        "topK": MAX_TOP_K,
+        "queryVector": {"float32": [0.0, 1.0]},
+        "filter": {
+            "$and": [{"owner": {"$eq": "bob"}}, {"enabled": {"$eq": True}}, {"document_id": {"$eq": "D9"}}]
+        },
+        "returnMetadata": True,
+        "returnDistance": True,
+    }
+    stub.add_response("query_vectors", {"vectors": [], "distanceMetric": "cosine"}, expected)
+    assert index.search([0.0, 1.0], SearchFilter(owner="bob", document_id="D9"), 500) == []
+
+
+def test_delete_document_queries_keys_then_deletes_them_until_none_match(stubbed):
+    index, stub = stubbed
+    flt = {"$and": [{"owner": {"$eq": "alice"}}, {"document_id": {"$eq": "D1"}}]}
+    query = {**WHERE, "topK": MAX_TOP_K, "queryVector": {"float32": [1.0, 0.0]}, "filter": flt,
+             "returnMetadata": False, "returnDistance": False}  # fmt: skip
+    stub.add_response(
+        "query_vectors", {"vectors": [{"key": "a"}, {"key": "b"}], "distanceMetric": "cosine"}, query
+    )
+    stub.add_response("delete_vectors", {}, {**WHERE, "keys": ["a", "b"]})
+    stub.add_response("query_vectors", {"vectors": [], "distanceMetric": "cosine"}, query)
+    assert index.delete_document("alice", "D1") == 2
+
+
+def test_large_documents_are_deleted_and_toggled_in_rounds():
+    fake = FakeS3Vectors("vec", "notes", 2)
+    index = S3VectorsIndex(fake, "vec", "notes", 2)
+    index.upsert([rec(f"n{i:03}", [1.0, i / 100], chunk_index=i) for i in range(250)])
+    index.upsert([rec("other", [1.0, 0.0], document_id="D2")])
+    assert sum(1 for name, _ in fake.calls if name == "put_vectors") == 3  # 250 → 200 + 50, then "other"
+    assert PUT_BATCH == 200
+    assert index.count("alice") == MAX_TOP_K  # a lower bound beyond the query ceiling
+
+    index.set_enabled("alice", "D1", False)
+    assert index.count("alice") == 1
+    stored = fake.vectors["n123"]
+    assert stored[1]["enabled"] is False and stored[1]["chunk_index"] == 123  # data and metadata kept
+    assert stored[0] == pytest.approx(index._check([1.0, 1.23]), abs=1e-6)
+
+    assert index.delete_document("alice", "D1") == 250
+    assert set(fake.vectors) == {"other"}
+
+
+def test_hybrid_search_falls_back_to_vector_search_and_says_so_once(caplog):
+    fake = FakeS3Vectors("vec", "notes", 2)
+    index = S3VectorsIndex(fake, "vec", "notes", 2)
+    index.upsert([rec("a", [1.0, 0.0], text="zeppelin"), rec("b", [0.0, 1.0])])
+    with caplog.at_level(logging.WARNING, logger="ragchat.adapters.s3vectors"):
+        first = index.hybrid_search("zeppelin", [0.0, 1.0], SearchFilter(owner="alice"), 2)
+        index.hybrid_search("zeppelin", [0.0, 1.0], SearchFilter(owner="alice"), 2)
+    assert [h.id for h in first] == ["b", "a"]
+    assert [r.getMessage() for r in caplog.records] == ["vector.hybrid_fallback"]
+
+
+def test_the_fake_rejects_what_the_service_rejects():
+    from botocore.exceptions import ClientError, ParamValidationError
+
+    fake = FakeS3Vectors("vec", "notes", 2)
+    with pytest.raises(ParamValidationError):
+        fake.delete_vectors(vectorBucketName="vec", indexName="notes", keys=[])
+    where = {"vectorBucketName": "vec", "indexName": "notes"}
+    with pytest.raises(ClientError, match="null"):
+        vector = {"key": "k", "data": {"float32": [1.0, 0.0]}, "metadata": {"collection": None}}
+        fake.put_vectors(**where, vectors=[vector])
+    with pytest.raises(ClientError, match="not filterable"):
+        query = {"topK": 1, "queryVector": {"float32": [1.0, 0.0]}, "filter": {"text": {"$eq": "x"}}}
+        fake.query_vectors(**where, **query)
+    with pytest.raises(ClientError, match="NotFoundException"):
+        fake.get_vectors(vectorBucketName="vec", indexName="other", keys=["k"])
+
+
+def test_the_container_builds_the_s3vectors_index_when_asked(monkeypatch):
+    from ragchat.config import load_settings
+    from ragchat.container import Container
+
+    from tests.fakes import FakeEmbedder
+
+    env = {"RAGCHAT_BACKEND": "aws", "DOCUMENTS_TABLE": "docs", "CONVERSATIONS_TABLE": "convs",
+           "COUNTERS_TABLE": "counters", "DOCUMENTS_BUCKET": "bucket", "RAGCHAT_VECTOR_INDEX": "s3vectors",
+           "S3VECTORS_BUCKET": "vec-bucket", "S3VECTORS_INDEX": "notes",
+           "AWS_REGION": "eu-west-1"}  # fmt: skip
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    index = Container(load_settings(env), embedder=FakeEmbedder()).index
+    assert isinstance(index, S3VectorsIndex)
+    assert (index.bucket, index.index, index._client.meta.region_name) == ("vec-bucket", "notes", "eu-west-1")
+
+
+def test_s3vectors_without_its_bucket_is_refused_at_start_up():
+    from ragchat.config import load_settings
+
+    with pytest.raises(ValueError, match=r"S3VECTORS_BUCKET must be set .*RAGCHAT_VECTOR_INDEX=s3vectors"):
+        load_settings({"RAGCHAT_VECTOR_INDEX": "s3vectors"})
