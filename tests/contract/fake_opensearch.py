@@ -32,10 +32,14 @@ class FakeCluster:
         self.pipelines: dict[str, Any] = {}
         self.requests: list[tuple[str, str, dict[str, Any], Any]] = []
         self.bulk_failures: dict[str, str] = {}  # note_id → error reason to report for its action
+        # A sleeping collection: each entry fails one request before it is served, an HTTP status
+        # (503, 429) or "timeout" (the request hangs past its timeout → ConnectionTimeout).
+        self.wake_failures: list[int | str] = []
+        self.timeouts: list[Any] = []  # the per-request timeout of every request, in order
 
-    def client(self) -> OpenSearch:
+    def client(self, **kwargs: Any) -> OpenSearch:
         return OpenSearch(
-            hosts=[{"host": "fake", "port": 9200}], connection_class=FakeConnection, cluster=self
+            hosts=[{"host": "fake", "port": 9200}], connection_class=FakeConnection, cluster=self, **kwargs
         )
 
     # ------------------------------------------------------------------ dispatch
@@ -284,6 +288,14 @@ class FakeConnection(Connection):
         ignore: Any = (),
         headers: Any = None,
     ) -> tuple[int, dict[str, str], str]:
+        self.cluster.timeouts.append(timeout)
+        if self.cluster.wake_failures:
+            failure = self.cluster.wake_failures.pop(0)
+            if failure == "timeout":
+                from opensearchpy.exceptions import ConnectionTimeout
+
+                raise ConnectionTimeout("TIMEOUT", f"read timed out ({timeout})", None)
+            self._raise_error(int(failure), json.dumps(_err("unavailable", "waking up")))
         text = body.decode() if isinstance(body, bytes) else body
         parsed: Any = text
         path = url.split("?", 1)[0]

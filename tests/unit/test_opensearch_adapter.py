@@ -193,3 +193,83 @@ def test_serverless_never_sends_custom_ids_refresh_or_by_query():
     assert index.delete_document("alice", "D1") == 2
     assert not _requests(cluster, "_by_query")
     assert all("refresh" not in r[2] for r in cluster.requests)
+
+
+# ------------------------------------------------------------------ sleeping collections (NextGen at 0 OCU)
+class StepClock:
+    """A monotonic clock that only moves when the adapter sleeps (or a fake request 'takes' time)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def _sleepy(cluster: FakeCluster, clock: StepClock, **policy) -> OpenSearchVectorIndex:
+    from ragchat.adapters.aws.wakeup import WakePolicy
+
+    wake = WakePolicy(clock=clock, sleep=clock.sleep, **policy)
+    index = OpenSearchVectorIndex(cluster.client(max_retries=0), "notes", 4, service="aoss", wake=wake)
+    index.upsert([rec("a", [1, 0, 0, 0]), rec("b", [0, 1, 0, 0])])
+    cluster.timeouts.clear()
+    return index
+
+
+def test_a_sleeping_collection_is_woken_and_the_first_query_still_answers(cluster):
+    clock = StepClock()
+    index = _sleepy(cluster, clock)
+    cluster.wake_failures = [503, "timeout", 429]
+    assert index.count("alice") == 2  # three failures absorbed, then served
+    assert clock.sleeps == [0.5, 1.0, 2.0]  # exponential backoff
+    cluster.wake_failures = [503]
+    assert [h.id for h in index.search([1, 0, 0, 0], SearchFilter(owner="alice"), 1)] == ["a"]
+    cluster.wake_failures = ["timeout"]
+    assert [h.id for h in index.hybrid_search("text a", [1, 0, 0, 0], SearchFilter(owner="alice"), 1)] == [
+        "a"
+    ]
+    assert all(t is not None and t <= 10.0 for t in cluster.timeouts)  # every query attempt is bounded
+
+
+def test_waking_gives_up_at_the_deadline_with_a_retryable_error(cluster):
+    from ragchat.adapters.aws.wakeup import VectorIndexWaking
+    from ragchat.domain.errors import TransientError
+
+    clock = StepClock()
+    index = _sleepy(cluster, clock, budget_s=5.0)
+    cluster.wake_failures = [503] * 50
+    with pytest.raises(VectorIndexWaking) as caught:
+        index.search([1, 0, 0, 0], SearchFilter(owner="alice"), 1)
+    assert isinstance(caught.value, TransientError) and caught.value.status == 503
+    assert sum(clock.sleeps) == pytest.approx(5.0)  # never waits past the budget
+    assert clock.sleeps == [0.5, 1.0, 2.0, 1.5]  # the last pause is clipped to the time left
+    assert cluster.timeouts[-1] == 1.0  # the last attempt gets the minimum timeout, not the full 10 s
+
+
+def test_writes_try_once_and_leave_the_waiting_to_the_state_machine(cluster):
+    from ragchat.adapters.aws.wakeup import VectorIndexWaking
+
+    clock = StepClock()
+    index = _sleepy(cluster, clock)
+    cluster.wake_failures = [503]
+    with pytest.raises(VectorIndexWaking):
+        index.upsert([rec("c", [0, 0, 1, 0])])
+    assert clock.sleeps == []
+    index.upsert([rec("c", [0, 0, 1, 0])])  # awake now
+    assert index.count("alice") == 3
+
+
+def test_other_errors_are_not_retried(cluster):
+    from opensearchpy.exceptions import RequestError
+
+    clock = StepClock()
+    index = _sleepy(cluster, clock)
+    cluster.wake_failures = [400]
+    with pytest.raises(RequestError):
+        index.count("alice")
+    assert clock.sleeps == []

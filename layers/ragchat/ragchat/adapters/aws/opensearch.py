@@ -29,6 +29,13 @@ vector 0.7), created idempotently. If the cluster cannot create search pipelines
 the two queries and fuses them by reciprocal rank (k=60) itself. Either way each hit also carries
 ``similarity``, the exact cosine similarity computed from the stored vector, for gating.
 
+Sleeping collections (a NextGen collection group at 0 OCU): queries (``search``, ``hybrid_search``,
+``count``) retry 503/429/timeouts with backoff inside a deadline (``wakeup.WakePolicy``, each
+attempt's timeout bounded by the time left); writes try once and raise ``wakeup.VectorIndexWaking``,
+which the ingestion state machine retries
+with longer pauses. The client itself does not retry (``max_retries=0``), so the policy is the only
+retry loop.
+
 ``_bulk`` partial failures raise :class:`IndexingError` naming every failed note id; nothing is
 dropped silently.
 """
@@ -40,6 +47,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from ragchat.adapters.aws.wakeup import WakePolicy
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
 
@@ -135,6 +143,7 @@ class OpenSearchVectorIndex:
         *,
         service: str = "es",
         refresh: bool | None = None,
+        wake: WakePolicy | None = None,
     ) -> None:
         if service not in self.SERVICES:
             raise ValueError(f"service must be one of {self.SERVICES}, not {service!r}")
@@ -147,6 +156,9 @@ class OpenSearchVectorIndex:
         self.refresh = (service == "es") if refresh is None else refresh
         self._index_ready = False
         self._pipeline: bool | None = None  # None: not tried yet; False: unsupported → client-side RRF
+        self._wake = wake or WakePolicy()
+        # writes: one attempt; a wake error becomes VectorIndexWaking for the state machine's Retry
+        self._once = WakePolicy(budget_s=0.0, clock=self._wake.clock, sleep=self._wake.sleep)
 
     @classmethod
     def connect(
@@ -166,6 +178,7 @@ class OpenSearchVectorIndex:
             connection_class=RequestsHttpConnection,
             pool_maxsize=20,
             timeout=30,
+            max_retries=0,  # WakePolicy owns retries (backoff inside a deadline)
         )
         return cls(client, index, dimension, service=service)
 
@@ -248,8 +261,10 @@ class OpenSearchVectorIndex:
     # ------------------------------------------------------------------ VectorIndex
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         vectors = [self._check(r.vector) for r in records]  # validate everything before sending
-        if not records:
-            return
+        if records:
+            self._once.run("upsert", lambda _: self._upsert(records, vectors))
+
+    def _upsert(self, records: Sequence[VectorRecord], vectors: list[list[float]]) -> None:
         self.ensure_index()
         latest = {r.id: (r, v) for r, v in zip(records, vectors, strict=True)}
         lines: list[dict[str, Any]] = []
@@ -287,30 +302,33 @@ class OpenSearchVectorIndex:
 
     def search(self, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
         query = self._check(vector)
-        if k <= 0 or not self._exists():
+        return self._wake.run("search", lambda timeout: self._search(query, flt, k, timeout))
+
+    def _search(self, query: list[float], flt: SearchFilter, k: int, timeout: float | None) -> list[Hit]:
+        if k <= 0 or not self._exists(timeout):
             return []
         body = {"size": k, "_source": _SOURCE_FIELDS, "query": self._knn(query, flt, k)}
-        hits = self._client.search(index=self.index, body=body)["hits"]["hits"]
+        hits = self._client.search(index=self.index, body=body, **_timeout(timeout))["hits"]["hits"]
         out = []
         for raw in hits:
             cosine = score_to_cosine(float(raw["_score"]))
             out.append(self._hit(raw, cosine, cosine))
         return out
 
-    def _exists(self) -> bool:
+    def _exists(self, timeout: float | None = None) -> bool:
         if not self._index_ready:
-            if not self._client.indices.exists(index=self.index):
+            if not self._client.indices.exists(index=self.index, **_timeout(timeout)):
                 return False
             self._index_ready = True
         return True
 
-    def _ensure_pipeline(self) -> bool:
+    def _ensure_pipeline(self, timeout: float | None = None) -> bool:
         if self._pipeline is None:
             from opensearchpy.exceptions import TransportError
 
             try:
                 self._client.transport.perform_request(
-                    "PUT", f"/_search/pipeline/{HYBRID_PIPELINE}", body=pipeline_body()
+                    "PUT", f"/_search/pipeline/{HYBRID_PIPELINE}", body=pipeline_body(), timeout=timeout
                 )
                 self._pipeline = True
             except TransportError as exc:
@@ -321,7 +339,12 @@ class OpenSearchVectorIndex:
 
     def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
         query = self._check(vector)
-        if k <= 0 or not self._exists():
+        return self._wake.run("hybrid_search", lambda timeout: self._hybrid(text, query, flt, k, timeout))
+
+    def _hybrid(
+        self, text: str, query: list[float], flt: SearchFilter, k: int, timeout: float | None
+    ) -> list[Hit]:
+        if k <= 0 or not self._exists(timeout):
             return []
         match = {"bool": {"must": [{"match": {"text": {"query": text}}}], "filter": filter_clauses(flt)}}
         source = [*_SOURCE_FIELDS, "vector"]
@@ -330,21 +353,24 @@ class OpenSearchVectorIndex:
             stored = raw.get("_source", {}).get("vector") or []
             return sum(a * b for a, b in zip(query, _unit(stored), strict=False))
 
-        if self._ensure_pipeline():
+        if self._ensure_pipeline(timeout):
             body = {
                 "size": k,
                 "_source": source,
                 "query": {"hybrid": {"queries": [match, self._knn(query, flt, k)]}},
             }
-            hits = self._client.search(
-                index=self.index, body=body, params={"search_pipeline": HYBRID_PIPELINE}
-            )["hits"]["hits"]
+            params: dict[str, Any] = {"search_pipeline": HYBRID_PIPELINE, **_timeout(timeout)}
+            hits = self._client.search(index=self.index, body=body, params=params)["hits"]["hits"]
             return [self._hit(raw, float(raw["_score"]), similarity(raw)) for raw in hits]
 
         # No search pipelines here: run both queries and fuse by reciprocal rank.
-        keyword = self._client.search(index=self.index, body={"size": k, "_source": source, "query": match})
+        keyword = self._client.search(
+            index=self.index, body={"size": k, "_source": source, "query": match}, **_timeout(timeout)
+        )
         semantic = self._client.search(
-            index=self.index, body={"size": k, "_source": source, "query": self._knn(query, flt, k)}
+            index=self.index,
+            body={"size": k, "_source": source, "query": self._knn(query, flt, k)},
+            **_timeout(timeout),
         )
         raws: dict[str, dict[str, Any]] = {}
         rankings: list[list[str]] = []
@@ -358,6 +384,9 @@ class OpenSearchVectorIndex:
         return [self._hit(raws[key], score, similarity(raws[key])) for key, score in rrf_scores(rankings)[:k]]
 
     def delete(self, ids: Sequence[str]) -> None:
+        self._once.run("delete", lambda _: self._delete(ids))
+
+    def _delete(self, ids: Sequence[str]) -> None:
         if not ids or not self._exists():
             return
         if self.server_ids:
@@ -372,6 +401,9 @@ class OpenSearchVectorIndex:
             )
 
     def delete_document(self, owner: str, document_id: str) -> int:
+        return self._once.run("delete_document", lambda _: self._delete_document(owner, document_id))
+
+    def _delete_document(self, owner: str, document_id: str) -> int:
         if not self._exists():
             return 0
         query = self._owned(owner, document_id)
@@ -387,6 +419,9 @@ class OpenSearchVectorIndex:
         return int(resp.get("deleted", 0))
 
     def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+        self._once.run("set_enabled", lambda _: self._set_enabled(owner, document_id, enabled))
+
+    def _set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
         if not self._exists():
             return
         query = self._owned(owner, document_id)
@@ -416,11 +451,19 @@ class OpenSearchVectorIndex:
         )
 
     def count(self, owner: str) -> int:
-        if not self._exists():
+        return self._wake.run("count", lambda timeout: self._count(owner, timeout))
+
+    def _count(self, owner: str, timeout: float | None) -> int:
+        if not self._exists(timeout):
             return 0
         body = {"query": {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"enabled": True}}]}}}
-        return int(self._client.count(index=self.index, body=body)["count"])
+        return int(self._client.count(index=self.index, body=body, **_timeout(timeout))["count"])
 
 
 def _is_action(line: dict[str, Any]) -> bool:
     return len(line) == 1 and next(iter(line)) in ("index", "delete", "create", "update")
+
+
+def _timeout(seconds: float | None) -> dict[str, Any]:
+    """opensearch-py's per-request timeout keyword (absent: the client's default)."""
+    return {"request_timeout": seconds} if seconds is not None else {}
