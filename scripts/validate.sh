@@ -84,7 +84,7 @@ EOF
 # `sam build` must work offline from Docker (issue: "sam build succeeds offline in CI"): build the
 # layer and every function for python3.12/arm64, then check the layer really holds our package and
 # Linux aarch64 binaries (not the x86_64 wheels of this machine).
-echo "validate: sam build (layer + functions, python3.12/arm64)"
+echo "validate: sam build (layers arm64 + x86_64, functions, python3.12)"
 if ! bash scripts/sam.sh build >/tmp/ragchat-sam-build.log 2>&1; then
   grep -v "^WARNING: Location" /tmp/ragchat-sam-build.log | tail -20 >&2
   echo "validate: sam build failed" >&2
@@ -95,6 +95,9 @@ test -f "$layer/ragchat/__init__.py" || { echo "validate: layer lacks the ragcha
 test -f "$layer/ragchat/samples/what-is-ragchat.md" || { echo "validate: layer lacks package data" >&2; exit 1; }
 ls "$layer"/pydantic_core/_pydantic_core.cpython-312-aarch64-linux-gnu.so >/dev/null 2>&1 ||
   { echo "validate: layer lacks the python3.12 aarch64 pydantic_core binary" >&2; exit 1; }
+# Architecture=x86_64 (for `sam local` on x86_64 machines) uses its own layer build
+ls .aws-sam/build/RagchatLayerX86/python/pydantic_core/_pydantic_core.cpython-312-x86_64-linux-gnu.so >/dev/null 2>&1 ||
+  { echo "validate: RagchatLayerX86 lacks the python3.12 x86_64 pydantic_core binary" >&2; exit 1; }
 for fn in NotesApiFunction ChatApiFunction WebUiFunction IngestStepsFunction S3IngestFunction; do
   test -f ".aws-sam/build/$fn/app.py" || { echo "validate: $fn was not built" >&2; exit 1; }
 done

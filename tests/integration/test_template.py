@@ -31,6 +31,8 @@ HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
 BROWSER_ONLY = {("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/swagger"), ("GET", "/ui"),
                 ("GET", "/write"), ("GET", "/documents/ui")}  # fmt: skip
 STREAMED = ("POST", "/chat/conversations/{}/messages")
+FUNCTIONS = {"NotesApiFunction", "ChatApiFunction", "ChatStreamFunction", "WebUiFunction",
+             "IngestStepsFunction", "S3IngestFunction"}  # fmt: skip
 
 
 @cache
@@ -50,6 +52,57 @@ def transformed(**params: str) -> dict[str, Any]:
 def resources(**params: str) -> dict[str, Any]:
     res: dict[str, Any] = transformed(**params)["Resources"]
     return res
+
+
+NO_VALUE = object()
+
+
+def effective(**params: str) -> dict[str, Any]:
+    """The resources CloudFormation would create for these parameter values: conditions evaluated,
+    resources whose condition is false dropped, ``Fn::If`` resolved, ``AWS::NoValue`` removed."""
+    template = transformed(**params)
+    values = {name: str(spec.get("Default", "")) for name, spec in template["Parameters"].items()}
+    values.update(params)
+
+    def value(node: Any) -> str:
+        return values[node["Ref"]] if isinstance(node, dict) and "Ref" in node else str(node)
+
+    def holds(name: str) -> bool:
+        return truth(template["Conditions"][name])
+
+    def truth(node: dict[str, Any]) -> bool:
+        ((fn, args),) = node.items()
+        if fn == "Fn::Equals":
+            return value(args[0]) == value(args[1])
+        if fn == "Fn::Not":
+            return not truth(args[0])
+        if fn == "Fn::And":
+            return all(truth(a) for a in args)
+        if fn == "Fn::Or":
+            return any(truth(a) for a in args)
+        assert fn == "Condition", fn
+        return holds(args)
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if set(node) == {"Fn::If"}:
+                name, yes, no = node["Fn::If"]
+                return resolve(yes if holds(name) else no)
+            if node == {"Ref": "AWS::NoValue"}:
+                return NO_VALUE
+            if set(node) == {"Ref"} and node["Ref"] in values:
+                return values[node["Ref"]]  # a parameter's value (as a string, like CloudFormation's)
+            out = {k: resolve(v) for k, v in node.items()}
+            return {k: v for k, v in out.items() if v is not NO_VALUE}
+        if isinstance(node, list):
+            return [v for v in (resolve(v) for v in node) if v is not NO_VALUE]
+        return node
+
+    return {
+        logical_id: resolve(resource)
+        for logical_id, resource in template["Resources"].items()
+        if "Condition" not in resource or holds(resource["Condition"])
+    }
 
 
 def normalize(path: str) -> str:
@@ -179,7 +232,7 @@ def test_message_posts_stream_through_the_lambda_web_adapter_function() -> None:
         integration = api_methods(api)[STREAMED]["x-amazon-apigateway-integration"]
         assert integration["responseTransferMode"] == "STREAM", api
         assert "/response-streaming-invocations" in json.dumps(integration["uri"]), api
-    fn = resources()["ChatStreamFunction"]["Properties"]
+    fn = effective()["ChatStreamFunction"]["Properties"]
     env = fn["Environment"]["Variables"]
     assert env["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap"
     assert env["AWS_LWA_INVOKE_MODE"] == "response_stream"
@@ -259,17 +312,27 @@ def test_every_role_that_may_search_the_collection_is_in_its_data_access_policy(
     assert principals == needs
 
 
-def test_every_function_is_python312_on_arm64_with_the_shared_layer() -> None:
-    functions = {k: v for k, v in resources().items() if v["Type"] == "AWS::Lambda::Function"}
-    assert set(functions) >= {
-        "NotesApiFunction", "ChatApiFunction", "ChatStreamFunction", "WebUiFunction",
-        "IngestStepsFunction", "S3IngestFunction",
-    }  # fmt: skip
+@pytest.mark.parametrize("arch", ["arm64", "x86_64"])
+def test_every_function_is_python312_on_the_chosen_architecture_with_the_shared_layer(arch: str) -> None:
+    params = {} if arch == "arm64" else {"Architecture": arch}
+    res = effective(**params)
+    functions = {k: v for k, v in res.items() if v["Type"] == "AWS::Lambda::Function"}
+    assert set(functions) == FUNCTIONS
+    layers = {k: v for k, v in res.items() if v["Type"] == "AWS::Lambda::LayerVersion"}
+    (layer_id,) = layers  # one ragchat layer, built for that architecture
+    assert layers[layer_id]["Properties"]["CompatibleArchitectures"] == [arch]
     for logical_id, fn in functions.items():
         props = fn["Properties"]
         assert props["Runtime"] == "python3.12", logical_id
-        assert props["Architectures"] == ["arm64"], logical_id
-        assert any("RagchatLayer" in json.dumps(layer) for layer in props["Layers"]), logical_id
+        assert props["Architectures"] == [arch], logical_id
+        assert {"Ref": layer_id} in props["Layers"], logical_id
+    adapter = [
+        layer for layer in functions["ChatStreamFunction"]["Properties"]["Layers"] if "Sub" in str(layer)
+    ]
+    assert len(adapter) == 1 and (
+        "LambdaAdapterLayerArm64" if arch == "arm64" else "LambdaAdapterLayerX86"
+    ) in str(adapter)
+    assert transformed()["Parameters"]["Architecture"]["Default"] == "arm64"
 
 
 def test_the_state_machine_gets_every_substitution_its_definition_uses() -> None:
