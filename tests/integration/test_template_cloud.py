@@ -222,7 +222,7 @@ def test_every_function_has_reserved_concurrency_as_a_cost_guard(
 
 def test_the_index_steps_wait_for_a_sleeping_vector_store() -> None:
     """``VectorIndexWaking`` (the OpenSearch adapter's error once a wake-up outlasts its deadline) is
-    retried by every state that writes vectors, with pauses long enough for a 10-30 s wake-up."""
+    retried by every step (each writes or deletes vectors), with pauses long enough for a 10-30 s wake-up."""
     definition = json.loads((ROOT / "statemachine" / "ingest.asl.json").read_text())
 
     def tasks(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -236,7 +236,8 @@ def test_the_index_steps_wait_for_a_sleeping_vector_store() -> None:
         for retrier in state.get("Retry", []):
             if "VectorIndexWaking" in retrier["ErrorEquals"]:
                 waking[name] = retrier
-    assert set(waking) == {"EmbedIndex", "EmbedIndexBatch", "MarkFailed"}
+    # split and fail remove earlier vectors, embed_index writes them, finalize switches them on
+    assert set(waking) == {"Split", "EmbedIndex", "EmbedIndexBatch", "Finalize", "MarkFailed"}
     for retrier in waking.values():
         pauses, pause = [], float(retrier["IntervalSeconds"])
         for _ in range(retrier["MaxAttempts"]):
