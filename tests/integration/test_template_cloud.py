@@ -96,12 +96,12 @@ def test_each_function_is_told_which_vector_store_to_use(vector_store: str) -> N
         assert env["ENABLE_RATE_LIMITING"] == "true", fn
         assert "IDEMPOTENCY_TABLE" not in env, fn
         if vector_store == "s3vectors":
-            assert env["VECTOR_STORE"] == "s3vectors"
+            assert env["RAGCHAT_VECTOR_INDEX"] == "s3vectors"
             assert env["S3VECTORS_INDEX"] == "ragchat-notes"
             assert env["S3VECTORS_BUCKET"] == res["NotesVectorBucket"]["Properties"]["VectorBucketName"]
             assert "OPENSEARCH_ENDPOINT" not in env
         else:
-            assert env["VECTOR_STORE"] == "opensearch"
+            assert env["RAGCHAT_VECTOR_INDEX"] == "opensearch"
             assert "S3VECTORS_BUCKET" not in env
             if vector_store == "existing-domain":
                 assert (env["OPENSEARCH_SERVICE"], env["OPENSEARCH_ENDPOINT"]) == (
@@ -244,3 +244,19 @@ def test_the_index_steps_wait_for_a_sleeping_vector_store() -> None:
             pauses.append(min(pause, retrier.get("MaxDelaySeconds", pause)))
             pause *= retrier["BackoffRate"]
         assert pauses[0] >= 5 and sum(pauses) >= 120 and retrier["JitterStrategy"] == "NONE"
+
+
+@pytest.mark.parametrize("vector_store", STORES)
+def test_every_function_starts_with_the_settings_the_template_gives_it(vector_store: str) -> None:
+    """The app's start-up check (``Settings``) accepts each function's environment for each store
+    (values CloudFormation fills in at deploy time stand in as placeholders)."""
+    from ragchat.config import load_settings
+
+    res = store(vector_store)
+    for fn in FUNCTIONS:
+        env = res[fn]["Properties"]["Environment"]["Variables"]
+        settings = load_settings({k: v if isinstance(v, str) else "placeholder" for k, v in env.items()})
+        assert settings.vector_index_kind == ("s3vectors" if vector_store == "s3vectors" else "opensearch"), (
+            fn
+        )
+        assert settings.enable_rate_limiting, fn
