@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ragchat.lambda_web import AdapterHTTPServer, create_server
+from ragchat.lambda_web import create_server
+from ragchat.serving.server import HttpServer as AdapterHTTPServer
 
 from tests.unit.api_support import Api, make_api
 from tests.unit.test_chat_api import _index

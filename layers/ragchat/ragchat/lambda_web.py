@@ -2,7 +2,7 @@
 
 ``python -m ragchat.lambda_web`` (started by ``functions/chat_stream/run.sh``) serves the chat area and
 ``/health`` on ``127.0.0.1:$AWS_LWA_PORT`` (default 8080) with ``ragchat serve``'s machinery
-(``ragchat.local_server``): the same resolver pool, event building, body limit and SSE streaming.
+(``ragchat.serving``): the same resolver pool, event building, limits and SSE streaming.
 The Lambda Web Adapter polls ``/health`` until it answers 200, then turns every API Gateway event into
 a plain HTTP request to this server and streams the response back (``AWS_LWA_INVOKE_MODE=
 response_stream``).
@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
-import threading
 import time
-from email.message import Message
 from typing import Any
 
-from ragchat.local_server import LocalContext, RagchatHTTPServer, Refusal, ResolverPool, build_event
+from ragchat.serving.asgi import Limits
+from ragchat.serving.events import Gateway, Headers, LocalContext, Refusal, ResolverPool, build_event
+from ragchat.serving.server import HttpServer
 
 logger = logging.getLogger("ragchat.lambda_web")
 
@@ -46,7 +45,7 @@ AREAS = frozenset({"chat", "ops"})  # the streamed chat route, and /health for t
 UNAUTHORIZED: Refusal = (401, {"error": "Unauthorized"}, {})
 
 
-def request_context(headers: Message) -> dict[str, Any] | None:
+def request_context(headers: Headers) -> dict[str, Any] | None:
     """API Gateway's request context from the adapter's header; ``None`` if missing or malformed."""
     raw = headers.get(REQUEST_CONTEXT_HEADER)
     if not raw:
@@ -88,7 +87,7 @@ class InvocationContext(LocalContext):
         return max(0, self._deadline_ms - int(time.time() * 1000))
 
 
-def lambda_context(headers: Message) -> dict[str, Any]:
+def lambda_context(headers: Headers) -> dict[str, Any]:
     try:
         value = json.loads(headers.get(LAMBDA_CONTEXT_HEADER) or "{}")
     except ValueError:
@@ -96,7 +95,7 @@ def lambda_context(headers: Message) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def refusal(path: str, headers: Message) -> Refusal | None:
+def refusal(path: str, headers: Headers) -> Refusal | None:
     """401 unless the adapter's request context is there and well-formed (``/health`` needs none)."""
     if path == "/health" or request_context(headers) is not None:
         return None
@@ -104,7 +103,7 @@ def refusal(path: str, headers: Message) -> Refusal | None:
 
 
 def event_for(
-    method: str, raw_path: str, headers: Message, body: bytes, client_ip: str
+    method: str, raw_path: str, headers: Headers, body: bytes, client_ip: str
 ) -> tuple[dict[str, Any], InvocationContext]:
     """The API Gateway event (its ``requestContext`` from the adapter's header, the context headers
     dropped) and the Lambda context of one request forwarded by the adapter."""
@@ -122,13 +121,13 @@ def event_for(
     return event, InvocationContext(event["requestContext"]["requestId"], lambda_context(headers))
 
 
-class AdapterHTTPServer(RagchatHTTPServer):
-    """``RagchatHTTPServer`` whose caller comes from the Lambda Web Adapter's context headers."""
+class AdapterGateway(Gateway):
+    """``Gateway`` whose caller comes from the Lambda Web Adapter's context headers."""
 
-    def __init__(self, address: tuple[str, int], pool: ResolverPool, *, body_limit: int) -> None:
-        super().__init__(address, pool, body_limit=body_limit, api_token=None, principal="")
+    def __init__(self, pool: ResolverPool, *, body_limit: int) -> None:
+        super().__init__(pool, body_limit=body_limit, api_token=None, principal="")
 
-    def refusal(self, method: str, path: str, headers: Message) -> Refusal | None:
+    def refusal(self, method: str, path: str, headers: Headers) -> Refusal | None:
         refused = refusal(path, headers)
         if refused is not None:
             from ragchat.api.handler import correlate
@@ -137,7 +136,7 @@ class AdapterHTTPServer(RagchatHTTPServer):
         return refused
 
     def event_for(
-        self, method: str, raw_path: str, headers: Message, body: bytes, client_ip: str
+        self, method: str, raw_path: str, headers: Headers, body: bytes, client_ip: str
     ) -> tuple[dict[str, Any], Any]:
         return event_for(method, raw_path, headers, body, client_ip)
 
@@ -148,12 +147,15 @@ class AdapterHTTPServer(RagchatHTTPServer):
         return super().resolve(event, context)
 
 
-def create_server(container: Any, *, port: int, host: str = "127.0.0.1") -> AdapterHTTPServer:
+def create_server(
+    container: Any, *, port: int, host: str = "127.0.0.1", limits: Limits | None = None
+) -> HttpServer:
     """The server over ``container`` (port 0 picks a free one); call ``serve_forever()`` on it."""
     from ragchat.api.app import create_app
 
     pool = ResolverPool(lambda: create_app(container, areas=AREAS)).prime()
-    return AdapterHTTPServer((host, port), pool, body_limit=container.settings.body_limit_bytes)
+    gateway = AdapterGateway(pool, body_limit=container.settings.body_limit_bytes)
+    return HttpServer(gateway, (host, port), limits)
 
 
 def warm(container: Any) -> None:
@@ -177,13 +179,7 @@ def main() -> None:
     box = Container()
     server = create_server(box, port=box.settings.lwa_port)
     warm(box)
-
-    def _stop(signum: int, _frame: Any) -> None:
-        # shutdown() waits for serve_forever() to return, so it must run off the serving thread.
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    # uvicorn, on the main thread, stops gracefully on SIGTERM / SIGINT.
     logger.info("ragchat chat_stream listening on http://127.0.0.1:%d", server.server_address[1])
     sys.stdout.flush()
     try:

@@ -1,0 +1,272 @@
+"""The ASGI application in front of the resolver: each HTTP request becomes an API Gateway event
+(``ragchat.serving.events``), is resolved on a worker thread, and the proxy response is written back.
+
+What it adds to the resolver: bounded concurrency (503 + ``Retry-After`` when ``max_concurrency``
+requests are in flight), a body read timeout (408), the body limit before reading (413), the token check
+before reading, every error as JSON ``{"error": ...}``, and streaming: an iterator body is written
+and flushed chunk by chunk as the route produces it, and closed when the client hangs up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any
+
+from ragchat.serving.events import Gateway, response_body, response_headers
+
+logger = logging.getLogger("ragchat.serve")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+DONE = object()  # what ``next`` returns at the end of a streamed body
+DRAIN_LIMIT = 64 * 1024 * 1024  # bytes of a refused body read and dropped before answering
+HOP_BY_HOP = frozenset({"content-length", "connection", "transfer-encoding"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The serving limits (README "Reliability"); tests pass small values."""
+
+    backlog: int = 2048  # listen queue (the kernel caps it at net.core.somaxconn)
+    max_concurrency: int = 128  # requests in flight (streams included); more answer 503
+    retry_after: int = 1  # seconds, in the 503's Retry-After
+    header_timeout: float = 10.0  # a request's headers must arrive within this (else 408, closed)
+    body_timeout: float = 30.0  # the whole declared body must arrive within this (else 408, closed)
+    keep_alive: float = 5.0  # an idle keep-alive connection is closed after this
+    max_header_bytes: int = 64 * 1024  # request line + headers (larger: 431 / 414)
+    graceful_shutdown: float = 5.0  # seconds in-flight requests get on shutdown
+
+
+class ClientGone(Exception):
+    """The client hung up before its request was read."""
+
+
+class BodyTimeout(Exception):
+    """The declared body did not arrive within ``Limits.body_timeout``."""
+
+
+class Exchange:
+    """One request/response: what was sent (for the access log) and JSON answers."""
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.scope, self.receive, self._send = scope, receive, send
+        self.status = 500
+        self.size = 0
+        self.started = False
+
+    async def start(self, status: int, headers: list[tuple[str, str]]) -> None:
+        self.status, self.started = status, True
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1", "replace")) for k, v in headers]
+        await self._send({"type": "http.response.start", "status": status, "headers": raw})
+
+    async def body(self, data: bytes, *, more: bool = False) -> None:
+        self.size += len(data)
+        await self._send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def json(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None, *, close: bool = False
+    ) -> None:
+        data = json.dumps(body).encode("utf-8")
+        extra = [("Connection", "close")] if close else []
+        all_headers = [("Content-Type", "application/json"), *(headers or {}).items(), *extra]
+        await self.start(status, [*all_headers, ("Content-Length", str(len(data)))])
+        await self.body(data)
+
+
+class GatewayApp:
+    """ASGI 3 application over a ``Gateway`` (see the module docstring)."""
+
+    def __init__(self, gateway: Gateway, limits: Limits) -> None:
+        self.gateway = gateway
+        self.limits = limits
+        self.in_flight = 0
+        self.executor = ThreadPoolExecutor(max_workers=limits.max_concurrency, thread_name_prefix="ragchat")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        started = time.perf_counter()
+        exchange = Exchange(scope, receive, send)
+        try:
+            await self._admit(exchange)
+        finally:
+            ms = (time.perf_counter() - started) * 1000
+            client = (scope.get("client") or ("-",))[0]
+            logger.info(
+                '%s "%s %s" %d %d %.1fms', client, scope["method"], _target(scope), exchange.status,
+                exchange.size, ms,
+            )  # fmt: skip
+
+    async def _admit(self, exchange: Exchange) -> None:
+        if self.in_flight >= self.limits.max_concurrency:
+            retry = str(self.limits.retry_after)
+            message = f"Server busy: {self.in_flight} requests in flight; retry in {retry} s"
+            await exchange.json(503, {"error": message}, {"Retry-After": retry}, close=True)
+            return
+        self.in_flight += 1
+        try:
+            await self._serve(exchange)
+        except (ClientGone, OSError):
+            logger.info("client disconnected (%s)", _target(exchange.scope))
+        except Exception:
+            logger.exception("unhandled error serving %s", _target(exchange.scope))
+            if not exchange.started:
+                await exchange.json(500, {"error": "Internal server error"}, close=True)
+        finally:
+            self.in_flight -= 1
+
+    async def _serve(self, exchange: Exchange) -> None:
+        scope = exchange.scope
+        method, target = scope["method"], _target(scope)
+        headers = _headers(scope)
+        refused = self.gateway.refusal(method, scope["path"], headers)
+        length = _declared_length(headers)
+        if refused is not None:
+            # The body is dropped unparsed (so a client still sending sees the answer, not a reset) and
+            # the connection closed: it can't be taken for the next request.
+            await self._discard(exchange, length)
+            await exchange.json(*refused, close=True)
+            return
+        problem = _framing_problem(headers, length, self.gateway.body_limit)
+        if problem is not None:
+            if problem[0] == 413:
+                await self._discard(exchange, length)
+            await exchange.json(*problem, close=True)
+            return
+        try:
+            body = await asyncio.wait_for(_read_body(exchange.receive), self.limits.body_timeout)
+        except TimeoutError:
+            message = f"Request timeout: body not received within {self.limits.body_timeout:g} s"
+            await exchange.json(408, {"error": message}, close=True)
+            return
+        client_ip = (scope.get("client") or ("127.0.0.1",))[0]
+        event, context = self.gateway.event_for(method, target, headers, body, client_ip)
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        result = await loop.run_in_executor(self.executor, self.gateway.resolve, event, context)
+        app_ms = (time.perf_counter() - t0) * 1000
+        out = [*response_headers(result), ("Server-Timing", f"app;dur={app_ms:.1f}")]
+        out = [(k, v) for k, v in out if k.lower() not in HOP_BY_HOP]
+        out.append(("x-request-id", event["requestContext"]["requestId"]))
+        status = int(result.get("statusCode", 200))
+        payload = response_body(result)
+        if isinstance(payload, bytes):
+            if method == "HEAD" or status in (204, 304):
+                payload = b""
+            await exchange.start(status, [*out, ("Content-Length", str(len(payload)))])
+            await exchange.body(payload)
+            return
+        await self._stream(exchange, status, out, payload)
+
+    async def _discard(self, exchange: Exchange, length: int | None) -> None:
+        """Read and drop a bounded amount of a body that will not be used."""
+        if not length or length > DRAIN_LIMIT:
+            return
+        with contextlib.suppress(TimeoutError, ClientGone):
+            await asyncio.wait_for(_read_body(exchange.receive, keep=False), self.limits.body_timeout)
+
+    async def _stream(
+        self, exchange: Exchange, status: int, headers: list[tuple[str, str]], chunks: Iterator[Any]
+    ) -> None:
+        """Write each chunk when the route yields it; a hang-up closes the iterator (GeneratorExit at its
+        current ``yield``: the service stores the partial answer ``interrupted``)."""
+        loop = asyncio.get_running_loop()
+        gone = asyncio.Event()
+        watcher = asyncio.ensure_future(_watch_disconnect(exchange.receive, gone))
+        extra = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"), ("Connection", "close")]
+        try:
+            await exchange.start(status, [*headers, *extra])
+            while not gone.is_set():
+                chunk: Any = await loop.run_in_executor(self.executor, next, chunks, DONE)
+                if chunk is DONE or gone.is_set():
+                    break
+                data = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
+                if data:
+                    await exchange.body(data, more=True)
+            if not gone.is_set():
+                await exchange.body(b"")
+        finally:
+            watcher.cancel()
+            close = getattr(chunks, "close", None)
+            if callable(close):
+                if gone.is_set():
+                    logger.info("client disconnected during a stream (%s)", _target(exchange.scope))
+                await loop.run_in_executor(self.executor, close)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _read_body(receive: Receive, *, keep: bool = True) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        if keep:
+            parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    with contextlib.suppress(Exception):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone.set()
+                return
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def _headers(scope: Scope) -> Message:
+    headers = Message()
+    for name, value in scope["headers"]:
+        headers[name.decode("latin-1")] = value.decode("latin-1")
+    return headers
+
+
+def _target(scope: Scope) -> str:
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8")
+    query = scope.get("query_string") or b""
+    target = raw.decode("latin-1")
+    return f"{target}?{query.decode('latin-1')}" if query else target
+
+
+def _declared_length(headers: Message) -> int | None:
+    try:
+        return int(headers.get("Content-Length") or 0)
+    except ValueError:
+        return None
+
+
+def _framing_problem(headers: Message, length: int | None, limit: int) -> tuple[int, dict[str, Any]] | None:
+    if (headers.get("Transfer-Encoding") or "").lower() == "chunked":
+        return 411, {"error": "Length required: send a Content-Length header"}
+    if length is None or length < 0:
+        return 400, {"error": "Invalid Content-Length"}
+    if length > limit:
+        return 413, {"error": f"Payload too large: {length} bytes (limit {limit} bytes)"}
+    return None

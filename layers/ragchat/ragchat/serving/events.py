@@ -1,0 +1,241 @@
+"""API Gateway event translation: one HTTP request → the REST (v1 proxy) event and Lambda context the
+handlers get in the cloud, and the proxy response dict → status, headers and body. No HTTP server here
+(``ragchat.serving.asgi`` serves it); ``ragchat serve`` and the ``chat_stream`` function share it.
+
+Streaming hook (SSE, for the chat area): a route streams by returning a Powertools ``Response`` whose
+``body`` is an *iterator* of ``str``/``bytes`` chunks; ``resolve()`` hands that iterator back and the
+server writes and flushes each chunk when produced, then closes it (also when the client hangs up:
+``GeneratorExit`` at the generator's current ``yield``). Capture what the generator needs before its
+first ``yield``; never read ``app.current_event`` inside it. ``LocalContext.streams_response`` tells
+routes the response is streamed (a real Lambda context has no such attribute).
+
+Concurrency: Powertools keeps the current event and context on a *class* attribute
+(``BaseRouter.current_event``), shared by every resolver in the process, so concurrent requests (one
+thread each) would see each other's event. Each request therefore takes a resolver from a pool (one per
+concurrent request; building one is about a millisecond) and the pool pins the event and context on
+that resolver *instance* before resolving; the routers of a resolver read them from there.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+STAGE = "$default"
+TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded", "application/xml")
+
+Refusal = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, extra headers
+# Served without the bearer token: the page shells and their scripts hold no user data
+# (``ragchat.api.pages``).
+OPEN_PAGES = frozenset({"/ui", "/write", "/documents/ui"})
+OPEN_PREFIXES = ("/static/",)
+
+
+class Headers(Protocol):
+    """Request headers, looked up case-insensitively (``email.message.Message`` is one)."""
+
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+    def items(self) -> Any: ...
+
+
+class ResolverPool:
+    """Hands out resolvers one request at a time; builds another when all are busy."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
+
+    def prime(self) -> ResolverPool:
+        """Build one resolver now, so route errors surface at start rather than on the first request."""
+        self._free.append(self._factory())
+        return self
+
+    def resolve(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        context = context if context is not None else LocalContext(event["requestContext"]["requestId"])
+        with self._lock:
+            app = self._free.pop() if self._free else None
+        if app is None:
+            app = self._factory()
+        try:
+            # Instance attributes win over Powertools' process-wide class attributes (module docstring).
+            app.current_event = app._to_proxy_event(event)
+            app.lambda_context = context
+            result: dict[str, Any] = app.resolve(event, context)
+            return result
+        finally:
+            with self._lock:
+                self._free.append(app)
+
+
+class LocalContext:
+    """The bits of a Lambda context the Powertools utilities read."""
+
+    streams_response = True  # the server writes an iterator body as it is produced (module docstring)
+    function_name = "ragchat-local"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:ragchat-local"
+    memory_limit_in_mb = 1024
+    log_group_name = "/aws/lambda/ragchat-local"
+    log_stream_name = "local"
+
+    def __init__(self, request_id: str) -> None:
+        self.aws_request_id = request_id
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def build_event(
+    method: str,
+    raw_path: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    *,
+    source_ip: str = "127.0.0.1",
+    principal: str | None = None,
+    request_id: str | None = None,
+    now: float | None = None,
+    request_context: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST (v1 proxy) event for one HTTP request. ``request_context`` (API Gateway's
+    own, as the Lambda Web Adapter forwards it) replaces the local values key by key."""
+    split = urlsplit(raw_path)
+    path = unquote(split.path) or "/"
+    single: dict[str, str] = {}
+    multi: dict[str, list[str]] = {}
+    for name, value in headers:
+        single[name] = value
+        multi.setdefault(name, []).append(value)
+    qs_single: dict[str, str] = {}
+    qs_multi: dict[str, list[str]] = {}
+    for key, value in parse_qsl(split.query, keep_blank_values=True):
+        qs_single[key] = value
+        qs_multi.setdefault(key, []).append(value)
+    content_type = next((v for k, v in single.items() if k.lower() == "content-type"), "")
+    body_text: str | None
+    is_b64 = False
+    if not body:
+        body_text = None
+    elif _is_text(content_type):
+        try:
+            body_text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            body_text, is_b64 = base64.b64encode(body).decode("ascii"), True
+    else:
+        body_text, is_b64 = base64.b64encode(body).decode("ascii"), True
+    request_id = request_id or str(uuid.uuid4())
+    epoch_ms = int((now if now is not None else time.time()) * 1000)
+    authorizer: dict[str, Any] = {}
+    if principal:
+        authorizer = {"claims": {"sub": principal}, "principalId": principal}
+    context: dict[str, Any] = {
+        "resourcePath": "/{proxy+}",
+        "httpMethod": method.upper(),
+        "path": path,
+        "stage": STAGE,
+        "requestId": request_id,
+        "requestTimeEpoch": epoch_ms,
+        "protocol": "HTTP/1.1",
+        "accountId": "000000000000",
+        "apiId": "local",
+        "identity": {"sourceIp": source_ip, "userAgent": single.get("User-Agent")},
+        "authorizer": authorizer,
+        **(request_context or {}),
+    }
+    return {
+        "resource": context["resourcePath"],
+        "path": path,
+        "httpMethod": method.upper(),
+        "headers": single,
+        "multiValueHeaders": multi,
+        "queryStringParameters": qs_single or None,
+        "multiValueQueryStringParameters": qs_multi or None,
+        "pathParameters": {"proxy": path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": context,
+        "body": body_text,
+        "isBase64Encoded": is_b64,
+    }
+
+
+def _is_text(content_type: str) -> bool:
+    ctype = content_type.lower()
+    if not ctype:
+        return True
+    return ctype.startswith(TEXT_TYPES) or "+json" in ctype or "charset=" in ctype
+
+
+def response_headers(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Flatten ``headers`` and ``multiValueHeaders`` of a proxy response (multi wins for a name)."""
+    out: list[tuple[str, str]] = []
+    multi = result.get("multiValueHeaders") or {}
+    seen = {name.lower() for name in multi}
+    for name, value in (result.get("headers") or {}).items():
+        if name.lower() not in seen:
+            out.append((name, str(value)))
+    for name, values in multi.items():
+        for value in values:
+            out.append((name, str(value)))
+    return out
+
+
+def response_body(result: Mapping[str, Any]) -> bytes | Iterator[Any]:
+    body = result.get("body")
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return base64.b64decode(body) if result.get("isBase64Encoded") else body.encode("utf-8")
+    if isinstance(body, bytes):
+        return body
+    chunks: Iterator[Any] = iter(body)  # streaming route (see module docstring)
+    return chunks
+
+
+def bearer_refusal(api_token: str | None, method: str, path: str, authorization: str) -> Refusal | None:
+    """``ragchat serve``'s token check (module docstring); ``path`` is the raw request path."""
+    if not api_token or path == "/health" or method == "OPTIONS":
+        return None
+    if method in ("GET", "HEAD") and (path in OPEN_PAGES or path.startswith(OPEN_PREFIXES)):
+        return None
+    scheme, _, token = authorization.partition(" ")
+    # bytes: compare_digest refuses non-ASCII str, and a typed token may hold anything
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode("utf-8", "surrogateescape"), api_token.encode("utf-8", "surrogateescape")
+    ):
+        return 401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"}
+    return None
+
+
+class Gateway:
+    """The three steps from an HTTP request to a proxy response (``ragchat.lambda_web`` overrides the
+    first two for the Lambda Web Adapter)."""
+
+    def __init__(self, pool: ResolverPool, *, body_limit: int, api_token: str | None, principal: str):
+        self.pool = pool
+        self.body_limit = body_limit
+        self.api_token = api_token
+        self.principal = principal
+
+    def refusal(self, method: str, path: str, headers: Headers) -> Refusal | None:
+        """Checked before the body is read: ``None`` to go on, else (status, JSON body, headers)."""
+        return bearer_refusal(self.api_token, method, path, headers.get("Authorization", "") or "")
+
+    def event_for(
+        self, method: str, raw_path: str, headers: Headers, body: bytes, client_ip: str
+    ) -> tuple[dict[str, Any], Any]:
+        """The API Gateway event and the Lambda context for one request."""
+        event = build_event(
+            method, raw_path, headers.items(), body, source_ip=client_ip, principal=self.principal
+        )
+        return event, LocalContext(event["requestContext"]["requestId"])
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return self.pool.resolve(event, context)

@@ -1,0 +1,172 @@
+"""The HTTP server: uvicorn (HTTP/1.1 over h11, no extras) running ``GatewayApp``.
+
+Chosen over ``http.server`` for its listen backlog, keep-alive handling, asyncio connections (a slow
+client costs no thread) and maintenance; over hypercorn/granian for its size (uvicorn + h11 + click
+≈ 2 MB, ~15 ms to import) and plain-Python install. Added here: a header read timeout (uvicorn has
+none: a client that never finishes its headers would keep the connection forever) and protocol errors
+answered as JSON instead of uvicorn's text/plain.
+
+``HttpServer`` mimics the bits of ``socketserver`` callers use: ``server_address``, ``serve_forever()``,
+``shutdown()``, ``server_close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import threading
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ragchat.serving.asgi import GatewayApp, Limits
+from ragchat.serving.events import Gateway
+
+logger = logging.getLogger("ragchat.serve")
+
+
+def raw_json_response(status: int, reason: str, message: str) -> bytes:
+    """A complete ``Connection: close`` JSON response, for errors before h11 has a request to answer."""
+    body = json.dumps({"error": message}).encode("utf-8")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol plus a header read timeout and JSON protocol errors."""
+
+    header_timeout = 10.0  # set per server by ``protocol_for``
+    max_header_bytes = 64 * 1024
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._arm_header_timer()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self._arm_header_timer()  # part of a request line / headers so far
+        else:
+            self._disarm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        self._disarm_header_timer()  # idle now: uvicorn's keep-alive timeout takes over
+        super().on_response_complete()
+
+    def _arm_header_timer(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a request is being answered (pipelined data waits for it)
+        pending, _closed = self.conn.trailing_data
+        if pending:
+            message = f"Request timeout: headers not received within {self.header_timeout:g} s"
+            self.transport.write(raw_json_response(408, "Request Timeout", message))
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        pending, _closed = self.conn.trailing_data
+        first_line, crlf, _rest = pending.partition(b"\r\n")
+        if len(pending) >= self.max_header_bytes and not crlf:
+            status, reason, message = 414, "URI Too Long", "URI too long"
+        elif len(pending) >= self.max_header_bytes:
+            status, reason, message = 431, "Request Header Fields Too Large", "Request headers too large"
+        else:
+            status, reason, message = 400, "Bad Request", "Bad request: malformed HTTP request"
+        _ = first_line
+        self.transport.write(raw_json_response(status, reason, message))
+        self.transport.close()
+
+
+def protocol_for(limits: Limits) -> type[GuardedH11Protocol]:
+    """A protocol class carrying these limits (uvicorn builds one instance per connection)."""
+    return type(
+        "RagchatH11Protocol",
+        (GuardedH11Protocol,),
+        {"header_timeout": limits.header_timeout, "max_header_bytes": limits.max_header_bytes},
+    )
+
+
+def bind(host: str, port: int, backlog: int) -> socket.socket:
+    """A listening socket (port 0 picks a free one); ``OSError`` if the address is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+class HttpServer:
+    """uvicorn serving ``gateway`` on a socket bound at construction (so the port is known at once)."""
+
+    def __init__(self, gateway: Gateway, address: tuple[str, int], limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.app = GatewayApp(gateway, self.limits)
+        self.socket = bind(address[0], address[1], self.limits.backlog)
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        config = uvicorn.Config(
+            self.app,
+            http=protocol_for(self.limits),
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            backlog=self.limits.backlog,
+            timeout_graceful_shutdown=max(1, round(self.limits.graceful_shutdown)),
+            h11_max_incomplete_event_size=self.limits.max_header_bytes,
+            server_header=False,
+            date_header=True,
+        )
+        config.timeout_keep_alive = self.limits.keep_alive  # type: ignore[assignment]  # float is fine
+        self.uvicorn = uvicorn.Server(config)
+        self._started = False
+        self._done = threading.Event()
+
+    def serve_forever(self) -> None:
+        """Serve until ``shutdown()`` (or SIGINT/SIGTERM when run on the main thread)."""
+        self._started = True
+        try:
+            self.uvicorn.run(sockets=[self.socket])
+        finally:
+            self._done.set()
+
+    def shutdown(self) -> None:
+        """Ask the server to stop and wait (up to the graceful timeout + 5 s) until it has."""
+        self.uvicorn.should_exit = True
+        if self._started:
+            self._done.wait(self.limits.graceful_shutdown + 5)
+
+    def server_close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.socket.close()
+        self.app.close()
+
+    def __repr__(self) -> str:
+        return f"HttpServer({self.server_address!r})"
