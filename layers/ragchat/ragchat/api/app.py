@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConf
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ragchat.api.auth import principal
+from ragchat.api.body import body_problem, strict_json
 from ragchat.api.errors import error_event_response, register_error_handlers
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ class RagchatResolver(APIGatewayRestResolver):
             return error_event_response(
                 413, f"Payload too large: {size} bytes (limit {self.body_limit} bytes)"
             )
+        problem = body_problem(event)
+        if problem is not None:
+            return error_event_response(400, problem)
         return super().resolve(event, context)
 
 
@@ -93,6 +97,7 @@ def create_app(container: Container, *, areas: set[str] | frozenset[str] | None 
         body_limit=container.settings.body_limit_bytes,
         cors=CORS,
         enable_validation=True,
+        json_body_deserializer=strict_json,
     )
     register_error_handlers(app)
     for area in ("ops", "notes", "chat", "ui"):

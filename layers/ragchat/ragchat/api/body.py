@@ -1,0 +1,128 @@
+"""The one strict JSON body parser (SPEC §11: bad input never causes a 5xx).
+
+Every route's JSON body goes through ``strict_json`` (the resolver's ``json_body_deserializer``), and
+``body_problem`` checks the raw body before Powertools decodes it. A body that is not UTF-8, nests
+deeper than ``MAX_DEPTH``, holds a number longer than ``MAX_NUMBER_CHARS`` (or one that is not finite),
+``NaN``/``Infinity``, or a lone surrogate escape (``"\\ud800"``) is refused with a 400 naming the
+problem (``BadBody``, a ``ValidationError``), before any route runs: nothing is stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ragchat.domain.errors import ValidationError
+
+MAX_DEPTH = 64  # arrays/objects inside one another
+MAX_NUMBER_CHARS = 40  # digits, sign, point and exponent of one number
+PREFIX = "Invalid JSON body: "
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class BadBody(ValidationError):
+    """A request body no route should see (400)."""
+
+
+def strict_json(text: str | bytes) -> Any:
+    """``json.loads`` that refuses what ``json.loads`` lets through or crashes on (module docstring)."""
+    if isinstance(text, bytes):
+        text = utf8(text)
+    _check_depth(text)
+    try:
+        value = json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_float)
+    except RecursionError:
+        raise BadBody(f"{PREFIX}nested too deeply (at most {MAX_DEPTH} levels)") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _check_strings(value)
+    return value
+
+
+def utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadBody(f"{PREFIX}not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def body_problem(event: Mapping[str, Any]) -> str | None:
+    """Why the event's JSON body can't even be decoded (not UTF-8), else ``None``. Only bodies parsed
+    as JSON (no content type, or ``application/json``) are checked; uploads are bytes."""
+    body = event.get("body")
+    if not body or not isinstance(body, str) or not _is_json(event):
+        return None
+    try:
+        if event.get("isBase64Encoded"):
+            utf8(base64.b64decode(body))
+        else:
+            body.encode("utf-8")
+    except BadBody as exc:
+        return exc.message
+    except (binascii.Error, ValueError):
+        return f"{PREFIX}not UTF-8"
+    return None
+
+
+def _is_json(event: Mapping[str, Any]) -> bool:
+    headers = event.get("headers") or {}
+    ctype = next((str(v) for k, v in headers.items() if k.lower() == "content-type"), "").strip()
+    return not ctype or ctype.lower().startswith("application/json")
+
+
+def _check_depth(text: str) -> None:
+    if "[" not in text and "{" not in text:
+        return
+    depth = 0
+    for match in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise BadBody(f"{PREFIX}nested too deeply (at most {MAX_DEPTH} levels)")
+
+
+def _constant(name: str) -> Any:
+    raise BadBody(f"{PREFIX}{name} is not a JSON number")
+
+
+def _integer(digits: str) -> int:
+    if len(digits) > MAX_NUMBER_CHARS:
+        raise BadBody(f"{PREFIX}number too long ({len(digits)} characters, at most {MAX_NUMBER_CHARS})")
+    return int(digits)
+
+
+def _float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise BadBody(f"{PREFIX}number too long ({len(text)} characters, at most {MAX_NUMBER_CHARS})")
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadBody(f"{PREFIX}number out of range ({text})")
+    return value
+
+
+def _check_strings(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadBody(
+                    f"{PREFIX}a string holds a lone surrogate (\\u{ord(item[_lone(item)]):04x})"
+                ) from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _lone(text: str) -> int:
+    return next(i for i, ch in enumerate(text) if 0xD800 <= ord(ch) <= 0xDFFF)
