@@ -7,13 +7,14 @@ What the pages do in a browser is tested in ``tests/e2e/test_pages_browser.py`` 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 
 import pytest
 from ragchat.api.pages import config_json, page_config, render
 
 from tests.events import header
-from tests.unit.api_support import make_api
+from tests.unit.api_support import Api, make_api
 
 PAGES = ("/ui", "/write", "/documents/ui")
 # Every way a script could turn data into markup or code.
@@ -35,6 +36,23 @@ MODES = {
     ),
 }
 CONFIG_RE = re.compile(r'<script type="application/json" id="ragchat-config">(.*?)</script>', re.S)
+SCRIPT_SRC_RE = re.compile(r'<script src="((?:\.\./)?static/[\w.-]+)"></script>')
+
+
+def scripts_of(api: Api, path: str, body: str) -> list[str]:
+    """The scripts a page loads, fetched the way the browser would (relative to the page's path)."""
+    texts = []
+    for src in SCRIPT_SRC_RE.findall(body):
+        url = posixpath.normpath(posixpath.join(posixpath.dirname(path), src))
+        res = api.call("GET", url, principal=None)
+        assert res["statusCode"] == 200, url
+        texts.append(res["body"])
+    return texts
+
+
+def page_and_scripts(api: Api, path: str, **kwargs: str | None) -> str:
+    body = api.call("GET", path, **kwargs)["body"]
+    return "\n".join([body, *scripts_of(api, path, body)])
 
 
 def page_config_of(body: str) -> dict[str, str]:
@@ -49,7 +67,8 @@ def test_pages_are_html_and_need_no_principal():
         res = api.call("GET", path, principal=None)
         assert res["statusCode"] == 200, path
         assert header(res, "Content-Type").startswith("text/html")
-        assert "<script>" in res["body"] and "textContent" in res["body"]
+        scripts = scripts_of(api, path, res["body"])
+        assert len(scripts) == 2 and "textContent" in scripts[0], path  # common.js, then the page's
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -66,7 +85,7 @@ def test_pages_load_without_a_principal_and_carry_the_sign_in_config(mode: str):
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_sign_in_form_and_api_link_per_mode(mode: str):
-    body = make_api(MODES[mode][0]).call("GET", "/ui", principal=None)["body"]
+    body = page_and_scripts(make_api(MODES[mode][0]), "/ui", principal=None)
     ids = set(re.findall(r"\bid=([\w-]+)", body))
     if mode == "none":
         assert '<a data-p="/swagger">API</a>' in body
@@ -98,7 +117,7 @@ def test_config_values_cannot_break_out_of_the_script_element():
     assert json.loads(raw)["clientId"] == hostile  # and the value reads back intact
     for bad in ("<", ">", "&"):
         assert bad not in raw
-    assert body.count("<script>") == 1 and "alert(1)" not in body.replace(raw, "")
+    assert body.count("<script>") == 0 and "alert(1)" not in body.replace(raw, "")
     assert config_json({"a": "<!--"}) == '{"a":"\\u003c!--"}'
 
 
@@ -115,10 +134,13 @@ def test_an_invalid_cognito_setting_stops_start_up():
 def test_pages_never_render_data_as_html():
     api = make_api()
     for path in PAGES:
-        body = api.call("GET", path)["body"]
+        shell = api.call("GET", path)["body"]
+        body = page_and_scripts(api, path)
         for sink in HTML_SINKS:
             assert sink not in body, (path, sink)
-        assert body.count("<script>") == 1, path  # one inline script, nothing else executable
+        # no inline script: each <script> element loads a file, or is the JSON config (not executed)
+        tags = re.findall(r"<script[^>]*>", shell)
+        assert tags and all('src="' in t or 'type="application/json"' in t for t in tags), path
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -131,11 +153,31 @@ def test_pages_forbid_outside_scripts_and_connections(mode: str):
         # cognito: exactly the user pool's endpoint, for the sign-in call
         cognito = " https://cognito-idp.eu-west-1.amazonaws.com" if mode == "cognito" else ""
         assert directives["connect-src"] == "'self'" + cognito
-        assert "http" not in directives["script-src"]
+        assert directives["script-src"] == "'self'"  # no inline script, nothing from elsewhere
+        assert directives["frame-ancestors"] == "'none'"
+
+
+def test_pages_and_their_files_carry_the_security_headers():
+    api = make_api()
+    for path in (*PAGES, "/static/common.js", "/static/style.css"):
+        res = api.call("GET", path, principal=None)
+        assert res["statusCode"] == 200, path
+        assert header(res, "X-Content-Type-Options") == "nosniff", path
+        assert header(res, "Referrer-Policy") == "no-referrer", path
+        assert "frame-ancestors 'none'" in header(res, "Content-Security-Policy"), path
+    assert header(api.call("GET", "/static/ask.js"), "Content-Type").startswith("text/javascript")
+    assert header(api.call("GET", "/static/style.css"), "Content-Type").startswith("text/css")
+
+
+@pytest.mark.parametrize("name", ["missing.js", "..%2Fapi%2Fpages.py", "pages.py", "common.js.map"])
+def test_only_the_page_files_are_served(name: str):
+    res = make_api().call("GET", f"/static/{name}", principal=None)
+    assert res["statusCode"] == 404
+    assert json.loads(res["body"]) == {"error": "Not found"}
 
 
 def test_ui_page_has_ask_and_chat():
-    body = make_api().call("GET", "/ui")["body"]
+    body = page_and_scripts(make_api(), "/ui")
     ids = set(re.findall(r"\bid=([\w-]+)", body))
     assert {"q", "answer", "sources", "new-conv", "convs", "messages", "chat-form", "chat-error"} <= ids
     for endpoint in ("'/chat/conversations'", "'/chat/conversations/'", "'/messages'", "'/?text='"):

@@ -1,0 +1,60 @@
+// Shared by every page: sign-in, API calls (same origin and stage), DOM helpers. Rendered with
+// textContent only, never as HTML. Each page's own script runs after this one and calls boot().
+const base = location.pathname.replace(/\/(ui|write|documents\/ui)$/, '');
+const JSON_HEADERS = {'Content-Type': 'application/json'};
+const CONFIG = JSON.parse(document.getElementById('ragchat-config').textContent);
+const AUTH_KEY = 'ragchat.authorization';  // sessionStorage: the Authorization value of every call
+function authorization() { return CONFIG.auth === 'none' ? null : sessionStorage.getItem(AUTH_KEY); }
+function withAuth(opts) { const o = Object.assign({}, opts), headers = new Headers(o.headers || {});
+  const auth = authorization(); if (auth) headers.set('Authorization', auth); o.headers = headers; return o; }
+function api(path, opts) { return fetch(base + path, withAuth(opts)).then(async r => {
+  const body = r.status === 204 ? {} : await r.json().catch(() => ({}));
+  if (r.status === 401 && CONFIG.auth !== 'none') showSignIn('Signed out: please sign in again');
+  if (!r.ok) throw new Error((body.error || body.message || ('HTTP ' + r.status)) +
+    (body.retryAfter ? ' (retry after ' + body.retryAfter + ' s)' : '')); return body; }); }
+function showSignIn(note) { sessionStorage.removeItem(AUTH_KEY);
+  $('app').hidden = true; $('account').hidden = true; $('signin').hidden = false;
+  $('signin-note').textContent = note || ''; $('signin-error').textContent = ''; }
+function showApp() { $('signin').hidden = true; $('app').hidden = false;
+  $('account').hidden = CONFIG.auth === 'none'; }
+async function cognitoIdToken(username, password) {
+  let r; try {
+    r = await fetch(CONFIG.cognitoEndpoint, {method: 'POST', headers: {
+      'Content-Type': 'application/x-amz-json-1.1',
+      'X-Amz-Target': 'AWSCognitoIdentityProviderService.InitiateAuth'},
+      body: JSON.stringify({AuthFlow: 'USER_PASSWORD_AUTH', ClientId: CONFIG.clientId,
+        AuthParameters: {USERNAME: username, PASSWORD: password}})});
+  } catch (err) { throw new Error('Could not reach Cognito: ' + err.message); }
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) { const type = String(body.__type || '').split('#').pop();
+    throw new Error((body.message || body.Message || ('Cognito answered HTTP ' + r.status)) +
+      (type ? ' (' + type + ')' : '')); }
+  if (body.ChallengeName === 'NEW_PASSWORD_REQUIRED') throw new Error('This account needs its ' +
+    'password set before it can sign in here: an administrator runs `aws cognito-idp ' +
+    'admin-set-user-password --permanent` for it (see the README), then sign in with that password.');
+  if (body.ChallengeName) throw new Error('Cognito asks for ' + body.ChallengeName +
+    ', which these pages do not support: sign in with the AWS CLI instead.');
+  const token = body.AuthenticationResult && body.AuthenticationResult.IdToken;
+  if (!token) throw new Error('Cognito returned no ID token'); return token; }
+async function checkAuthorization(auth) {  // one cheap call, so a wrong token is said at once
+  const r = await fetch(base + '/documents?limit=1', {headers: {Authorization: auth}});
+  if (r.ok) return; const body = await r.json().catch(() => ({}));
+  throw new Error(body.error || body.message || ('HTTP ' + r.status)); }
+async function signIn(e) { e.preventDefault(); const error = $('signin-error'), button = $('signin-button');
+  error.textContent = ''; button.disabled = true;
+  try { const secret = $('signin-secret');
+    const auth = CONFIG.auth === 'cognito' ? await cognitoIdToken($('signin-user').value.trim(), secret.value)
+      : 'Bearer ' + secret.value.trim();
+    await checkAuthorization(auth);
+    sessionStorage.setItem(AUTH_KEY, auth); secret.value = ''; showApp(); start();
+  } catch (err) { error.textContent = err.message; } finally { button.disabled = false; } }
+function boot() { if (CONFIG.auth !== 'none') {
+    $('signin-form').onsubmit = signIn; $('sign-out').onclick = () => showSignIn('Signed out'); }
+  if (CONFIG.auth === 'none' || authorization()) { showApp(); start(); } else showSignIn(''); }
+function el(tag, text, cls) { const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
+function $(id) { return document.getElementById(id); }
+function sourceList(sources) { const ol = el('ol', null, 'sources');
+  for (const s of sources || []) { const li = el('li'); li.append(el('code', s.id), el('div', s.text));
+    ol.append(li); } return ol; }
+for (const a of document.querySelectorAll('nav a')) a.href = base + a.dataset.p;
