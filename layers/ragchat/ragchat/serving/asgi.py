@@ -43,7 +43,8 @@ class Limits:
     header_timeout: float = 10.0  # a request's headers must arrive within this (else 408, closed)
     body_timeout: float = 30.0  # the whole declared body must arrive within this (else 408, closed)
     keep_alive: float = 5.0  # an idle keep-alive connection is closed after this
-    max_header_bytes: int = 64 * 1024  # request line + headers (larger: 431 / 414)
+    max_url_bytes: int = 16 * 1024  # path + query (longer: 414)
+    max_header_bytes: int = 64 * 1024  # all header lines (larger: 431)
     graceful_shutdown: float = 5.0  # seconds in-flight requests get on shutdown
 
 
@@ -131,6 +132,10 @@ class GatewayApp:
     async def _serve(self, exchange: Exchange) -> None:
         scope = exchange.scope
         method, target = scope["method"], _target(scope)
+        too_big = _oversized(scope, target, self.limits)
+        if too_big is not None:
+            await exchange.json(*too_big, close=True)
+            return
         headers = _headers(scope)
         refused = self.gateway.refusal(method, scope["path"], headers)
         length = _declared_length(headers)
@@ -253,6 +258,17 @@ def _target(scope: Scope) -> str:
     query = scope.get("query_string") or b""
     target = raw.decode("latin-1")
     return f"{target}?{query.decode('latin-1')}" if query else target
+
+
+def _oversized(scope: Scope, target: str, limits: Limits) -> tuple[int, dict[str, Any]] | None:
+    if len(target) > limits.max_url_bytes:
+        return 414, {"error": f"URI too long: {len(target)} bytes (limit {limits.max_url_bytes} bytes)"}
+    size = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+    if size > limits.max_header_bytes:
+        return 431, {
+            "error": f"Request headers too large: {size} bytes (limit {limits.max_header_bytes} bytes)"
+        }
+    return None
 
 
 def _declared_length(headers: Message) -> int | None:
