@@ -67,3 +67,15 @@ def test_an_upload_of_binary_bytes_is_not_taken_for_json(api: Api) -> None:
         headers={"Content-Type": "application/octet-stream"},
     )
     assert "not UTF-8" not in json_body(res).get("error", "")
+
+
+def test_a_json_route_sent_another_content_type_answers_415(api: Api) -> None:
+    res = api.call("POST", "/notes", raw_body='{"text": "x"}', headers={"Content-Type": "text/plain"})
+    assert res["statusCode"] == 415 and "text/plain" in json_body(res)["error"]
+    assert json_body(api.call("GET", "/notes"))["items"] == []
+
+
+def test_multipart_without_a_boundary_is_400(api: Api) -> None:
+    for path in ("/notes", "/documents"):
+        res = api.call("POST", path, raw_body="x", headers={"Content-Type": "multipart/form-data"})
+        assert res["statusCode"] == 400 and "boundary" in json_body(res)["error"], path

@@ -20,7 +20,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConf
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ragchat.api.auth import principal
-from ragchat.api.body import body_problem, strict_json
+from ragchat.api.body import body_problem, register_body_errors, strict_json
 from ragchat.api.errors import error_event_response, register_error_handlers
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ def create_app(container: Container, *, areas: set[str] | frozenset[str] | None 
         json_body_deserializer=strict_json,
     )
     register_error_handlers(app)
+    register_body_errors(app)
     for area in ("ops", "notes", "chat", "ui"):
         if area not in wanted:
             continue

@@ -17,6 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType
+
+from ragchat.api.errors import error_response
 from ragchat.domain.errors import ValidationError
 
 MAX_DEPTH = 64  # arrays/objects inside one another
@@ -46,6 +50,15 @@ def strict_json(text: str | bytes) -> Any:
     return value
 
 
+def register_body_errors(app: APIGatewayRestResolver) -> None:
+    """A JSON route sent another content type (``text/plain``…) answers 415, not 500."""
+
+    @app.exception_handler(RequestUnsupportedContentType)  # type: ignore[untyped-decorator]
+    def _unsupported(exc: RequestUnsupportedContentType) -> Response[Any]:
+        ctype = app.current_event.headers.get("content-type") or "none"
+        return error_response(415, f"Unsupported content type: {ctype} (send application/json)")
+
+
 def utf8(data: bytes) -> str:
     try:
         return data.decode("utf-8")
@@ -54,10 +67,14 @@ def utf8(data: bytes) -> str:
 
 
 def body_problem(event: Mapping[str, Any]) -> str | None:
-    """Why the event's JSON body can't even be decoded (not UTF-8), else ``None``. Only bodies parsed
-    as JSON (no content type, or ``application/json``) are checked; uploads are bytes."""
+    """Why the event's body can't even be decoded (a JSON body that is not UTF-8, a multipart body with
+    no boundary), else ``None``. Only bodies parsed as JSON (no content type, or ``application/json``)
+    are checked for UTF-8; uploads are bytes."""
+    ctype = _content_type(event).lower()
+    if ctype.startswith("multipart/") and "boundary=" not in ctype:
+        return "Malformed Content-Type: multipart needs a boundary"
     body = event.get("body")
-    if not body or not isinstance(body, str) or not _is_json(event):
+    if not body or not isinstance(body, str) or (ctype and not ctype.startswith("application/json")):
         return None
     try:
         if event.get("isBase64Encoded"):
@@ -71,10 +88,9 @@ def body_problem(event: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _is_json(event: Mapping[str, Any]) -> bool:
+def _content_type(event: Mapping[str, Any]) -> str:
     headers = event.get("headers") or {}
-    ctype = next((str(v) for k, v in headers.items() if k.lower() == "content-type"), "").strip()
-    return not ctype or ctype.lower().startswith("application/json")
+    return next((str(v) for k, v in headers.items() if k.lower() == "content-type"), "").strip()
 
 
 def _check_depth(text: str) -> None:
