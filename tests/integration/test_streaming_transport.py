@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from ragchat.serving.asgi import Limits
 
 from tests.integration.serving_support import GatedModel, read_event, serving
 
@@ -84,3 +85,24 @@ def test_hanging_up_stops_the_model_and_keeps_the_partial_answer(kind: str) -> N
         assert status == 200 and stored[-1]["role"] == "assistant"
         assert stored[-1].get("interrupted") is True
         assert stored[-1]["content"].startswith("word0")
+
+
+def test_a_slow_answer_gets_keep_alive_comments_while_the_model_is_silent() -> None:
+    model = GatedModel(WORDS[:2])
+    with serving("serve", model=model, limits=Limits(sse_keep_alive=0.05)) as served:
+        conv = new_conversation(served)
+        conn, resp = open_stream(served, conv)
+        try:
+            assert read_event(resp) is not None  # answer_start; the model has not written a word
+            line = resp.readline()
+            while line == b"\n":
+                line = resp.readline()
+            assert line == b": keep-alive\n"  # an SSE comment: clients ignore it, proxies see traffic
+            assert model.produced == 0
+            model.release(2)
+            names = []
+            while (event := read_event(resp)) is not None:
+                names.append(event[0])
+        finally:
+            conn.close()
+        assert names[-1] == "answer_end" and "answer_delta" in names

@@ -45,6 +45,7 @@ class Limits:
     keep_alive: float = 5.0  # an idle keep-alive connection is closed after this
     max_url_bytes: int = 16 * 1024  # path + query (longer: 414)
     max_header_bytes: int = 64 * 1024  # all header lines (larger: 431)
+    sse_keep_alive: float = 15.0  # an SSE comment after this long without an event
     graceful_shutdown: float = 5.0  # seconds in-flight requests get on shutdown
 
 
@@ -192,10 +193,11 @@ class GatewayApp:
         gone = asyncio.Event()
         watcher = asyncio.ensure_future(_watch_disconnect(exchange.receive, gone))
         extra = [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"), ("Connection", "close")]
+        sse = any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
         try:
             await exchange.start(status, [*headers, *extra])
             while not gone.is_set():
-                chunk: Any = await loop.run_in_executor(self.executor, next, chunks, DONE)
+                chunk = await self._next_chunk(exchange, chunks, keep_alive=sse)
                 if chunk is DONE or gone.is_set():
                     break
                 data = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
@@ -210,6 +212,20 @@ class GatewayApp:
                 if gone.is_set():
                     logger.info("client disconnected during a stream (%s)", _target(exchange.scope))
                 await loop.run_in_executor(self.executor, close)
+
+    async def _next_chunk(self, exchange: Exchange, chunks: Iterator[Any], *, keep_alive: bool) -> Any:
+        """The iterator's next chunk (``DONE`` at its end), produced on a worker thread. An event stream
+        gets an SSE comment each ``sse_keep_alive`` seconds without a chunk, so API Gateway and proxies
+        don't take a slow answer for an idle connection."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self.executor, next, chunks, DONE)
+        if not keep_alive:
+            return await future
+        while True:
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), self.limits.sse_keep_alive)
+            except TimeoutError:
+                await exchange.body(b": keep-alive\n\n", more=True)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
