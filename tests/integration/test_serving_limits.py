@@ -190,3 +190,9 @@ def test_an_oversized_body_is_refused_with_413_not_a_reset() -> None:
             sock.sendall(head.encode() + body)
             status, _, answer = parse(read_all(sock))
     assert status == 413 and "Payload too large" in json.loads(answer)["error"]
+
+
+def test_clients_still_sending_take_no_slot() -> None:
+    with serving("serve", limits=Limits(max_concurrency=1)) as served, connect(served) as slow:
+        slow.sendall(b"POST /notes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        assert served.call("GET", "/health")[0] == 200  # the one slot is for requests being answered

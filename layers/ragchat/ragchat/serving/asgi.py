@@ -113,12 +113,6 @@ class GatewayApp:
             )  # fmt: skip
 
     async def _admit(self, exchange: Exchange) -> None:
-        if self.in_flight >= self.limits.max_concurrency:
-            retry = str(self.limits.retry_after)
-            message = f"Server busy: {self.in_flight} requests in flight; retry in {retry} s"
-            await exchange.json(503, {"error": message}, {"Retry-After": retry}, close=True)
-            return
-        self.in_flight += 1
         try:
             await self._serve(exchange)
         except (ClientGone, OSError):
@@ -127,8 +121,6 @@ class GatewayApp:
             logger.exception("unhandled error serving %s", _target(exchange.scope))
             if not exchange.started:
                 await exchange.json(500, {"error": "Internal server error"}, close=True)
-        finally:
-            self.in_flight -= 1
 
     async def _serve(self, exchange: Exchange) -> None:
         scope = exchange.scope
@@ -158,8 +150,22 @@ class GatewayApp:
             message = f"Request timeout: body not received within {self.limits.body_timeout:g} s"
             await exchange.json(408, {"error": message}, close=True)
             return
-        client_ip = (scope.get("client") or ("127.0.0.1",))[0]
-        event, context = self.gateway.event_for(method, target, headers, body, client_ip)
+        # Reading costs no thread; resolving and streaming do: only they take a slot.
+        if self.in_flight >= self.limits.max_concurrency:
+            retry = str(self.limits.retry_after)
+            message = f"Server busy: {self.in_flight} requests in flight; retry in {retry} s"
+            await exchange.json(503, {"error": message}, {"Retry-After": retry}, close=True)
+            return
+        self.in_flight += 1
+        try:
+            client_ip = (scope.get("client") or ("127.0.0.1",))[0]
+            await self._respond(exchange, self.gateway.event_for(method, target, headers, body, client_ip))
+        finally:
+            self.in_flight -= 1
+
+    async def _respond(self, exchange: Exchange, event_and_context: tuple[dict[str, Any], Any]) -> None:
+        """Resolve on a worker thread and write the proxy response (a streamed body chunk by chunk)."""
+        event, context = event_and_context
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         result = await loop.run_in_executor(self.executor, self.gateway.resolve, event, context)
@@ -170,7 +176,7 @@ class GatewayApp:
         status = int(result.get("statusCode", 200))
         payload = response_body(result)
         if isinstance(payload, bytes):
-            if method == "HEAD" or status in (204, 304):
+            if exchange.scope["method"] == "HEAD" or status in (204, 304):
                 payload = b""
             await exchange.start(status, [*out, ("Content-Length", str(len(payload)))])
             await exchange.body(payload)
