@@ -109,28 +109,10 @@ def build_event(
     own, as the Lambda Web Adapter forwards it) replaces the local values key by key."""
     split = urlsplit(raw_path)
     path = unquote(split.path) or "/"
-    single: dict[str, str] = {}
-    multi: dict[str, list[str]] = {}
-    for name, value in headers:
-        single[name] = value
-        multi.setdefault(name, []).append(value)
-    qs_single: dict[str, str] = {}
-    qs_multi: dict[str, list[str]] = {}
-    for key, value in parse_qsl(split.query, keep_blank_values=True):
-        qs_single[key] = value
-        qs_multi.setdefault(key, []).append(value)
+    single, multi = _single_and_multi(headers)
+    qs_single, qs_multi = _single_and_multi(parse_qsl(split.query, keep_blank_values=True))
     content_type = next((v for k, v in single.items() if k.lower() == "content-type"), "")
-    body_text: str | None
-    is_b64 = False
-    if not body:
-        body_text = None
-    elif _is_text(content_type):
-        try:
-            body_text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            body_text, is_b64 = base64.b64encode(body).decode("ascii"), True
-    else:
-        body_text, is_b64 = base64.b64encode(body).decode("ascii"), True
+    body_text, is_b64 = _body_text(body, content_type)
     request_id = request_id or str(uuid.uuid4())
     epoch_ms = int((now if now is not None else time.time()) * 1000)
     authorizer: dict[str, Any] = {}
@@ -164,6 +146,28 @@ def build_event(
         "body": body_text,
         "isBase64Encoded": is_b64,
     }
+
+
+def _single_and_multi(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """API Gateway's two views of repeated names: the last value, and every value."""
+    single: dict[str, str] = {}
+    multi: dict[str, list[str]] = {}
+    for name, value in pairs:
+        single[name] = value
+        multi.setdefault(name, []).append(value)
+    return single, multi
+
+
+def _body_text(body: bytes, content_type: str) -> tuple[str | None, bool]:
+    """The event's ``body`` and ``isBase64Encoded``: text as is, anything else (or not UTF-8) base64."""
+    if not body:
+        return None, False
+    if _is_text(content_type):
+        try:
+            return body.decode("utf-8"), False
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(body).decode("ascii"), True
 
 
 def _is_text(content_type: str) -> bool:
