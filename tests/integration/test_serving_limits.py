@@ -196,3 +196,10 @@ def test_clients_still_sending_take_no_slot() -> None:
     with serving("serve", limits=Limits(max_concurrency=1)) as served, connect(served) as slow:
         slow.sendall(b"POST /notes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
         assert served.call("GET", "/health")[0] == 200  # the one slot is for requests being answered
+
+
+def test_head_tells_the_length_without_a_body(served: Served) -> None:
+    with connect(served) as sock:  # the resolver has no HEAD routes: its 405 answer, minus the body
+        sock.sendall(b"HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        status, headers, body = parse(read_all(sock))
+    assert status == 405 and int(headers["content-length"]) > 0 and body == b""

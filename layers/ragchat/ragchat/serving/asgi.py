@@ -176,9 +176,10 @@ class GatewayApp:
         status = int(result.get("statusCode", 200))
         payload = response_body(result)
         if isinstance(payload, bytes):
+            length = str(len(payload))  # a HEAD answer tells the length of what GET would send
             if exchange.scope["method"] == "HEAD" or status in (204, 304):
                 payload = b""
-            await exchange.start(status, [*out, ("Content-Length", str(len(payload)))])
+            await exchange.start(status, [*out, ("Content-Length", length)])
             await exchange.body(payload)
             return
         await self._stream(exchange, status, out, payload)
