@@ -47,6 +47,12 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # Headers and body are separate writes: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms to
+        # every keep-alive response (asyncio sets it only on sockets created with IPPROTO_TCP).
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._header_timer: asyncio.TimerHandle | None = None
         self._arm_header_timer()
 
@@ -112,7 +118,7 @@ def protocol_for(limits: Limits) -> type[GuardedH11Protocol]:
 def bind(host: str, port: int, backlog: int) -> socket.socket:
     """A listening socket (port 0 picks a free one); ``OSError`` if the address is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
