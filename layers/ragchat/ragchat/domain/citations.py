@@ -7,6 +7,8 @@ An answer cites a note as ``[source: <id>]``. After generation:
 3. tags whose id is not valid are removed; if any were, `` (Removed invalid citation)`` is appended;
 4. the standard line ``Sources: id1, id2`` (valid ids) is appended when there is at least one.
 
+The validated text never starts or ends with whitespace (before its ``Sources:`` line).
+
 A trailing ``Sources: ...`` line the model wrote itself is replaced by the standard one rather than
 duplicated. Ids written bare on that line count like tags (models often list them only there): a
 retrieved one is valid, an unknown one is reported as removed. Validation is idempotent:
@@ -38,9 +40,13 @@ _ID = re.compile(CITATION_ID)
 _WS = re.compile(r"\s+")
 # The model's own trailing sources block: a "Sources:" line (optionally bold / a heading) that is
 # the last non-blank line, or followed only by list items.
+# The heading of that block (matched at a line start, case-insensitive) and one of its list items.
+SOURCES_HEADING = (
+    r"[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?(?:sources?|citations?)[ \t]*(?::(?:\*\*|__)?|(?:\*\*|__):)"
+)
+SOURCES_ITEM = r"[ \t]*(?:[-*•]|\d+[.)])"
 _TRAILING_SOURCES = re.compile(
-    r"(?:^|\n)[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?(?:sources?|citations?)[ \t]*(?::(?:\*\*|__)?|(?:\*\*|__):)"
-    r"(?P<inline>[^\n]*)(?P<items>(?:\n[ \t]*(?:[-*•]|\d+[.)])[^\n]*)*)\s*\Z",
+    r"(?:^|\n)" + SOURCES_HEADING + r"(?P<inline>[^\n]*)(?P<items>(?:\n" + SOURCES_ITEM + r"[^\n]*)*)\s*\Z",
     re.IGNORECASE,
 )
 # Words that may appear on a sources line without being ids.
@@ -113,9 +119,9 @@ def validate_citations(text: str, retrieved_ids: Sequence[str], *, enabled: bool
 
     if not body.strip() and not valid:
         body = text  # the answer is nothing but a sources line naming nothing usable: keep it
-    cleaned = _TAG_WITH_SPACE.sub(keep_or_drop, body).rstrip()
+    cleaned = _TAG_WITH_SPACE.sub(keep_or_drop, body).strip()
     if removed:
-        cleaned = (cleaned + REMOVED_NOTE).strip()
+        cleaned = (cleaned + REMOVED_NOTE).lstrip()
     return CitationResult(
         text=with_sources_line(cleaned, valid),
         generated_ids=generated,
@@ -152,9 +158,11 @@ def source_refs(hits: Sequence[Hit], ids: Sequence[str]) -> list[SourceRef]:
 
 
 class CitationStreamFilter:
-    """Drops ``[source: id]`` tags whose id is not in ``valid`` (with the spaces before them, as
-    citation validation does) from a stream of text deltas, holding back only what could still become
-    a tag and trailing spaces. ``removed`` lists the dropped ids."""
+    """Drops ``[source: id]`` tags whose id is not in ``valid`` (with the spaces and tabs before them,
+    as citation validation does) from a stream of text deltas, holding back only what could still
+    become a tag and trailing whitespace (validation strips it at the end); leading whitespace is
+    dropped. ``removed`` lists the dropped ids. :mod:`ragchat.domain.citation_stream` adds the
+    ``Sources:`` block to this."""
 
     _MAX_TAG = 200
 
@@ -162,12 +170,18 @@ class CitationStreamFilter:
         self._valid = set(valid)
         self._buf = ""
         self._ws = ""
+        self._started = False
         self.removed: list[str] = []
 
     def _emit(self, text: str) -> str:
         text = self._ws + text
-        kept = text.rstrip(" \t")
+        kept = text.rstrip()
         self._ws = text[len(kept) :]
+        if not self._started:
+            kept = kept.lstrip()
+            self._started = bool(kept)
+            if not kept:
+                self._ws = ""
         return kept
 
     def feed(self, delta: str) -> str:
@@ -188,7 +202,7 @@ class CitationStreamFilter:
                     out.append(self._emit(m.group(0)))
                 else:
                     self.removed.append(m.group(1))
-                    self._ws = ""
+                    self._ws = self._ws.rstrip(" \t")  # a removed tag takes the spaces before it
                 self._buf = self._buf[m.end() :]
                 continue
             if self._could_be_tag(self._buf):
