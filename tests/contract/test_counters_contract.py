@@ -74,3 +74,16 @@ def test_increments_are_atomic_under_concurrency(counters):
     assert counters.get("ip:hot", now=T0) == total
     # every increment saw a distinct value: none was lost or double-counted
     assert sorted(results) == list(range(1, total + 1))
+
+
+def test_put_sets_a_value_and_its_expiry_replacing_any(counters):
+    counters.put("stop:conv:a", 1_767_225_600_123, ttl_seconds=300, now=T0)
+    assert counters.get("stop:conv:a", now=T0 + 299) == 1_767_225_600_123  # epoch milliseconds fit
+    counters.increment("stream:conv:a", amount=7, ttl_seconds=10, now=T0)
+    counters.put("stream:conv:a", 3, ttl_seconds=1000, now=T0 + 5)
+    assert counters.get_many(["stream:conv:a"], now=T0 + 500) == {"stream:conv:a": 3}  # new expiry
+    assert counters.get("stop:conv:a", now=T0 + 300) == 0  # expired
+    counters.put("stop:conv:a", 5, ttl_seconds=300, now=T0 + 400)
+    assert counters.increment("stop:conv:a", ttl_seconds=300, now=T0 + 401) == 6  # a live counter again
+    counters.reset("stream:conv:a")
+    assert counters.get("stream:conv:a", now=T0 + 6) == 0

@@ -313,3 +313,7 @@ class FakeCounters:
     def reset(self, key: str) -> None:
         with self._lock:
             self.values.pop(key, None)
+
+    def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
+        with self._lock:
+            self.values[key] = (int(value), now + ttl_seconds)

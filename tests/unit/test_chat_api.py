@@ -167,5 +167,33 @@ def test_sse_buffered_behind_api_gateway() -> None:
         headers={"Accept": "text/event-stream"},
     )
     frames = [f for f in res["body"].split("\n\n") if f.strip()]
-    assert frames[0].startswith("event: refusal")
-    assert json.loads(frames[0].split("\n")[1].removeprefix("data: "))["message"] == GUARD_REPLY
+    assert frames[0].startswith("event: answer_start")  # sent before retrieval decides to refuse
+    assert frames[1].startswith("event: refusal")
+    assert json.loads(frames[1].split("\n")[1].removeprefix("data: "))["message"] == GUARD_REPLY
+
+
+def test_stop_route_reports_whether_an_answer_was_in_flight_and_hides_other_owners() -> None:
+    api = _api()
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    res = api.call("POST", f"/chat/conversations/{conv_id}/stop")
+    assert res["statusCode"] == 202
+    assert _body(res) == {"conversationId": conv_id, "inFlight": False}
+    # a stream accepted but not finished is in flight (its marker lives in the shared counters)
+    _model, events = api.container.chat.stream("alice", conv_id, "Why is the sky blue?")
+    assert next(events)[0] == "answer_start"
+    res = api.call("POST", f"/chat/conversations/{conv_id}/stop")
+    assert _body(res)["inFlight"] is True
+    names = [n for n, _ in events]
+    assert names[-1] == "answer_end"
+    assert api.call("POST", f"/chat/conversations/{conv_id}/stop", principal="mallory")["statusCode"] == 404
+    assert api.call("POST", "/chat/conversations/nope/stop")["statusCode"] == 404
+    spec = _body(api.call("GET", "/openapi.json"))
+    assert "post" in spec["paths"]["/chat/conversations/{conversation_id}/stop"]
+
+
+def test_keep_alive_is_written_as_a_comment_line() -> None:
+    from ragchat.api.chat import sse
+    from ragchat.services.chat.streaming import KEEPALIVE
+
+    frames = list(sse(iter([("answer_start", {"messageId": "m"}), KEEPALIVE])))
+    assert frames[1] == ": keep-alive\n\n"

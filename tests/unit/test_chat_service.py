@@ -612,8 +612,10 @@ def test_stream_refusal_on_guard() -> None:
     c = rig.conv()
     _, evs = rig.service.stream(OWNER, c, "quantum chromodynamics lattice")
     out = _drain(evs)
-    assert [n for n, _ in out] == ["refusal"]
-    assert out[0][1]["message"] == GUARD_REPLY and out[0][1]["suggestions"]
+    # answer_start goes out as soon as the turn is accepted, before retrieval decides to refuse
+    assert [n for n, _ in out] == ["answer_start", "refusal"]
+    assert out[1][1]["message"] == GUARD_REPLY and out[1][1]["suggestions"]
+    assert out[1][1]["messageId"] == out[0][1]["messageId"]
 
 
 def test_stream_disconnect_stores_partial_marked_interrupted() -> None:

@@ -4,6 +4,8 @@ stored (validated) answer, and no delta ever carries an invented citation or the
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ragchat.domain.citation_stream import ValidatedStream, could_be_sources_block
@@ -53,7 +55,7 @@ def _stream(text: str, cuts: list[int]) -> tuple[list[str], str, ValidatedStream
     vs = ValidatedStream(RETRIEVED)
     bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
     deltas = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         out = vs.feed(text[a:b])
         assert final.startswith(vs.sent), (text, vs.sent, final)  # never sends what is taken back
         deltas.append(out)

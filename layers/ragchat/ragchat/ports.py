@@ -134,6 +134,11 @@ class Counters(Protocol):
 
     def reset(self, key: str) -> None: ...
 
+    def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
+        """Set ``value`` with ``expires_at = now + ttl_seconds``, replacing any counter (a flag, e.g.
+        the stop flag of a conversation's answer in flight)."""
+        ...
+
 
 @runtime_checkable
 class VectorIndex(Protocol):

@@ -29,6 +29,7 @@ from ragchat.api.schemas import (
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.export import export_markdown
 from ragchat.domain.labels import validate_collection
+from ragchat.services.chat.streaming import KEEPALIVE
 
 if TYPE_CHECKING:
     from ragchat.container import Container
@@ -62,6 +63,15 @@ class MessageIn(BaseModel):
         alias="messageId",
         description="Client id for idempotency: the same id twice returns the first answer.",
     )
+
+
+class StopOut(BaseModel):
+    """``POST /chat/conversations/{id}/stop``."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    conversation_id: str = Field(alias="conversationId")
+    in_flight: bool = Field(alias="inFlight", description="Whether an answer was streaming.")
 
 
 class EditIn(BaseModel):
@@ -184,6 +194,26 @@ def _message_routes(r: APIGatewayRouter, container: Container) -> None:
             headers={"x-model-used": model},
         )
 
+    @r.post(
+        "/chat/conversations/<conversation_id>/stop",
+        status_code=202,
+        summary="Stop the conversation's answer in flight (from any request, process or container)",
+        description=(
+            "The streaming answer in flight ends within about a second: its stream still sends "
+            "`sources` and `answer_end` (`interrupted: true`) and the partial answer is stored marked "
+            "interrupted. `inFlight` says whether an answer was streaming. A JSON (non-streaming) "
+            "turn cannot be stopped."
+        ),
+        tags=["chat"],
+    )
+    def stop(conversation_id: Annotated[str, Path()]) -> Response[StopOut]:
+        in_flight = container.chat.stop(_owner(r), conversation_id)
+        return Response(
+            status_code=202,
+            content_type=content_types.APPLICATION_JSON,
+            body=StopOut(conversation_id=conversation_id, in_flight=in_flight),
+        )
+
     @r.put(
         "/chat/conversations/<conversation_id>/messages/<message_id>",
         summary="Edit a user message: later messages are deleted and the new version answered",
@@ -227,10 +257,13 @@ def _export_route(r: APIGatewayRouter, container: Container) -> None:
 
 
 def sse(events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:
-    """SPEC §10 events as ``text/event-stream`` frames. Closing this generator closes ``events`` (which
-    stops generation and stores the partial answer)."""
+    """SPEC §10 events as ``text/event-stream`` frames (a keep-alive as the comment ``: keep-alive``).
+    Closing this generator closes ``events`` (which stops generation and stores the partial answer)."""
     try:
         for name, data in events:
+            if name == KEEPALIVE[0]:
+                yield ": keep-alive\n\n"  # a comment line: keeps an idle connection open
+                continue
             yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
     finally:
         close = getattr(events, "close", None)

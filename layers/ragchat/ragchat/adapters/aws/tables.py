@@ -75,6 +75,8 @@ Counters table
   now"; if that fails too another caller restarted it, so go round again (bounded). Atomic under
   concurrency without transactions or read-modify-write.
 - get / get_many: GetItem / BatchGetItem with ConsistentRead.
+- put (a flag: ``stream:conv:…`` an answer in flight, ``stop:conv:…`` its stop request): PutItem,
+  replacing the item with the new value and expiry.
 """
 
 from __future__ import annotations

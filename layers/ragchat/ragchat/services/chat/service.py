@@ -24,8 +24,10 @@ from ragchat.services.chat.conversations import Conversations
 from ragchat.services.chat.history import HistoryKeeper, ModelSummarizer
 from ragchat.services.chat.limits import RateLimiter
 from ragchat.services.chat.metrics import TurnMetrics
+from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import Replays
 from ragchat.services.chat.state import TurnResult
+from ragchat.services.chat.stops import StopFlags
 from ragchat.services.chat.streaming import Event
 from ragchat.services.chat.turns import TurnParts, Turns
 from ragchat.services.logs import log_error
@@ -51,11 +53,12 @@ class ChatService:
         sleep: Callable[[float], None] = time.sleep,
         personas: Mapping[str, str] | None = None,
         summarizer: Summarizer | None = None,
+        pacing: StreamPacing | None = None,
     ) -> None:
         """``personas``: the registry loaded at start-up (``ragchat.container.load_personas``;
         default: the built-in ones). ``summarizer`` writes history summaries (default: the chat
         model, see :class:`ModelSummarizer`; pass :class:`ExtractiveSummarizer` for a model that is
-        no LLM)."""
+        no LLM). ``pacing``: keep-alive and stop-check timing of streams (tests inject its clock)."""
         self.settings = settings
         self.personas: dict[str, str] = dict(BUILTIN_PERSONAS if personas is None else personas)
         breaker = CircuitBreaker(counters, clock)
@@ -63,6 +66,7 @@ class ChatService:
             model, sleep=sleep, breaker=breaker, budget_s=settings.model_turn_budget_s, clock=clock
         )
         self.conversations = Conversations(conversations, documents, self._check_persona)
+        self.stops = StopFlags(counters, clock)
         limiter = None
         if settings.enable_rate_limiting:
             limiter = RateLimiter(
@@ -86,6 +90,8 @@ class ChatService:
             replays=Replays(conversations, clock, sleep),
             persona=self._persona_paragraph,
             metrics=TurnMetrics(),
+            stops=self.stops,
+            pacing=pacing or StreamPacing(),
         )
         self.turns = Turns(parts, settings)
 
@@ -163,3 +169,10 @@ class ChatService:
         """(model, events): SPEC §10 ``answer_start``, ``answer_delta``…, ``sources``, ``answer_end``;
         or ``refusal`` / ``error``. Errors before the first event raise here."""
         return self.turns.stream(owner, conv_id, content, message_id=message_id, ip=ip)
+
+    def stop(self, owner: str, conv_id: str) -> bool:
+        """Stop the conversation's streaming answer in flight, from any request or instance sharing
+        the store; returns whether one was in flight. A JSON turn (one model request) cannot be
+        stopped. Raises ``NotFound`` for a conversation that is not the caller's."""
+        self.conversations.get(owner, conv_id)
+        return self.stops.stop(conv_id)

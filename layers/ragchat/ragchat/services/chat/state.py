@@ -26,6 +26,20 @@ class TurnResult:
 
 
 @dataclass(slots=True)
+class Accepted:
+    """A turn accepted (validated, rate limited, user message stored), before retrieval."""
+
+    conv: Conversation
+    text: str
+    user: Message
+    client_id: str | None
+    history: list[Message]  # the recent messages before the user message, ascending
+    started: float
+    deadline: float
+    timings: dict[str, float]
+
+
+@dataclass(slots=True)
 class Turn:
     """Everything prepared before the model is asked."""
 

@@ -29,9 +29,11 @@ from ragchat.domain.messages import FALLBACK_MODEL, make_title, sanitize_message
 from ragchat.domain.models import Conversation, Message, SearchFilter
 from ragchat.domain.prompts import detect_injection
 from ragchat.services.chat.metrics import TurnMetrics, timed
+from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import replay_from
-from ragchat.services.chat.state import Replayed, Turn, TurnResult, split_window
-from ragchat.services.chat.streaming import Event, TurnStream, refusal_events, replay_events
+from ragchat.services.chat.state import Accepted, Replayed, Turn, TurnResult, split_window
+from ragchat.services.chat.stops import StopFlags
+from ragchat.services.chat.streaming import Event, TurnStream, answer_events, replay_events
 from ragchat.services.chat.tools import ScopedNoteTools
 from ragchat.services.logs import log_error
 
@@ -67,6 +69,8 @@ class TurnParts:
     replays: Replays
     persona: Callable[[Conversation], str]  # the role paragraph of a conversation's persona
     metrics: TurnMetrics
+    stops: StopFlags
+    pacing: StreamPacing
 
 
 class Turns:
@@ -112,29 +116,49 @@ class Turns:
         message_id: str | None = None,
         ip: str | None = None,
     ) -> tuple[str, Iterator[Event]]:
-        """Prepare the turn (errors raise here, before any event) and return (model, events)."""
+        """Accept the turn (errors raise here, before any event) and return (model, events); the
+        events start with ``answer_start`` at once, before retrieval and the model call."""
         try:
-            turn = self.prepare(owner, conv_id, content, message_id=message_id, ip=ip)
+            acc = self.accept(owner, conv_id, content, message_id=message_id, ip=ip)
         except Replayed as replay:
             return replay.result.model, replay_events(replay.result)
-        if self.tools_mode:
-            # Tool rounds are not streamed: answer, then send the validated text in one delta.
-            result = self.answer(turn)
-            return result.model, replay_events(result)
-        if turn.retrieval.guard:
-            result = self._store(turn, self.p.answerer.guard_answer(turn.retrieval))
-            return result.model, refusal_events(result)
-        open_ = self.p.caller.is_open(turn.breaker)
-        if open_:
-            self._log_circuit_open(turn)
-        stream = TurnStream(
-            turn,
-            caller=self.p.caller,
-            answerer=self.p.answerer,
-            store=lambda t, a, aid, interrupted: self._store(t, a, assistant_id=aid, interrupted=interrupted),
-            validate=self.settings.enable_citation_validation,
-        )
-        return (FALLBACK_MODEL if open_ else self.p.caller.model_id), stream.events(open_)
+        breaker = self.p.breaker.scope(acc.conv.id, acc.history)
+        open_ = not self.tools_mode and self.p.caller.is_open(breaker)
+        started_ms = self.p.stops.begin(acc.conv.id)
+        model = FALLBACK_MODEL if open_ else self.p.caller.model_id
+        return model, self._stream_events(acc, open_, started_ms)
+
+    def _stream_events(self, acc: Accepted, breaker_open: bool, started_ms: int) -> Iterator[Event]:
+        assistant_id = new_id()
+        conv_id = acc.conv.id
+        try:
+            yield "answer_start", {"conversationId": conv_id, "messageId": assistant_id}
+            try:
+                turn = self.ready(acc)
+            except Exception as exc:
+                logger.exception("chat.stream_failed", extra={"conversationId": conv_id})
+                log_error(conv_id, type(exc).__name__, "the turn failed before the model was asked")
+                yield "error", {"code": "internal", "message": "Internal error"}
+                return
+            if self.tools_mode or turn.retrieval.guard:
+                # Tool rounds are not streamed: answer, then send the validated text in one delta.
+                yield from answer_events(self.answer(turn, assistant_id=assistant_id))
+                return
+            if breaker_open:
+                self._log_circuit_open(turn)
+            stream = TurnStream(
+                turn,
+                assistant_id,
+                caller=self.p.caller,
+                answerer=self.p.answerer,
+                store=lambda t, a, aid, cut: self._store(t, a, assistant_id=aid, interrupted=cut),
+                validate=self.settings.enable_citation_validation,
+                pacing=self.p.pacing,
+                stop_requested=lambda: self.p.stops.stop_requested(conv_id, started_ms),
+            )
+            yield from stream.events(breaker_open)
+        finally:
+            self.p.stops.end(conv_id)
 
     # ------------------------------------------------------------------ preparation
     def prepare(
@@ -142,6 +166,12 @@ class Turns:
     ) -> Turn:
         """Everything before the model is asked; raises :class:`Replayed` when an earlier request
         with the same ``messageId`` already answered."""
+        return self.ready(self.accept(owner, conv_id, content, message_id=message_id, ip=ip))
+
+    def accept(
+        self, owner: str, conv_id: str, content: object, *, message_id: str | None, ip: str | None
+    ) -> Accepted:
+        """Validate, rate limit and store the user message (errors raise here)."""
         started = time.perf_counter()
         deadline = self.p.caller.deadline()
         text = sanitize_message(content, max_chars=self.settings.max_message_chars)
@@ -164,23 +194,31 @@ class Turns:
         user = self._store_user(conv, text, message_id, timings)
         history = [m for m in history if m.id != user.id]
         conv = self._title(conv, text, timings)
-        window, conv = self.p.history.window(conv, [*history, user], timings, deadline=deadline)
-        flt = SearchFilter(owner=owner, collection=conv.collection, document_id=conv.document_id)
-        retrieval = self.p.retriever.retrieve(text, flt, conversation_id=conv.id)
+        return Accepted(
+            conv=conv, text=text, user=user, client_id=message_id, history=history,
+            started=started, deadline=deadline, timings=timings,
+        )  # fmt: skip
+
+    def ready(self, acc: Accepted) -> Turn:
+        """The history window (summarized if due) and retrieval."""
+        conv, timings = acc.conv, acc.timings
+        window, conv = self.p.history.window(conv, [*acc.history, acc.user], timings, deadline=acc.deadline)
+        flt = SearchFilter(owner=conv.owner, collection=conv.collection, document_id=conv.document_id)
+        retrieval = self.p.retriever.retrieve(acc.text, flt, conversation_id=conv.id)
         timings.update(retrieval.timings)
         return Turn(
             conv=conv,
-            text=text,
-            user=user,
-            client_id=message_id,
+            text=acc.text,
+            user=acc.user,
+            client_id=acc.client_id,
             window=window,
-            history=history,
+            history=acc.history,
             retrieval=retrieval,
-            reinforce=detect_injection(text),
+            reinforce=detect_injection(acc.text),
             persona=self.p.persona(conv),
-            started=started,
-            breaker=self.p.breaker.scope(conv.id, history),
-            deadline=deadline,
+            started=acc.started,
+            breaker=self.p.breaker.scope(conv.id, acc.history),
+            deadline=acc.deadline,
             timings=timings,
         )
 
@@ -220,14 +258,15 @@ class Turns:
         return dataclasses.replace(conv, title=title)
 
     # ------------------------------------------------------------------ answering
-    def answer(self, turn: Turn) -> TurnResult:
+    def answer(self, turn: Turn, *, assistant_id: str | None = None) -> TurnResult:
         answerer = self.p.answerer
         retrieval = turn.retrieval
         if retrieval.guard and (not self.tools_mode or retrieval.reason == "empty_knowledge_base"):
-            return self._store(turn, answerer.guard_answer(retrieval))  # with tools, only an empty KB refuses
+            # with tools, only an empty KB refuses
+            return self._store(turn, answerer.guard_answer(retrieval), assistant_id=assistant_id)
         if self.p.caller.is_open(turn.breaker):
             self._log_circuit_open(turn)
-            return self._store(turn, self._fallback(turn))
+            return self._store(turn, self._fallback(turn), assistant_id=assistant_id)
         tools = ScopedNoteTools(self.p.retriever, self.p.documents, turn.conv) if self.tools_mode else None
         history, question = split_window(turn)
         try:
@@ -244,8 +283,9 @@ class Turns:
                 deadline=turn.deadline,
             )
         except Exception:
-            return self._store(turn, self._fallback(turn))  # the breaker counted it
-        return self._store(turn, answer)
+            # the breaker counted it
+            return self._store(turn, self._fallback(turn), assistant_id=assistant_id)
+        return self._store(turn, answer, assistant_id=assistant_id)
 
     def _fallback(self, turn: Turn) -> Answer:
         return self.p.answerer.fallback(turn.retrieval, conversation_id=turn.conv.id, timings=turn.timings)

@@ -84,3 +84,13 @@ class DynamoCounters:
 
     def reset(self, key: str) -> None:
         self._t.call("delete_item", TableName=self._t.name, Key={"pk": {"S": key}})
+
+    def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
+        expires_at = now + ttl_seconds
+        self._t.call(
+            "put_item",
+            TableName=self._t.name,
+            Item=to_item(
+                {"pk": key, "value": int(value), "expires_at": expires_at, "ttl": int(expires_at) + 1}
+            ),
+        )

@@ -55,3 +55,11 @@ class SqliteCounters:
     def reset(self, key: str) -> None:
         with self.db.write() as conn:
             conn.execute("DELETE FROM counters WHERE key = ?", (key,))
+
+    def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO counters (key, value, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
+                (key, int(value), float(now) + float(ttl_seconds)),
+            )
