@@ -24,6 +24,7 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.search import FakeEmbedder, FakeVectorIndex, unit
 from tests.fakes.services import FakeBlobStore, FakeChatModel, FakeLauncher
 from tests.fakes.stores import FakeConversationStore, FakeCounters, FakeDocumentStore
+from tests.fakes.streaming import FakePacing, SteppedChatModel
 
 __all__ = [
     "FakeBlobStore",
@@ -34,7 +35,9 @@ __all__ = [
     "FakeDocumentStore",
     "FakeEmbedder",
     "FakeLauncher",
+    "FakePacing",
     "FakeVectorIndex",
+    "SteppedChatModel",
     "unit",
 ]
 
