@@ -197,3 +197,17 @@ def test_a_stop_for_another_owner_is_not_found() -> None:
         assert type(exc).__name__ == "NotFound"
     else:
         raise AssertionError("another owner could stop the conversation")
+
+
+def test_a_retrieval_failure_after_answer_start_is_an_error_event() -> None:
+    from ragchat.domain.errors import TransientError
+
+    shared = Shared()
+    model, _fake, service, conv = _start(shared)
+    shared.index.fail_searches = 5
+    _m, events = service.stream(OWNER, conv, QUESTION)
+    out = list(events)
+    assert [n for n, _ in out] == ["answer_start", "error"]
+    assert out[-1][1] == {"code": "unavailable", "message": out[-1][1]["message"]}
+    assert model.requests == []
+    assert TransientError.status == 503

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.citation_stream import ValidatedStream
+from ragchat.domain.errors import RagchatError
 from ragchat.domain.messages import REFUSAL_SUGGESTIONS
 from ragchat.domain.models import Message, source_json
 from ragchat.services.chat.pump import Delta, DeltaPump, Done, Failed, Item, StreamPacing
@@ -43,6 +44,17 @@ StoreAnswer = Callable[[Turn, "Answer", str, bool], TurnResult]
 MODEL_FAILED = "The model failed while answering; the partial answer was kept."
 DEADLINE_GRACE_S = 5.0  # a model silent this long past the turn budget is given up on
 _STOPPED = "stopped"
+
+
+_ERROR_CODES = {429: "rate_limited", 502: "model_error", 503: "unavailable"}
+
+
+def error_event(exc: Exception) -> Event:
+    """SPEC §10 ``error`` for a turn that failed after ``answer_start`` (a domain error keeps its
+    message, e.g. a vector index still waking up; anything else is an internal error)."""
+    if isinstance(exc, RagchatError) and exc.status != 500:
+        return "error", {"code": _ERROR_CODES.get(exc.status, "error"), "message": exc.message}
+    return "error", {"code": "internal", "message": "Internal error"}
 
 
 def closing_events(message: Message) -> Iterator[Event]:

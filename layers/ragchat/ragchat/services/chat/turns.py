@@ -33,7 +33,7 @@ from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import replay_from
 from ragchat.services.chat.state import Accepted, Replayed, Turn, TurnResult, split_window
 from ragchat.services.chat.stops import StopFlags
-from ragchat.services.chat.streaming import Event, TurnStream, answer_events, replay_events
+from ragchat.services.chat.streaming import Event, TurnStream, answer_events, error_event, replay_events
 from ragchat.services.chat.tools import ScopedNoteTools
 from ragchat.services.logs import log_error
 
@@ -138,7 +138,7 @@ class Turns:
             except Exception as exc:
                 logger.exception("chat.stream_failed", extra={"conversationId": conv_id})
                 log_error(conv_id, type(exc).__name__, "the turn failed before the model was asked")
-                yield "error", {"code": "internal", "message": "Internal error"}
+                yield error_event(exc)
                 return
             if self.tools_mode or turn.retrieval.guard:
                 # Tool rounds are not streamed: answer, then send the validated text in one delta.
