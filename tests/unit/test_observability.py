@@ -6,7 +6,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from ragchat.domain.models import SearchFilter
 from ragchat.entrypoints.ingest_steps import ingest_step_handler
 from ragchat.entrypoints.s3_ingest import s3_ingest_handler
 from ragchat.observability import NoTracer, PowertoolsMetrics, powertools_metrics, root_logger, tracer
+from ragchat.services import metrics as names
 from ragchat.services.metrics import NO_METRICS, PHASES
 from ragchat.services.retrieval import logger as retrieval_logger
 
@@ -132,6 +135,15 @@ def test_ingestion_failures_and_durations_are_counted() -> None:
     (duration,) = metrics.of("IngestionSeconds")
     assert duration.value == pytest.approx(12.0) and duration.unit == "Seconds"
     assert metrics.total("IngestionFailed") == 1
+
+
+def test_the_templates_alarms_and_dashboard_watch_the_metrics_the_services_emit() -> None:
+    template = (Path(__file__).resolve().parents[2] / "template.yaml").read_text()
+    alarmed = set(re.findall(r"Namespace: ragchat\s+MetricName: (\w+)", template))
+    charted = set(re.findall(r'\["ragchat","(\w+)"', template))
+    emitted = {value for key, value in vars(names).items() if key.isupper() and isinstance(value, str)}
+    assert {"BreakerOpens", "IngestionFailed"} <= alarmed
+    assert alarmed | charted <= emitted
 
 
 def test_the_container_emits_emf_only_on_lambda(monkeypatch: pytest.MonkeyPatch) -> None:
