@@ -14,9 +14,9 @@ import pytest
 
 from tests.integration.test_template import FUNCTIONS, ROOT, as_list, effective, statements, transformed
 
-DASHBOARD_METRICS = ("5XXError", "ChatTurns", "GuardRefusals", "ModelFailures", "BreakerOpened",
-                     "IngestionFailed", "IngestionDuration", "ApproximateNumberOfMessagesVisible",
-                     "Throttles")  # fmt: skip
+DASHBOARD_METRICS = ("5XXError", "Turns", "GuardRefusals", "ModelFailures", "BreakerOpens",
+                     "PhaseLatencyMs", "IngestionFailed", "IngestionSeconds",
+                     "ApproximateNumberOfMessagesVisible", "Throttles")  # fmt: skip
 STORES = ["opensearch-nextgen", "s3vectors", "existing-domain"]
 EXISTING = {"ExistingOpenSearchEndpoint": "https://search-x.us-east-1.es.amazonaws.com",
             "ExistingOpenSearchDomainArn": "arn:aws:es:us-east-1:123456789012:domain/x"}  # fmt: skip
@@ -184,7 +184,7 @@ def test_alarms_watch_5xx_rate_breaker_ingestion_failures_and_dead_letters_and_n
     watched = {k: alarm_metrics(v) for k, v in alarms.items()}
     assert watched == {
         "Api5xxRateAlarm": {("AWS/ApiGateway", "5XXError"), ("AWS/ApiGateway", "Count")},
-        "BreakerOpenAlarm": {("ragchat", "BreakerOpened")},
+        "BreakerOpenAlarm": {("ragchat", "BreakerOpens")},
         "IngestionFailedAlarm": {("ragchat", "IngestionFailed"), ("AWS/States", "ExecutionsFailed")},
         "S3IngestDeadLetterAlarm": {("AWS/SQS", "ApproximateNumberOfMessagesVisible")},
     }

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         DocumentStore,
         Embedder,
         IngestionLauncher,
+        Metrics,
         VectorIndex,
     )
     from ragchat.services.answering import AskService
@@ -289,12 +290,19 @@ class Container:
             return str(value) if value else None
         return None
 
+    @cached_property
+    def metrics(self) -> Metrics:
+        """CloudWatch EMF on Lambda, nothing elsewhere (``ragchat.observability``)."""
+        from ragchat.observability import metrics_port
+
+        return metrics_port()
+
     # ------------------------------------------------------------------ services
     @cached_property
     def retriever(self) -> Retriever:
         from ragchat.services.retrieval import Retriever
 
-        return Retriever(self.embedder, self.index, self.settings)
+        return Retriever(self.embedder, self.index, self.settings, metrics=self.metrics)
 
     @cached_property
     def ingestion(self) -> IngestionService:
@@ -306,7 +314,15 @@ class Container:
     def ingest_steps(self) -> IngestSteps:
         from ragchat.services.ingestion import IngestSteps
 
-        return IngestSteps(self.documents, self.blobs, self.embedder, self.index, self.settings)
+        return IngestSteps(
+            self.documents,
+            self.blobs,
+            self.embedder,
+            self.index,
+            self.settings,
+            self.clock,
+            metrics=self.metrics,
+        )
 
     @cached_property
     def document_service(self) -> DocumentService:
@@ -318,7 +334,7 @@ class Container:
     def ask(self) -> AskService:
         from ragchat.services.answering import AskService
 
-        return AskService(self.retriever, self.chat_model, self.settings)
+        return AskService(self.retriever, self.chat_model, self.settings, metrics=self.metrics)
 
     @cached_property
     def chat(self) -> ChatService:
@@ -337,6 +353,7 @@ class Container:
             clock=self.clock,
             personas=dict(self.personas),
             summarizer=ExtractiveSummarizer() if extractive else None,
+            metrics=self.metrics,
         )
 
 

@@ -6,7 +6,7 @@ Adapters for the local embedded default live in ``ragchat.adapters.local`` and f
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ragchat.domain.models import (
@@ -247,4 +247,23 @@ class IngestionLauncher(Protocol):
     def start(self, owner: str, document_id: str) -> None:
         """Start the ingestion pipeline for a document. Starting the same document twice while a run
         is under way is not an error and does not start a second run."""
+        ...
+
+
+@runtime_checkable
+class Metrics(Protocol):
+    """Operational metrics (SPEC §12): CloudWatch EMF (namespace ``ragchat``) on AWS, nothing locally.
+    The names, units and dimensions the services use are in ``ragchat.services.metrics``."""
+
+    def add(
+        self,
+        name: str,
+        value: float = 1.0,
+        *,
+        unit: str = "Count",
+        dimensions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Record one ``value`` of the metric ``name`` (``unit``: a CloudWatch unit such as ``Count``,
+        ``Milliseconds``, ``Seconds``); ``dimensions`` (e.g. ``{"phase": "vector_search"}``) split it.
+        Never raises: a metric that cannot be recorded is dropped."""
         ...

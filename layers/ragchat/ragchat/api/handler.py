@@ -4,6 +4,8 @@
 Each handler owns its container (made from the environment on first use); tests give it theirs:
 ``http_handler({"notes"}, container=lambda: my_container)`` or ``handler.with_container(...)``.
 The non-HTTP entry points (S3 events, ingestion steps) live in ``ragchat.entrypoints``.
+Every invocation goes through ``ragchat.observability.lambda_entry``: JSON log lines correlated by the
+API Gateway request id, EMF metrics flushed once, traced on AWS.
 """
 
 from __future__ import annotations
@@ -12,17 +14,17 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-
 from ragchat.config import Part
 from ragchat.container import Container, ContainerFactory, LazyContainer
+from ragchat.observability import API_GATEWAY_REQUEST_ID, lambda_entry, root_logger, start_invocation
 
 if TYPE_CHECKING:
     from ragchat.api.app import RagchatResolver
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
-logger = Logger(service="ragchat")
+# The Powertools logger "ragchat", made when a Lambda entry point is imported (never by ``ragchat serve``).
+logger = root_logger()
 
 
 def needs_of(areas: Iterable[str]) -> tuple[Part, ...]:
@@ -38,6 +40,9 @@ class HttpHandler:
         self.container = LazyContainer(container, needs_of(self.areas))
         self._app: RagchatResolver | None = None
         self._lock = threading.Lock()
+        self._entry = lambda_entry(
+            self._resolve, name="http_handler", correlation_id_path=API_GATEWAY_REQUEST_ID
+        )
 
     def warm(self) -> RagchatResolver:
         """The resolver (built once: container, settings check, routers)."""
@@ -56,7 +61,10 @@ class HttpHandler:
         return HttpHandler(self.areas, container)
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        correlate(event, context)
+        response: dict[str, Any] = self._entry(event, context)
+        return response
+
+    def _resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         return self.warm().resolve(event, context)
 
 
@@ -90,9 +98,6 @@ def warm_before_snapshot(handler: HttpHandler, services: tuple[str, ...] = ()) -
 
 
 def correlate(event: dict[str, Any], context: Any) -> None:
-    """Correlation id = the API Gateway request id (SPEC §12); works with or without a Lambda context."""
-    logger.clear_state()
-    request_id = (event.get("requestContext") or {}).get("requestId")
-    logger.set_correlation_id(request_id)
-    if context is not None:
-        logger.append_keys(function_request_id=getattr(context, "aws_request_id", None))
+    """Fresh log keys for one request, correlation id = the API Gateway request id (SPEC §12); works
+    with or without a Lambda context (the chat_stream web server calls it per request)."""
+    start_invocation(event, context, API_GATEWAY_REQUEST_ID)

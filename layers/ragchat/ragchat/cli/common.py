@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
@@ -52,11 +52,19 @@ def build_container(settings: Settings | None = None) -> Container:
     return Container(settings or load_settings())
 
 
+def log_handler(stream: TextIO | None = None) -> logging.Handler:
+    """Log lines on ``stream`` (stderr): one line per event with its structured fields
+    (``chat.retrieval conversationId=... ids=[...] scores=[...]``; ``ragchat.observability``)."""
+    from ragchat.observability import FieldsFormatter
+
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(FieldsFormatter(LOG_FORMAT, datefmt="%H:%M:%S"))
+    return handler
+
+
 def setup_logging(verbose: bool = False) -> None:
     """``serve``: log lines on stderr at INFO (DEBUG with ``--verbose``)."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, datefmt="%H:%M:%S"
-    )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[log_handler()])
 
 
 def quiet_logging(verbose: bool) -> None:
@@ -64,7 +72,7 @@ def quiet_logging(verbose: bool) -> None:
     with ``--verbose`` every log line (DEBUG and up) goes to stderr."""
     if verbose:
         logging.disable(logging.NOTSET)
-        logging.basicConfig(level=logging.DEBUG, format=LOG_FORMAT, datefmt="%H:%M:%S", stream=sys.stderr)
+        logging.basicConfig(level=logging.DEBUG, handlers=[log_handler()])
         logging.getLogger("ragchat").setLevel(logging.DEBUG)
     else:
         logging.disable(logging.CRITICAL)

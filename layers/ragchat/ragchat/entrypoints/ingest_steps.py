@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragchat.api.handler import logger
 from ragchat.container import Container, ContainerFactory, LazyContainer
+from ragchat.observability import lambda_entry, root_logger
 
 if TYPE_CHECKING:
     from ragchat.services.ingestion import IngestSteps
+
+# JSON log lines on stdout, correlated by the Lambda request id, with the step and document id.
+logger = root_logger()
 
 
 class IngestStepHandler:
@@ -18,12 +21,16 @@ class IngestStepHandler:
 
     def __init__(self, container: ContainerFactory = Container) -> None:
         self.container = LazyContainer(container)
+        self._entry = lambda_entry(self._step, name="ingest_step_handler")
 
     def with_container(self, container: ContainerFactory) -> IngestStepHandler:
         return IngestStepHandler(container)
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        logger.clear_state()
+        result: dict[str, Any] = self._entry(event, context)
+        return result
+
+    def _step(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         step = event.get("step")
         owner = str(event.get("owner") or "")
         document_id = str(event.get("documentId") or "")

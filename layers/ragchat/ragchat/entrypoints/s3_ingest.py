@@ -18,11 +18,12 @@ import logging
 from typing import Any
 from urllib.parse import unquote_plus
 
-from ragchat.api.handler import logger as powertools_logger
 from ragchat.container import Container, ContainerFactory, LazyContainer
 from ragchat.domain.errors import RagchatError, TransientError, ValidationError
 from ragchat.domain.ids import stable_document_id
+from ragchat.observability import S3_REQUEST_ID, lambda_entry, root_logger
 
+root_logger()  # JSON log lines on stdout, correlated by the S3 request id (ragchat.observability)
 logger = logging.getLogger("ragchat.s3_ingest")
 
 UPLOADS_PREFIX = "uploads/"
@@ -50,10 +51,10 @@ def ingest_s3_event(container: Container, event: dict[str, Any]) -> dict[str, An
         except RagchatError as exc:
             if isinstance(exc, TransientError) or exc.status >= 500:
                 raise
-            logger.error("s3_ingest.rejected key=%s reason=%s", key, exc.message)
+            logger.error("s3_ingest.rejected", extra={"key": key, "reason": exc.message})
             rejected.append({"key": key, "error": exc.message})
             continue
-        logger.info("s3_ingest.accepted key=%s documentId=%s", key, document_id)
+        logger.info("s3_ingest.accepted", extra={"key": key, "documentId": document_id})
         accepted.append({"key": key, "documentId": document_id, "status": status})
     return {"accepted": accepted, "rejected": rejected}
 
@@ -85,12 +86,16 @@ class S3IngestHandler:
 
     def __init__(self, container: ContainerFactory = Container) -> None:
         self.container = LazyContainer(container, ("launcher",))
+        self._entry = lambda_entry(self._ingest, name="s3_ingest_handler", correlation_id_path=S3_REQUEST_ID)
 
     def with_container(self, container: ContainerFactory) -> S3IngestHandler:
         return S3IngestHandler(container)
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        powertools_logger.clear_state()
+        result: dict[str, Any] = self._entry(event, context)
+        return result
+
+    def _ingest(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         return ingest_s3_event(self.container.get(), event)
 
 

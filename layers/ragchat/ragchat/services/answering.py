@@ -23,11 +23,12 @@ from ragchat.domain.messages import FALLBACK_MODEL, GUARD_MODEL, sanitize_messag
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest, SearchFilter, SourceRef
 from ragchat.domain.prompts import GUARD_REPLY, build_system_prompt, detect_injection, fallback_reply
 from ragchat.services.logs import log_error
+from ragchat.services.metrics import NO_METRICS, record_turn
 from ragchat.services.model_calls import ModelCaller
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import ChatModel, NoteTools
+    from ragchat.ports import ChatModel, Metrics, NoteTools
     from ragchat.services.model_calls import BreakerScope
     from ragchat.services.retrieval import Retrieval, Retriever
 
@@ -204,10 +205,14 @@ class AskService:
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self.retriever = retriever
         self.settings = settings
-        caller = ModelCaller(model, sleep=sleep, budget_s=settings.model_turn_budget_s, clock=clock)
+        self.metrics = metrics
+        caller = ModelCaller(
+            model, sleep=sleep, budget_s=settings.model_turn_budget_s, clock=clock, metrics=metrics
+        )
         self.answerer = Answerer(caller, settings)
 
     def ask(
@@ -231,4 +236,5 @@ class AskService:
             ans = self.answerer.fallback(retrieval, timings=retrieval.timings)
         for phase, ms in ans.timings.items():
             logger.info("chat.metrics", extra={"conversationId": None, "phase": phase, "ms": round(ms, 1)})
+        record_turn(self.metrics, ans.timings)
         return AskResult(answer=ans.text, sources=ans.sources, guard_used=ans.guard_used, model=ans.model)

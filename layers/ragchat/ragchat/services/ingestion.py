@@ -31,10 +31,11 @@ from ragchat.domain.labels import (  # the one title/collection rule (documents 
     validate_collection,
 )
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
+from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import BlobStore, DocumentStore, Embedder, IngestionLauncher, VectorIndex
+    from ragchat.ports import BlobStore, DocumentStore, Embedder, IngestionLauncher, Metrics, VectorIndex
 
 logger = Logger(service="ragchat", child=True)
 
@@ -303,6 +304,7 @@ class IngestSteps:
         clock: Clock = system_clock,
         *,
         batch_size: int = BATCH_SIZE,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self.documents = documents
         self.blobs = blobs
@@ -311,6 +313,7 @@ class IngestSteps:
         self.settings = settings
         self.clock = clock
         self.batch_size = batch_size  # chunks per embed_index batch
+        self.metrics = metrics
 
     # ---------------------------------------------------------------- helpers
     def _document(self, owner: str, document_id: str) -> Document:
@@ -491,6 +494,7 @@ class IngestSteps:
         extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
         try:
             extra["totalMs"] = round((now - parse_iso(doc.created_at)) * 1000, 1)
+            self.metrics.add(INGESTION_SECONDS, extra["totalMs"] / 1000, unit="Seconds")
             extra["processingMs"] = round((now - parse_iso(doc.updated_at)) * 1000, 1)
         except (ValueError, TypeError):
             pass
@@ -507,6 +511,7 @@ class IngestSteps:
         self._remove_indexed(owner, document_id)
         self.blobs.delete_prefix(work_prefix(document_id))
         logger.warning("ingest.failed", extra={"documentId": document_id, "error": message})
+        self.metrics.add(INGESTION_FAILED)
         return {"status": DocumentStatus.FAILED.value, "error": message}
 
     # ---------------------------------------------------------------- in-process

@@ -19,8 +19,9 @@ from ragchat.domain.clock import Clock, system_clock
 from ragchat.domain.errors import TransientError
 from ragchat.domain.limits import BREAKER_WINDOW_S, RETRY_DELAYS, breaker_open, fallback_needs_breaker_read
 from ragchat.domain.models import Completion, Message, ModelRequest
-from ragchat.ports import ChatModel, Counters, NoteTools, ToolCallingChatModel
+from ragchat.ports import ChatModel, Counters, Metrics, NoteTools, ToolCallingChatModel
 from ragchat.services.logs import log_error, message_of
+from ragchat.services.metrics import BREAKER_OPENS, MODEL_FAILURES, NO_METRICS
 
 DEFAULT_BUDGET_S = 15.0
 
@@ -46,9 +47,12 @@ class CircuitBreaker:
     lives in ``Counters``; it is read only when the latest answer was a fallback (a success resets it,
     so after a model answer it is known to be 0)."""
 
-    def __init__(self, counters: Counters, clock: Clock = system_clock) -> None:
+    def __init__(
+        self, counters: Counters, clock: Clock = system_clock, *, metrics: Metrics = NO_METRICS
+    ) -> None:
         self.counters = counters
         self.clock = clock
+        self.metrics = metrics
 
     @staticmethod
     def scope(conversation_id: str, history: Sequence[Message]) -> BreakerScope:
@@ -62,6 +66,8 @@ class CircuitBreaker:
     def failure(self, scope: BreakerScope, exc: BaseException) -> None:
         count = self.counters.increment(scope.key, ttl_seconds=BREAKER_WINDOW_S, now=self.clock())
         log_error(scope.conversation_id, type(exc).__name__, message_of(exc), consecutiveFailures=count)
+        if breaker_open(count) and not breaker_open(count - 1):
+            self.metrics.add(BREAKER_OPENS)
 
     def success(self, scope: BreakerScope) -> None:
         if scope.read_needed:
@@ -80,8 +86,10 @@ class ModelCaller:
         delays: Sequence[float] = RETRY_DELAYS,
         budget_s: float = DEFAULT_BUDGET_S,
         clock: Clock = time.monotonic,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self.model = model
+        self.metrics = metrics
         self.sleep = sleep
         self.breaker = breaker
         self.delays = tuple(delays)
@@ -161,6 +169,7 @@ class ModelCaller:
                 close()
 
     def failed(self, scope: BreakerScope | None, exc: BaseException) -> None:
+        self.metrics.add(MODEL_FAILURES)
         if scope is not None and self.breaker is not None:
             self.breaker.failure(scope, exc)
 

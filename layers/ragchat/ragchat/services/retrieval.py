@@ -20,10 +20,11 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import TransientError, ValidationError
 from ragchat.domain.models import Hit, SearchFilter
+from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import Embedder, VectorIndex
+    from ragchat.ports import Embedder, Metrics, VectorIndex
 
 logger = Logger(service="ragchat", child=True)
 
@@ -57,10 +58,13 @@ def similarity_of(hit: Hit) -> float:
 
 
 class Retriever:
-    def __init__(self, embedder: Embedder, index: VectorIndex, settings: Settings) -> None:
+    def __init__(
+        self, embedder: Embedder, index: VectorIndex, settings: Settings, *, metrics: Metrics = NO_METRICS
+    ) -> None:
         self.embedder = embedder
         self.index = index
         self.settings = settings
+        self.metrics = metrics
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -71,8 +75,8 @@ class Retriever:
             logger.warning("chat.retry", extra={"operation": what, "error": exc.message})
             return fn()
 
-    @staticmethod
     def _guard(
+        self,
         reason: str,
         question: str,
         conversation_id: str | None,
@@ -83,6 +87,7 @@ class Retriever:
         top_similarity: float | None = None,
     ) -> Retrieval:
         logger.info("chat.guard", extra={"conversationId": conversation_id, "reason": reason})
+        self.metrics.add(GUARD_REFUSALS)
         return Retrieval(
             hits=hits,
             guard=True,

@@ -1,19 +1,23 @@
-"""Per-turn observability (SPEC §12): phase timings and the rolling p50/p95 turn latency."""
+"""Per-turn observability (SPEC §12): phase timings, the rolling p50/p95 turn latency and the turn's
+metrics (``Turns``, ``PhaseLatencyMs``; ``ragchat.services.metrics``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.limits import LatencyWindow
+from ragchat.services.metrics import NO_METRICS, PHASES, record_turn
+
+if TYPE_CHECKING:
+    from ragchat.ports import Metrics
 
 logger = Logger(service="ragchat", child=True)
 
 T = TypeVar("T")
-PHASES = ("embedding_generation", "vector_search", "ai_completion", "db_read", "db_write")
 
 
 def timed(timings: dict[str, float], phase: str, fn: Callable[[], T]) -> T:
@@ -26,12 +30,15 @@ def timed(timings: dict[str, float], phase: str, fn: Callable[[], T]) -> T:
 
 
 class TurnMetrics:
-    """Logs ``chat.metrics`` per phase of every turn and ``chat.latency`` every tenth turn."""
+    """Logs ``chat.metrics`` per phase of every turn and ``chat.latency`` every tenth turn; records
+    the turn in ``metrics``."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics = NO_METRICS) -> None:
         self.latencies = LatencyWindow(50, 10)
+        self.metrics = metrics
 
     def log_turn(self, conversation_id: str, timings: dict[str, float], started: float) -> None:
+        record_turn(self.metrics, timings)
         for phase in PHASES:
             if phase in timings:
                 logger.info(

@@ -31,11 +31,12 @@ from ragchat.services.chat.stops import StopFlags
 from ragchat.services.chat.streaming import Event
 from ragchat.services.chat.turns import TurnParts, Turns
 from ragchat.services.logs import log_error
+from ragchat.services.metrics import NO_METRICS
 from ragchat.services.model_calls import CircuitBreaker, ModelCaller
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import ChatModel, ConversationStore, Counters, DocumentStore, Summarizer
+    from ragchat.ports import ChatModel, ConversationStore, Counters, DocumentStore, Metrics, Summarizer
     from ragchat.services.retrieval import Retriever
 
 
@@ -54,16 +55,23 @@ class ChatService:
         personas: Mapping[str, str] | None = None,
         summarizer: Summarizer | None = None,
         pacing: StreamPacing | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         """``personas``: the registry loaded at start-up (``ragchat.container.load_personas``;
         default: the built-in ones). ``summarizer`` writes history summaries (default: the chat
         model, see :class:`ModelSummarizer`; pass :class:`ExtractiveSummarizer` for a model that is
-        no LLM). ``pacing``: keep-alive and stop-check timing of streams (tests inject its clock)."""
+        no LLM). ``pacing``: keep-alive and stop-check timing of streams (tests inject its clock).
+        ``metrics`` receives the turn metrics (``ragchat.services.metrics``)."""
         self.settings = settings
         self.personas: dict[str, str] = dict(BUILTIN_PERSONAS if personas is None else personas)
-        breaker = CircuitBreaker(counters, clock)
+        breaker = CircuitBreaker(counters, clock, metrics=metrics)
         caller = ModelCaller(
-            model, sleep=sleep, breaker=breaker, budget_s=settings.model_turn_budget_s, clock=clock
+            model,
+            sleep=sleep,
+            breaker=breaker,
+            budget_s=settings.model_turn_budget_s,
+            clock=clock,
+            metrics=metrics,
         )
         self.conversations = Conversations(conversations, documents, self._check_persona)
         self.stops = StopFlags(counters, clock)
@@ -89,7 +97,7 @@ class ChatService:
             limiter=limiter,
             replays=Replays(conversations, clock, sleep),
             persona=self._persona_paragraph,
-            metrics=TurnMetrics(),
+            metrics=TurnMetrics(metrics),
             stops=self.stops,
             pacing=pacing or StreamPacing(),
         )
