@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import time
 from typing import Any
@@ -169,6 +170,10 @@ def warm(container: Any) -> None:
         logger.exception("warm-up failed; requests that need the failing part will fail")
 
 
+def _after_graceful_shutdown(signum: int, frame: object) -> None:
+    """SIGTERM once uvicorn has shut down gracefully: nothing left to do, main() returns."""
+
+
 def main() -> None:
     """Entry point of ``python -m ragchat.lambda_web`` (the Lambda Web Adapter's startup command)."""
     # Importing the handler module creates the Powertools logger "ragchat": JSON lines on stdout with the
@@ -179,7 +184,10 @@ def main() -> None:
     box = Container()
     server = create_server(box, port=box.settings.lwa_port)
     warm(box)
-    # uvicorn, on the main thread, stops gracefully on SIGTERM / SIGINT.
+    # uvicorn, on the main thread, stops gracefully on SIGTERM / SIGINT, then raises the signal again
+    # under the handler that was installed before it started: a no-op one here, so a SIGTERM from the
+    # Lambda runtime ends the process with status 0 after the graceful shutdown, not -15.
+    signal.signal(signal.SIGTERM, _after_graceful_shutdown)
     logger.info("ragchat chat_stream listening on http://127.0.0.1:%d", server.server_address[1])
     sys.stdout.flush()
     try:
