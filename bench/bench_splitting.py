@@ -9,6 +9,12 @@ langchain-text-splitters is not a ragchat dependency. Its figures are measured b
 with an interpreter that has it (``RAGCHAT_BENCH_LANGCHAIN_PYTHON=/path/to/python``, e.g. a scratch
 venv with ``pip install langchain-text-splitters``); without one, the figures recorded by the last
 such run are kept (with their date) rather than dropped.
+
+Big documents (issue 8; ``--big`` measures only these and keeps the rest): ``split_text`` on
+100 kB – 20 MB of three shapes built from SciFact: prose (abstracts, blank line between them),
+one paragraph of words (the abstracts without sentence ends or line breaks: the shape that made
+the library's chunk search quadratic) and one 20 MB word without any whitespace. For comparison,
+the library called on the whole text (as ``split_text`` did before it used windows) up to 400 kB.
 """
 
 from __future__ import annotations
@@ -136,6 +142,56 @@ def _langchain_figures(previous: dict[str, Any]) -> dict[str, Any] | None:
     return dict(old) if old else None
 
 
+BIG_SIZES = (100_000, 400_000, 2_000_000, 20_000_000)
+UNBOUNDED_MAX = 400_000  # the whole-text library call is quadratic: measured only up to here
+
+
+def _big_texts(size: int) -> dict[str, str]:
+    prose = "\n\n".join(_texts())
+    prose = prose * (size // len(prose) + 1)
+    words = " ".join(prose.replace(".", " ").split())
+    return {"prose": prose[:size], "words, one paragraph": words[:size], "no whitespace": "x" * size}
+
+
+def _timed(split: Any, text: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    chunks = split(text)
+    return time.perf_counter() - started, len(chunks)
+
+
+def measure_big() -> list[dict[str, Any]]:
+    from ragchat.domain.splitting import split_text
+    from semantic_text_splitter import TextSplitter
+
+    rows: list[dict[str, Any]] = []
+    for size in BIG_SIZES:
+        for shape, text in _big_texts(size).items():
+            seconds, chunks = _timed(lambda t: split_text(t, content_type="text/plain"), text)
+            row = {"shape": shape, "chars": size, "split_text_seconds": seconds, "chunks": chunks}
+            if size <= UNBOUNDED_MAX:
+                library = TextSplitter(CHUNK - OVERLAP).chunk_indices
+                row["library_whole_text_seconds"] = _timed(library, text)[0]
+            rows.append(row)
+            print(row, flush=True)
+    return rows
+
+
+def _big_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "### Splitting big documents (split_text, 1000 chars / 100 overlap, plain text)",
+        "",
+        "| shape | characters | split_text | chunks | library on the whole text (before) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        before = r.get("library_whole_text_seconds")
+        lines.append(
+            f"| {r['shape']} | {r['chars']:,} | {r['split_text_seconds']:.2f} s | {r['chunks']:,} | "
+            f"{f'{before:.2f} s' if before is not None else 'not measured (quadratic)'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "### Splitting (SciFact abstracts, 1000 chars / 100 overlap)",
@@ -159,11 +215,15 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out_json = RESULTS / "splitting.json"
     previous = json.loads(out_json.read_text()) if out_json.exists() else {}
-    texts = _texts()
-    rows = [measure(name, texts) for name in list(SPLITTERS)[:2]]
-    langchain = _langchain_figures(previous)
-    if langchain:
-        rows.append(langchain)
+    big = measure_big() if "--big" in sys.argv or "--all" in sys.argv else previous.get("big_documents", [])
+    if "--big" in sys.argv:
+        rows = list(previous["splitters"].values())
+    else:
+        texts = _texts()
+        rows = [measure(name, texts) for name in list(SPLITTERS)[:2]]
+        langchain = _langchain_figures(previous)
+        if langchain:
+            rows.append(langchain)
     result = {
         "machine": {
             "platform": platform.platform(),
@@ -174,10 +234,12 @@ def main() -> None:
         "chunk_size": CHUNK,
         "overlap": OVERLAP,
         "splitters": {r["splitter"]: r for r in rows},
+        "big_documents": big,
     }
     out_json.write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "splitting.md").write_text(_markdown(rows))
-    print(_markdown(rows))
+    text = _markdown(rows) + ("\n" + _big_markdown(big) if big else "")
+    (RESULTS / "splitting.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

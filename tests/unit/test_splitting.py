@@ -185,3 +185,60 @@ def test_random_unicode_respects_size_and_loses_no_words(
 
 def test_lone_surrogates_from_json_do_not_crash_the_splitter() -> None:
     assert split_text("caf\ud800e", content_type="text/plain") == ["caf\ufffde"]
+
+
+# Long texts are handed to the splitter in bounded windows (linear time, issue 8). These properties
+# hold however the windows fall: small chunk sizes make texts of a few thousand characters span
+# many windows.
+_SOME_TEXT = st.text(
+    alphabet=st.sampled_from([*"abcdé .,;\n\n#-*`\u0301\u200d", "\U0001f44d", "\U0001f3fd"]),
+    max_size=6000,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=_SOME_TEXT, size=st.integers(min_value=10, max_value=300), markdown=st.booleans())
+def test_without_overlap_the_chunks_are_the_text_in_order(text: str, size: int, markdown: bool) -> None:
+    ctype = "text/markdown" if markdown else "text/plain"
+    chunks = split_text(text, content_type=ctype, chunk_size=size, overlap=0)
+    assert all(0 < len(c) <= size for c in chunks)
+    assert "".join("".join(c.split()) for c in chunks) == "".join(text.split())
+
+
+_SPACES = ("Zs", "Zl", "Zp", "Cc", "Cs")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    unit=st.text(alphabet=st.characters(blacklist_categories=_SPACES), min_size=1, max_size=5),
+    repeat=st.integers(min_value=1, max_value=3000),
+    size=st.integers(min_value=20, max_value=500),
+)
+def test_text_without_whitespace_is_cut_into_full_chunks(unit: str, repeat: int, size: int) -> None:
+    text = unit * repeat
+    chunks = split_text(text, content_type="text/plain", chunk_size=size, overlap=size // 10)
+    assert "".join(chunks) == text  # no word boundary to overlap at: consecutive pieces
+    assert all(0 < len(c) <= size for c in chunks)
+
+
+def test_a_megabyte_without_whitespace_is_split_into_full_chunks() -> None:
+    text = "x" * 1_000_000
+    chunks = split_text(text, content_type="text/plain")
+    assert "".join(chunks) == text
+    assert len(chunks) == -(-len(text) // 900)  # every chunk full except the last
+
+
+def test_long_prose_keeps_overlapping_across_window_edges() -> None:
+    sentence = "Every sentence of this long paragraph says a little more about nothing at all"
+    text = " ".join(f"{sentence} {i}" for i in range(3000))  # 250 k characters, no sentence ends
+    chunks = split_text(text, content_type="text/plain")
+    assert all(len(c) <= 1000 for c in chunks)
+    assert all(_overlap(a, b) > 0 for a, b in itertools.pairwise(chunks))
+    assert "".join(chunks[-1].split())[-4:] == "2999"
+
+
+def test_combining_marks_stay_with_their_letter_in_long_unbroken_text() -> None:
+    text = "e\u0301" * 40_000  # 80 k code points, 40 k user-perceived characters, no whitespace
+    chunks = split_text(text, content_type="text/plain")
+    assert "".join(chunks) == text
+    assert not any(c.startswith("\u0301") for c in chunks)
