@@ -2,51 +2,12 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from pypdf import PdfReader, PdfWriter
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import ExtractionError, detect_content_type, extract
 from ragchat.domain.splitting import split_pages
 
-
-def make_pdf(pages: list[str]) -> bytes:
-    """A minimal valid PDF with one line of Helvetica text per page ("" = a blank page)."""
-    n = len(pages)
-    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n))
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{kids}] /Count {n} >>".encode(),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    for i, text in enumerate(pages):
-        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode() if text else b""
-        objects.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * i)
-        )
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
-
-
-def encrypted(pdf: bytes, user_password: str) -> bytes:
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
-    writer.encrypt(user_password, owner_password="owner-secret")
-    buf = io.BytesIO()
-    writer.write(buf)
-    return buf.getvalue()
-
+from tests.pdfs import encrypted, make_pdf
 
 # ------------------------------------------------------------------------------ content types
 

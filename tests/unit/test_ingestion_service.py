@@ -10,7 +10,7 @@ from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 from ragchat.config import Settings, load_settings
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
 from ragchat.domain.ids import note_id, stable_document_id
-from ragchat.domain.models import DocumentStatus, SearchFilter
+from ragchat.domain.models import Document, DocumentStatus, SearchFilter
 from ragchat.services.ingestion import IngestionService, IngestSteps, human_error
 
 from tests.fakes import (
@@ -21,6 +21,7 @@ from tests.fakes import (
     FakeLauncher,
     FakeVectorIndex,
 )
+from tests.pdfs import encrypted, make_pdf
 
 OWNER = "alice"
 TEXT = (
@@ -138,9 +139,20 @@ def test_nothing_is_retrievable_before_finalize() -> None:
 
 
 # ------------------------------------------------------------------------------ failures
+def accepted_then_corrupted(w: World, corrupt: bytes) -> Document:
+    run, w.launcher.run = w.launcher.run, None
+    doc = w.service.submit(OWNER, body=make_pdf(["A page of text."]), filename="broken.pdf")
+    w.launcher.run = run
+    w.blobs.put(doc.body_key, corrupt, content_type="application/pdf")
+    return doc
+
+
 def test_corrupt_pdf_fails_with_a_readable_error_and_leaves_nothing() -> None:
+    # A PDF over the inline check's size is only read by the pipeline; here one that was readable
+    # when accepted and is corrupt when the pipeline reads it takes the same path.
     w = World()
-    doc = w.service.submit(OWNER, body=b"%PDF-1.7\nthis is not really a pdf", filename="broken.pdf")
+    doc = accepted_then_corrupted(w, b"%PDF-1.7\nthis is not really a pdf")
+    w.steps.run(OWNER, doc.id)
     stored = w.docs.get_document(OWNER, doc.id)
     assert stored is not None
     assert stored.status == DocumentStatus.FAILED
@@ -321,7 +333,7 @@ def test_run_many_fails_only_the_document_that_fails() -> None:
     w = World(embedder=PoisonEmbedder("poison"))
     w.launcher.run = None
     good1 = w.service.submit(OWNER, body=TEXT).id
-    broken_pdf = w.service.submit(OWNER, body=b"%PDF-1.7\nnot a pdf", filename="x.pdf").id
+    broken_pdf = accepted_then_corrupted(w, b"%PDF-1.7\nnot a pdf").id
     poisoned = w.service.submit(OWNER, body="This one carries poison for the embedder.").id
     good2 = w.service.submit(OWNER, body="Ferns reproduce with spores.").id
     w.steps.run_many([(OWNER, d) for d in (good1, broken_pdf, poisoned, good2)])
@@ -341,17 +353,9 @@ def test_run_many_fails_only_the_document_that_fails() -> None:
     assert w.blobs.keys("work/") == []
 
 
-def test_the_inline_launcher_hands_queued_documents_to_run_many() -> None:
+def test_the_inline_launcher_embeds_queued_documents_together() -> None:
     w = World()
     launcher = InlineIngestionLauncher(lambda: w.steps, max_documents_per_run=3)
-    calls: list[int] = []
-    real = w.steps.run_many
-
-    def spy(keys: Sequence[tuple[str, str]]) -> None:
-        calls.append(len(keys))
-        real(keys)
-
-    w.steps.run_many = spy  # type: ignore[method-assign]
     service = IngestionService(w.docs, w.blobs, launcher, w.settings, clock=w.clock)
     with launcher._cond:  # hold the worker back until everything is queued
         ids = [service.submit(OWNER, body=f"Note number {i} about topic {i}.").id for i in range(7)]
@@ -360,4 +364,48 @@ def test_the_inline_launcher_hands_queued_documents_to_run_many() -> None:
     finally:
         launcher.close()
     assert all(w.docs.get_document(OWNER, d).status == DocumentStatus.READY for d in ids)  # type: ignore[union-attr]
-    assert calls == [3, 3]  # the seventh, alone in the queue, went through run()
+    assert w.embedder.document_calls == 3  # split three per round: one embedder call per round
+
+
+# ------------------------------------------------------------------------------ bad input on submit
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"%PDF-1.7\nthis is not really a pdf", "Could not read PDF"),
+        (encrypted(make_pdf(["secret"]), "pw"), "password-protected"),
+        (make_pdf(["", ""]), "no extractable text"),
+    ],
+)
+def test_an_unreadable_pdf_is_refused_before_anything_is_stored(body: bytes, problem: str) -> None:
+    w = World()
+    with pytest.raises(ValidationError, match=problem) as info:
+        w.service.submit(OWNER, body=body, filename="report.pdf")
+    assert info.value.status == 400
+    assert w.launcher.started == []
+    assert w.blobs.keys("") == []
+    assert w.docs.list_documents(OWNER).items == []
+
+
+def test_a_readable_pdf_is_accepted_and_ingested() -> None:
+    w = World()
+    doc = w.service.submit(OWNER, body=make_pdf(["Aspirin lowers fever."]), filename="drugs.pdf")
+    stored = w.docs.get_document(OWNER, doc.id)
+    assert stored is not None and stored.status == DocumentStatus.READY and stored.chunk_count == 1
+
+
+def test_titles_lose_control_characters() -> None:
+    w = World()
+    doc = w.service.submit(OWNER, body=TEXT, title="Line one\r\nline\ttwo\x00\x1b[31m")
+    assert doc.title == "Line one line two[31m"
+    derived = w.service.submit(OWNER, body="\x00\x07Heading with a bell\n\nBody text.")
+    assert derived.title == "Heading with a bell"
+    only_controls = w.service.submit(OWNER, body=TEXT, title="\x00\x01\n")  # as if none was given
+    assert only_controls.title == "Photosynthesis converts light energy into chemical energy in plants."
+
+
+@pytest.mark.parametrize("split", ["yes", "true", 1, 0, "false"])
+def test_split_must_be_a_boolean(split: object) -> None:
+    w = World()
+    with pytest.raises(ValidationError, match="split must be a boolean"):
+        w.service.submit(OWNER, body=TEXT, split=split)  # type: ignore[arg-type]
+    assert w.docs.list_documents(OWNER).items == []

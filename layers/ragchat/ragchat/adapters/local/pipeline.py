@@ -1,6 +1,11 @@
-"""The local ingestion pipeline: the same steps the cloud state machine runs, called in order in one
+"""The local ingestion pipeline: the same steps the cloud state machine runs, called in one
 background worker thread, so ``POST /notes`` answers 202 at once and the document moves
 ``PENDING → PROCESSING → READY | FAILED`` behind it.
+
+The worker is fair: it runs the documents in hand round by round, a slice of each per round
+(:class:`~ragchat.services.ingest_runner.SlicedRunner`), so a short note posted while a big
+document is processing is READY a round or two later instead of after the big one; a document
+deleted meanwhile is dropped at its next slice.
 """
 
 from __future__ import annotations
@@ -12,33 +17,41 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from ragchat.services.ingest_runner import COALESCE_TEXTS, SlicedRunner
+
 if TYPE_CHECKING:
-    from ragchat.services.ingestion import IngestSteps
+    from ragchat.services.ingest_steps import IngestSteps
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
 
-# Documents the worker takes from the queue at once; their embedder calls are coalesced
-# (``IngestSteps.run_many``): many short documents embed far faster together than one by one.
+# Documents the worker takes from the queue per round (they are split before the round's embedding).
 MAX_DOCUMENTS_PER_RUN = 128
 
 
 class InlineIngestionLauncher:
-    """``IngestionLauncher`` with one worker thread and a FIFO queue.
+    """``IngestionLauncher`` with one worker thread.
 
     A document is never run twice at the same time: starting one that is queued is a no-op (the run
     will read the latest body); starting one that is running queues exactly one more run after the
     current one (a replacement uploaded mid-run is not lost). The worker takes up to
-    ``max_documents_per_run`` queued documents at a time and hands them to ``steps.run_many`` (when
-    the steps have it), which coalesces their embedder calls; otherwise it runs them one by one."""
+    ``max_documents_per_run`` queued documents per round into its :class:`SlicedRunner`, which
+    gives every document in hand a slice per round with their embedder calls coalesced (about
+    ``coalesce_texts`` texts per call). Steps without ``split`` (a stand-in that only has ``run``)
+    are run one document at a time."""
 
     def __init__(
-        self, steps_factory: Callable[[], IngestSteps], *, max_documents_per_run: int = MAX_DOCUMENTS_PER_RUN
+        self,
+        steps_factory: Callable[[], IngestSteps],
+        *,
+        max_documents_per_run: int = MAX_DOCUMENTS_PER_RUN,
+        coalesce_texts: int = COALESCE_TEXTS,
     ) -> None:
         self._steps_factory = steps_factory
         self._max_per_run = max(1, int(max_documents_per_run))
+        self._runner = SlicedRunner(coalesce_texts=coalesce_texts, max_new_per_round=self._max_per_run)
         self._queue: deque[Key] = deque()
         self._queued: set[Key] = set()
         self._running: set[Key] = set()
@@ -107,36 +120,48 @@ class InlineIngestionLauncher:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
+                while not self._queue and not self._runner.active() and not self._closed:
                     self._cond.wait()
                 if self._closed:
+                    self._running.clear()  # left PENDING/PROCESSING: ``resume`` takes them up
+                    self._cond.notify_all()
                     return
                 keys: list[Key] = []
                 while self._queue and len(keys) < self._max_per_run:
                     key = self._queue.popleft()
                     self._queued.discard(key)
                     keys.append(key)
-                self._running = set(keys)
+                self._running.update(keys)
+            finished: list[Key] = []
             try:
-                steps = self._steps_factory()
-                run_many = getattr(steps, "run_many", None)
-                if len(keys) > 1 and callable(run_many):
-                    run_many(keys)
-                else:
-                    for key in keys:
-                        self._run_one(steps, key)
-            except Exception:  # run_many() records failures itself; this is a last resort
+                finished = self._round(keys)
+            except Exception:  # the steps record failures themselves; this is a last resort
                 logger.exception("ingest.worker_error", extra={"documentIds": [k[1] for k in keys]})
-            finally:
+                self._runner.clear()  # dropped: they stay PENDING/PROCESSING until ``resume``
                 with self._cond:
-                    self._running = set()
-                    self.completed += len(keys)
-                    for key in keys:
-                        if key in self._rerun and not self._closed:
-                            self._rerun.discard(key)
-                            self._queue.append(key)
-                            self._queued.add(key)
-                    self._cond.notify_all()
+                    finished = sorted(self._running)
+            finally:
+                self._finish(finished)
+
+    def _round(self, keys: list[Key]) -> list[Key]:
+        steps = self._steps_factory()
+        if not callable(getattr(steps, "split", None)):  # whole-document steps: one at a time
+            for key in keys:
+                self._run_one(steps, key)
+            return keys
+        self._runner.add(keys)
+        return self._runner.round(steps)
+
+    def _finish(self, finished: list[Key]) -> None:
+        with self._cond:
+            for key in finished:
+                self._running.discard(key)
+                self.completed += 1
+                if key in self._rerun and not self._closed:
+                    self._rerun.discard(key)
+                    self._queue.append(key)
+                    self._queued.add(key)
+            self._cond.notify_all()
 
     @staticmethod
     def _run_one(steps: IngestSteps, key: Key) -> None:

@@ -1,0 +1,181 @@
+"""The local runner: the pipeline's steps for several documents at once, fairly, in slices.
+
+Each document is a job: split once, then its batches, then finalize. A *round* splits the jobs not
+yet split, then takes batches round-robin — one from each job per pass, passes repeated until about
+``coalesce_texts`` texts are gathered — embeds them in one embedder call, stores each batch and
+finalizes the jobs whose last batch is stored. Jobs served in a round move to the back of the line.
+So a short note submitted while a 1,000-page document is being embedded is split in the next round
+and READY after the one after, whatever is ahead of it (issue 8: first-in first-out made it wait
+for the whole big document).
+
+A document deleted while it is ingested is noticed at its next slice: its job ends, and whatever
+notes, vectors or batch files it had are removed (nothing more is embedded for it).
+
+The outcome per document is the same as :meth:`IngestSteps.run`'s: one that fails is ``FAILED``
+on its own; if a shared embedder call fails, each batch in it is embedded again on its own, so
+only the document whose text fails is marked ``FAILED``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.errors import NotFound
+
+if TYPE_CHECKING:
+    from ragchat.domain.models import Document
+    from ragchat.services.ingest_steps import IngestSteps
+
+logger = Logger(service="ragchat", child=True)
+
+Key = tuple[str, str]
+
+# Texts per embedder call: the embedder sorts by length and pads per sub-batch, so many short
+# documents embed far faster together than one by one.
+COALESCE_TEXTS = 256
+# Documents split per round (their splits run before the round's embedder call).
+MAX_NEW_PER_ROUND = 128
+
+
+@dataclass
+class _Job:
+    key: Key
+    plan: dict[str, Any] | None = None
+    taken: int = 0  # batches read so far
+    stored: int = 0  # batches stored so far
+    done: bool = False
+
+
+@dataclass
+class _Slice:
+    job: _Job
+    doc: Document
+    chunks: list[dict[str, Any]]
+    vectors: list[list[float]] | None = field(default=None)
+
+
+class SlicedRunner:
+    """Runs documents (``(owner, document_id)``) round by round; not thread-safe (one worker)."""
+
+    def __init__(
+        self, *, coalesce_texts: int = COALESCE_TEXTS, max_new_per_round: int = MAX_NEW_PER_ROUND
+    ) -> None:
+        self._coalesce = max(1, int(coalesce_texts))
+        self._max_new = max(1, int(max_new_per_round))
+        self._jobs: dict[Key, _Job] = {}  # insertion order is the round-robin order
+
+    def add(self, keys: Iterable[Key]) -> None:
+        for key in keys:
+            if key not in self._jobs:
+                self._jobs[key] = _Job(key)
+
+    def active(self) -> bool:
+        return bool(self._jobs)
+
+    def keys(self) -> set[Key]:
+        return set(self._jobs)
+
+    def clear(self) -> None:
+        """Forget every job (after an unexpected error: the documents stay as they are)."""
+        self._jobs.clear()
+
+    def round(self, steps: IngestSteps) -> list[Key]:
+        """One round (see the module docstring). Returns the documents it finished: READY,
+        FAILED or deleted meanwhile."""
+        served: list[_Job] = []
+        for job in [j for j in self._jobs.values() if j.plan is None][: self._max_new]:
+            self._split(steps, job)
+            served.append(job)
+        slices = self._take(steps, served)
+        self._store(steps, slices)
+        finished = [job.key for job in self._jobs.values() if job.done]
+        for job in served:  # to the back of the line
+            self._jobs.pop(job.key, None)
+            if not job.done:
+                self._jobs[job.key] = job
+        for key in finished:
+            self._jobs.pop(key, None)
+        return finished
+
+    # ---------------------------------------------------------------- slices
+    def _split(self, steps: IngestSteps, job: _Job) -> None:
+        owner, document_id = job.key
+        try:
+            job.plan = steps.split(owner, document_id)
+        except Exception as exc:
+            self._end(steps, job, "split", exc)
+
+    def _take(self, steps: IngestSteps, served: list[_Job]) -> list[_Slice]:
+        slices: list[_Slice] = []
+        texts = 0
+        while texts < self._coalesce:
+            progressed = False
+            for job in list(self._jobs.values()):
+                if job.done or job.plan is None or job.taken >= len(job.plan["batches"]):
+                    continue
+                item = job.plan["batches"][job.taken]
+                job.taken += 1
+                progressed = True
+                if job not in served:
+                    served.append(job)
+                try:
+                    doc, chunks = steps.read_batch(job.key[0], job.key[1], item["key"])
+                except Exception as exc:
+                    self._end(steps, job, "embed_index", exc)
+                    continue
+                slices.append(_Slice(job, doc, chunks))
+                texts += len(chunks)
+                if texts >= self._coalesce:
+                    break
+            if not progressed:
+                break
+        return slices
+
+    def _store(self, steps: IngestSteps, slices: list[_Slice]) -> None:
+        texts = [str(c["text"]) for s in slices for c in s.chunks]
+        try:
+            vectors = steps.embed(texts) if texts else []
+        except Exception:
+            logger.warning("ingest.coalesced_embed_failed", extra={"batches": len(slices)})
+        else:
+            offset = 0
+            for s in slices:
+                s.vectors, offset = vectors[offset : offset + len(s.chunks)], offset + len(s.chunks)
+        for s in slices:
+            job = s.job
+            if job.done:
+                continue
+            owner, document_id = job.key
+            try:
+                # A failed shared call: embed this batch on its own, the error belongs to one document.
+                mine = s.vectors if s.vectors is not None else steps.embed([str(c["text"]) for c in s.chunks])
+                steps.store_batch(owner, document_id, s.doc, s.chunks, mine)
+            except Exception as exc:
+                self._end(steps, job, "embed_index", exc)
+                continue
+            job.stored += 1
+            if job.plan is not None and job.stored == len(job.plan["batches"]):
+                self._finalize(steps, job)
+
+    def _finalize(self, steps: IngestSteps, job: _Job) -> None:
+        assert job.plan is not None
+        try:
+            steps.finalize(job.key[0], job.key[1], job.plan["chunkCount"])
+        except Exception as exc:
+            self._end(steps, job, "finalize", exc)
+        else:
+            job.done = True
+
+    @staticmethod
+    def _end(steps: IngestSteps, job: _Job, phase: str, exc: Exception) -> None:
+        """A slice failed: the document was deleted (clean up quietly) or it is ``FAILED``."""
+        job.done = True
+        owner, document_id = job.key
+        if isinstance(exc, NotFound) and steps.documents.get_document(owner, document_id) is None:
+            steps.abandon(owner, document_id)
+        else:
+            steps.record_failure(owner, document_id, phase, exc)

@@ -1,0 +1,328 @@
+"""The ingestion pipeline's steps (SPEC §5): split, embed + index each batch, finalize, fail.
+
+The steps are plain methods taking and returning JSON-able values: in the cloud the Step Functions
+state machine calls each in its own Lambda invocation (camelCase keys in and out); locally
+:mod:`ragchat.services.ingest_runner` runs them in-process (:meth:`IngestSteps.run` for one document,
+:meth:`IngestSteps.run_many` for several, fairly and with their embedder calls coalesced).
+
+States: ``PENDING`` (accepted, body stored) → ``PROCESSING`` (split started) → ``READY`` (every
+chunk embedded and indexed, vectors switched on) or ``FAILED`` (error recorded, nothing of the
+document left in the notes or the index). Vectors are written disabled and only switched on by
+:meth:`IngestSteps.finalize`, so a half-indexed document is never retrievable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.clock import Clock, parse_iso, system_clock
+from ragchat.domain.errors import NotFound, RagchatError, ValidationError
+from ragchat.domain.ids import note_id
+from ragchat.domain.intake import error_message, human_error
+from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
+from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
+    from ragchat.ports import BlobStore, DocumentStore, Embedder, Metrics, VectorIndex
+
+logger = Logger(service="ragchat", child=True)
+
+# Chunks per batch file (one Step Functions ``embed_index`` invocation each).
+BATCH_SIZE = 64
+# Without splitting a page (or the whole text) is one chunk, but never more than this many characters:
+# embedding models truncate long inputs, and a single multi-megabyte note would be useless as context.
+MAX_UNSPLIT_CHARS = 8000
+
+
+def work_prefix(document_id: str) -> str:
+    """Where a document's batch files live while it is being ingested."""
+    return f"work/{document_id}/"
+
+
+class IngestSteps:
+    """The pipeline's steps. Each takes and returns JSON-able values so a Lambda can run one step."""
+
+    def __init__(
+        self,
+        documents: DocumentStore,
+        blobs: BlobStore,
+        embedder: Embedder,
+        index: VectorIndex,
+        settings: Settings,
+        clock: Clock = system_clock,
+        *,
+        batch_size: int = BATCH_SIZE,
+        metrics: Metrics = NO_METRICS,
+    ) -> None:
+        self.documents = documents
+        self.blobs = blobs
+        self.embedder = embedder
+        self.index = index
+        self.settings = settings
+        self.clock = clock
+        self.batch_size = max(1, int(batch_size))  # chunks per embed_index batch
+        self.metrics = metrics
+
+    # ---------------------------------------------------------------- helpers
+    def _document(self, owner: str, document_id: str) -> Document:
+        doc = self.documents.get_document(owner, document_id)
+        if doc is None:
+            raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
+        return doc
+
+    def _remove_indexed(self, owner: str, document_id: str) -> None:
+        ids = self.documents.delete_notes_of_document(owner, document_id)
+        if ids:
+            self.index.delete(ids)
+        self.index.delete_document(owner, document_id)
+
+    def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
+        """Extract the text (per content type) and cut it into chunks."""
+        from ragchat.domain.extraction import extract
+        from ragchat.domain.splitting import split_pages
+
+        pages = extract(body, content_type=doc.content_type)
+        if self.settings.enable_text_splitting and doc.split:
+            size, overlap = self.settings.chunk_size, self.settings.chunk_overlap
+        else:
+            # No splitting: one chunk per page (or the whole text), capped at MAX_UNSPLIT_CHARS.
+            size, overlap = MAX_UNSPLIT_CHARS, 0
+        return split_pages(pages, content_type=doc.content_type, chunk_size=size, overlap=overlap)
+
+    # ---------------------------------------------------------------- steps
+    def split(self, owner: str, document_id: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        doc = self._document(owner, document_id)
+        self.documents.update_document(
+            owner, document_id, {"status": DocumentStatus.PROCESSING, "error": None}
+        )
+        try:
+            body = self.blobs.get(doc.body_key)
+        except KeyError:
+            raise NotFound("The document's body is missing from storage") from None
+        chunks = [c for c in self.chunks_of(doc, body) if c.text.strip()]
+        if not chunks:
+            raise ValidationError("No text could be extracted from the document")
+
+        # A re-run or a replacement: the previous notes and vectors go before the new ones arrive.
+        self._remove_indexed(owner, document_id)
+        prefix = work_prefix(document_id)
+        self.blobs.delete_prefix(prefix)
+
+        batches: list[dict[str, Any]] = []
+        for n, start in enumerate(range(0, len(chunks), self.batch_size)):
+            key = f"{prefix}batch-{n:05d}.json"
+            payload = {
+                "owner": owner,
+                "documentId": document_id,
+                "chunks": [
+                    {"index": i, "text": c.text, "metadata": c.metadata}
+                    for i, c in enumerate(chunks[start : start + self.batch_size], start=start)
+                ],
+            }
+            self.blobs.put(
+                key, json.dumps(payload, ensure_ascii=False).encode("utf-8"), content_type="application/json"
+            )
+            batches.append({"owner": owner, "documentId": document_id, "key": key})
+        manifest_key = f"{prefix}manifest.json"
+        self.blobs.put(manifest_key, json.dumps(batches).encode("utf-8"), content_type="application/json")
+        logger.info(
+            "ingest.split",
+            extra={
+                "documentId": document_id,
+                "chunkCount": len(chunks),
+                "batchCount": len(batches),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return {
+            "owner": owner,
+            "documentId": document_id,
+            "chunkCount": len(chunks),
+            "batchCount": len(batches),
+            "batches": batches,
+            "manifestKey": manifest_key,
+        }
+
+    def embed_index(self, owner: str, document_id: str, key: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        doc, chunks = self.read_batch(owner, document_id, key)
+        if not chunks:
+            return {"indexed": 0}
+        texts = [str(c["text"]) for c in chunks]
+        t0 = time.perf_counter()
+        vectors = self.embed(texts)
+        embed_ms = (time.perf_counter() - t0) * 1000
+        indexed = self.store_batch(owner, document_id, doc, chunks, vectors)
+        logger.info(
+            "ingest.embed_index",
+            extra={
+                "documentId": document_id,
+                "key": key,
+                "indexed": indexed,
+                "embedMs": round(embed_ms, 1),
+                "indexMs": round((time.perf_counter() - t0) * 1000 - embed_ms, 1),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return {"indexed": indexed}
+
+    def read_batch(self, owner: str, document_id: str, key: str) -> tuple[Document, list[dict[str, Any]]]:
+        if not key.startswith(work_prefix(document_id)):
+            raise ValidationError("batch key does not belong to this document")
+        doc = self._document(owner, document_id)
+        try:
+            batch = json.loads(self.blobs.get(key))
+        except KeyError:
+            raise NotFound(f"Batch {key} is missing") from None
+        chunks: list[dict[str, Any]] = batch["chunks"]
+        return doc, chunks
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = self.embedder.embed_documents(texts)
+        if len(vectors) != len(texts):
+            raise RuntimeError(f"Embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        return vectors
+
+    def store_batch(
+        self,
+        owner: str,
+        document_id: str,
+        doc: Document,
+        chunks: list[dict[str, Any]],
+        vectors: list[list[float]],
+    ) -> int:
+        """Write one batch's notes and (disabled) vectors; returns how many."""
+        notes = [
+            Note(
+                id=note_id(document_id, int(c["index"])),
+                document_id=document_id,
+                chunk_index=int(c["index"]),
+                text=str(c["text"]),
+                owner=owner,
+                collection=doc.collection,
+                metadata=dict(c.get("metadata") or {}),
+            )
+            for c in chunks
+        ]
+        self.documents.put_notes(notes)
+        self.index.upsert(
+            [
+                VectorRecord(
+                    id=n.id,
+                    vector=list(v),
+                    text=n.text,
+                    owner=owner,
+                    document_id=document_id,
+                    chunk_index=n.chunk_index,
+                    collection=doc.collection,
+                    enabled=False,  # switched on by finalize: nothing half-indexed is retrievable
+                )
+                for n, v in zip(notes, vectors, strict=True)
+            ]
+        )
+        return len(notes)
+
+    def finalize(self, owner: str, document_id: str, chunk_count: int) -> dict[str, Any]:
+        doc = self._document(owner, document_id)
+        if doc.enabled:
+            self.index.set_enabled(owner, document_id, True)
+        updated = self.documents.update_document(
+            owner,
+            document_id,
+            {"status": DocumentStatus.READY, "chunk_count": int(chunk_count), "error": None},
+        )
+        if updated is None:  # deleted at the last moment: leave nothing behind
+            self._remove_indexed(owner, document_id)
+            raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
+        if not updated.enabled and doc.enabled:  # disabled while we were switching on
+            self.index.set_enabled(owner, document_id, False)
+        self.blobs.delete_prefix(work_prefix(document_id))
+        now = self.clock()
+        extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
+        try:
+            extra["totalMs"] = round((now - parse_iso(doc.created_at)) * 1000, 1)
+            self.metrics.add(INGESTION_SECONDS, extra["totalMs"] / 1000, unit="Seconds")
+            extra["processingMs"] = round((now - parse_iso(doc.updated_at)) * 1000, 1)
+        except (ValueError, TypeError):
+            pass
+        logger.info("ingest.ready", extra=extra)
+        return {"status": DocumentStatus.READY.value, "chunkCount": int(chunk_count)}
+
+    def abandon(self, owner: str, document_id: str) -> None:
+        """Clean up after a document deleted while it was being ingested: its notes, vectors and
+        batch files go (the deletion may have raced with a batch being stored)."""
+        self._remove_indexed(owner, document_id)
+        self.blobs.delete_prefix(work_prefix(document_id))
+        logger.info("ingest.cancelled", extra={"documentId": document_id})
+
+    def fail(self, owner: str, document_id: str, error: str) -> dict[str, Any]:
+        message = human_error(error)
+        self.documents.update_document(
+            owner,
+            document_id,
+            {"status": DocumentStatus.FAILED, "error": message, "chunk_count": 0},
+        )
+        self._remove_indexed(owner, document_id)
+        self.blobs.delete_prefix(work_prefix(document_id))
+        logger.warning("ingest.failed", extra={"documentId": document_id, "error": message})
+        self.metrics.add(INGESTION_FAILED)
+        return {"status": DocumentStatus.FAILED.value, "error": message}
+
+    # ---------------------------------------------------------------- in-process
+    def run(self, owner: str, document_id: str) -> Document | None:
+        """Every step in order, in-process (the local pipeline). Any failure → ``fail``. Returns the
+        final document (``None`` if it was deleted meanwhile)."""
+        timings: dict[str, float] = {}
+        phase = "split"
+        try:
+            t0 = time.perf_counter()
+            plan = self.split(owner, document_id)
+            timings["split"] = (time.perf_counter() - t0) * 1000
+            phase = "embed_index"
+            t1 = time.perf_counter()
+            for item in plan["batches"]:
+                self.embed_index(owner, document_id, item["key"])
+            timings["embed_index"] = (time.perf_counter() - t1) * 1000
+            phase = "finalize"
+            t2 = time.perf_counter()
+            self.finalize(owner, document_id, plan["chunkCount"])
+            timings["finalize"] = (time.perf_counter() - t2) * 1000
+        except Exception as exc:
+            self.record_failure(owner, document_id, phase, exc)
+        else:
+            logger.info(
+                "ingest.durations",
+                extra={"documentId": document_id, **{f"{k}Ms": round(v, 1) for k, v in timings.items()}},
+            )
+        return self.documents.get_document(owner, document_id)
+
+    def record_failure(self, owner: str, document_id: str, phase: str, exc: Exception) -> None:
+        if isinstance(exc, RagchatError) and exc.status < 500:  # bad input (e.g. an unreadable PDF)
+            logger.warning(
+                "ingest.error", extra={"documentId": document_id, "phase": phase, "error": exc.message}
+            )
+        else:
+            logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
+        prefix = {"split": "", "embed_index": "Embedding/indexing failed: ", "finalize": ""}[phase]
+        try:
+            self.fail(owner, document_id, prefix + error_message(exc))
+        except Exception:  # pragma: no cover - storage down: nothing more we can do here
+            logger.exception("ingest.fail_error", extra={"documentId": document_id})
+
+    def run_many(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Run several documents (``(owner, document_id)``) to the end, fairly and with their
+        embedder calls coalesced (:class:`~ragchat.services.ingest_runner.SlicedRunner`). The
+        outcome per document is the same as :meth:`run`'s."""
+        from ragchat.services.ingest_runner import SlicedRunner
+
+        runner = SlicedRunner(max_new_per_round=max(1, len(keys)))
+        runner.add(keys)
+        while runner.active():
+            runner.round(self)
