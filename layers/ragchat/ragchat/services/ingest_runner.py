@@ -3,10 +3,10 @@
 Each document is a job: split once, then its batches, then finalize. A *round* splits the jobs not
 yet split, then takes batches round-robin — one from each job per pass, passes repeated until about
 ``coalesce_texts`` texts are gathered — embeds them in one embedder call, stores each batch and
-finalizes the jobs whose last batch is stored. Jobs served in a round move to the back of the line.
-So a short note submitted while a 1,000-page document is being embedded is split in the next round
-and READY after the one after, whatever is ahead of it (issue 8: first-in first-out made it wait
-for the whole big document).
+finalizes the jobs whose last batch is stored. Documents split in a round take their first batch
+first; jobs served in a round move to the back of the line. So a short note submitted while a
+1,000-page document is being embedded is READY at the end of the next round, whatever is ahead of
+it (issue 8: first-in first-out made it wait for the whole big document).
 
 A document deleted while it is ingested is noticed at its next slice: its job ends, and whatever
 notes, vectors or batch files it had are removed (nothing more is embedded for it).
@@ -86,14 +86,15 @@ class SlicedRunner:
     def round(self, steps: IngestSteps) -> list[Key]:
         """One round (see the module docstring). Returns the documents it finished: READY,
         FAILED or deleted meanwhile."""
-        served: list[_Job] = []
-        for job in [j for j in self._jobs.values() if j.plan is None][: self._max_new]:
+        fresh = [j for j in self._jobs.values() if j.plan is None][: self._max_new]
+        for job in fresh:
             self._split(steps, job)
-            served.append(job)
-        slices = self._take(steps, served)
+        # Documents split just now take their first batch first: a short note is READY this round.
+        served: list[_Job] = []
+        slices = self._take(steps, fresh + [j for j in self._jobs.values() if j not in fresh], served)
         self._store(steps, slices)
         finished = [job.key for job in self._jobs.values() if job.done]
-        for job in served:  # to the back of the line
+        for job in served:  # those that had a batch go to the back of the line
             self._jobs.pop(job.key, None)
             if not job.done:
                 self._jobs[job.key] = job
@@ -109,12 +110,12 @@ class SlicedRunner:
         except Exception as exc:
             self._end(steps, job, "split", exc)
 
-    def _take(self, steps: IngestSteps, served: list[_Job]) -> list[_Slice]:
+    def _take(self, steps: IngestSteps, order: list[_Job], served: list[_Job]) -> list[_Slice]:
         slices: list[_Slice] = []
         texts = 0
         while texts < self._coalesce:
             progressed = False
-            for job in list(self._jobs.values()):
+            for job in order:
                 if job.done or job.plan is None or job.taken >= len(job.plan["batches"]):
                     continue
                 item = job.plan["batches"][job.taken]

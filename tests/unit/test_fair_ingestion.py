@@ -1,0 +1,188 @@
+"""Local ingestion is fair (issue 8): a short note is READY while a big document is still being
+embedded, and deleting a document stops its ingestion and leaves nothing of it behind.
+
+Rounds are driven by hand (``SlicedRunner``) or, for the background worker, by an embedder that
+only answers when the test lets it: no wall-clock sleeps, no timed assertions."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+
+import pytest
+from ragchat.adapters.local.pipeline import InlineIngestionLauncher
+from ragchat.config import load_settings
+from ragchat.domain.models import DocumentStatus
+from ragchat.services.documents import DocumentService
+from ragchat.services.ingest_runner import SlicedRunner
+from ragchat.services.ingestion import IngestionService, IngestSteps
+
+from tests.fakes import FakeBlobStore, FakeDocumentStore, FakeEmbedder, FakeLauncher, FakeVectorIndex
+
+OWNER = "alice"
+WAIT = 10.0  # upper bound for waiting on the worker; never reached when things work
+NOTE = "Ferns reproduce with spores rather than seeds."
+
+
+def big_text(chunks: int) -> str:
+    """About ``chunks`` chunks of 100 characters (one paragraph each)."""
+    return "\n\n".join(
+        f"Paragraph {i} of the big manual talks about topic {i} at some length." for i in range(chunks)
+    )
+
+
+class GatedEmbedder(FakeEmbedder):
+    """Each ``embed_documents`` call announces itself on ``entered`` and waits for a permit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: queue.Queue[int] = queue.Queue()
+        self.permits = threading.Semaphore(0)
+        self.texts: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.append(list(texts))
+        self.entered.put(len(texts))
+        assert self.permits.acquire(timeout=WAIT)
+        return super().embed_documents(texts)
+
+
+class World:
+    def __init__(self, embedder: FakeEmbedder | None = None) -> None:
+        self.settings = load_settings({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"})
+        self.docs = FakeDocumentStore()
+        self.blobs = FakeBlobStore()
+        self.embedder = embedder or FakeEmbedder()
+        self.index = FakeVectorIndex(dimension=self.embedder.dimension)
+        self.steps = IngestSteps(
+            self.docs, self.blobs, self.embedder, self.index, self.settings, batch_size=4
+        )
+        self.ingestion = IngestionService(self.docs, self.blobs, FakeLauncher(), self.settings)
+        self.documents = DocumentService(self.docs, self.index, self.blobs)
+
+    def status(self, doc_id: str) -> DocumentStatus | None:
+        doc = self.docs.get_document(OWNER, doc_id)
+        return None if doc is None else doc.status
+
+    def notes(self, doc_id: str) -> int:
+        return len(self.docs.list_notes(OWNER, document_id=doc_id, limit=1000).items)
+
+
+# ------------------------------------------------------------------------------ rounds by hand
+def test_a_short_note_is_ready_in_the_round_after_it_arrives_while_a_big_document_continues() -> None:
+    w = World()
+    big = w.ingestion.submit(OWNER, body=big_text(200)).id
+    runner = SlicedRunner(coalesce_texts=8)
+    runner.add([(OWNER, big)])
+    for _ in range(3):
+        assert runner.round(w.steps) == []
+    note = w.ingestion.submit(OWNER, body=NOTE).id
+    runner.add([(OWNER, note)])
+
+    assert runner.round(w.steps) == [(OWNER, note)]
+    assert w.status(note) == DocumentStatus.READY
+    assert w.status(big) == DocumentStatus.PROCESSING
+    assert w.notes(big) < 40  # most of the big document is still to come
+
+    rounds = 0
+    while runner.active():
+        runner.round(w.steps)
+        rounds += 1
+    doc = w.docs.get_document(OWNER, big)
+    assert doc is not None and doc.status == DocumentStatus.READY and doc.chunk_count == w.notes(big) >= 200
+    assert rounds > 10  # the big one was sliced, not run in one go
+
+
+def test_documents_take_turns_round_by_round() -> None:
+    w = World()
+    first, second = (w.ingestion.submit(OWNER, body=big_text(80)).id for _ in range(2))
+    runner = SlicedRunner(coalesce_texts=4)  # one batch per round
+    runner.add([(OWNER, first), (OWNER, second)])
+    runner.round(w.steps)  # both split; the first takes a batch
+    runner.round(w.steps)  # the second's turn
+    assert w.notes(first) == w.notes(second) == 4
+
+
+def test_deleting_a_document_stops_its_ingestion_and_leaves_nothing() -> None:
+    w = World()
+    big = w.ingestion.submit(OWNER, body=big_text(200)).id
+    runner = SlicedRunner(coalesce_texts=8)
+    runner.add([(OWNER, big)])
+    runner.round(w.steps)
+    runner.round(w.steps)
+    assert w.notes(big) > 0
+    calls = w.embedder.document_calls
+
+    w.documents.delete(OWNER, big)
+    assert runner.round(w.steps) == [(OWNER, big)]  # the queue is free again
+    assert not runner.active()
+    assert w.embedder.document_calls == calls  # nothing more embedded for it
+    assert w.notes(big) == 0 and w.index.count(OWNER) == 0
+    assert w.blobs.keys("work/") == []
+
+
+def test_a_document_deleted_before_its_turn_is_dropped_quietly() -> None:
+    w = World()
+    doc = w.ingestion.submit(OWNER, body=NOTE).id
+    w.documents.delete(OWNER, doc)
+    runner = SlicedRunner()
+    runner.add([(OWNER, doc)])
+    assert runner.round(w.steps) == [(OWNER, doc)]
+    assert w.docs.get_document(OWNER, doc) is None and w.embedder.document_calls == 0
+
+
+# ------------------------------------------------------------------------------ the background worker
+@pytest.fixture
+def gated() -> Iterator[tuple[World, GatedEmbedder, InlineIngestionLauncher, IngestionService]]:
+    embedder = GatedEmbedder()
+    w = World(embedder)
+    launcher = InlineIngestionLauncher(lambda: w.steps, coalesce_texts=8)
+    service = IngestionService(w.docs, w.blobs, launcher, w.settings)
+    yield w, embedder, launcher, service
+    launcher.close(timeout=0)
+    for _ in range(1000):  # let a worker blocked in the embedder run out
+        embedder.permits.release()
+
+
+def test_the_worker_makes_a_short_note_ready_while_a_big_document_is_processing(
+    gated: tuple[World, GatedEmbedder, InlineIngestionLauncher, IngestionService],
+) -> None:
+    w, embedder, launcher, service = gated
+    big = service.submit(OWNER, body=big_text(400)).id
+    assert embedder.entered.get(timeout=WAIT)  # the worker is embedding the big document
+    note = service.submit(OWNER, body=NOTE).id
+
+    calls = 1
+    while w.status(note) != DocumentStatus.READY:
+        embedder.permits.release()
+        assert embedder.entered.get(timeout=WAIT)
+        calls += 1
+        assert calls <= 3, "the note waited behind the big document"
+    assert any(NOTE in texts for texts in embedder.texts)
+    assert w.status(big) == DocumentStatus.PROCESSING
+
+    for _ in range(1000):
+        embedder.permits.release()
+    assert launcher.wait_idle(WAIT)
+    assert w.status(big) == DocumentStatus.READY
+
+
+def test_deleting_a_document_frees_the_worker(
+    gated: tuple[World, GatedEmbedder, InlineIngestionLauncher, IngestionService],
+) -> None:
+    w, embedder, launcher, service = gated
+    big = service.submit(OWNER, body=big_text(400)).id
+    assert embedder.entered.get(timeout=WAIT)
+    w.documents.delete(OWNER, big)  # while its batch is being embedded
+    note = service.submit(OWNER, body=NOTE).id
+
+    embedder.permits.release()  # the big document's last slice
+    assert embedder.entered.get(timeout=WAIT)  # the next call is the note's alone
+    assert embedder.texts[-1] == [NOTE]
+    embedder.permits.release()
+    assert launcher.wait_idle(WAIT)
+    assert w.status(note) == DocumentStatus.READY
+    assert w.docs.get_document(OWNER, big) is None
+    assert w.notes(big) == 0 and {r.document_id for r in w.index.records.values()} == {note}
+    assert len(embedder.texts) == 2
