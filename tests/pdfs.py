@@ -8,7 +8,7 @@ from pypdf import PdfReader, PdfWriter
 
 
 def make_pdf(pages: list[str]) -> bytes:
-    """A minimal valid PDF with one line of Helvetica text per page ("" = a blank page)."""
+    """A minimal valid PDF with Helvetica text per page (``\\n`` starts a new line; "" = a blank page)."""
     n = len(pages)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n))
     objects = [
@@ -17,8 +17,9 @@ def make_pdf(pages: list[str]) -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     for i, text in enumerate(pages):
-        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode() if text else b""
+        lines = [ln.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for ln in text.split("\n")]
+        shown = " T* ".join(f"({ln}) Tj" for ln in lines)
+        stream = f"BT /F1 12 Tf 14 TL 72 720 Td {shown} ET".encode() if text else b""
         objects.append(
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
             b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * i)
@@ -42,3 +43,12 @@ def encrypted(pdf: bytes, user_password: str) -> bytes:
     buf = io.BytesIO()
     writer.write(buf)
     return buf.getvalue()
+
+
+def book_pdf(pages: int, lines_per_page: int = 40) -> bytes:
+    """A ``pages``-page PDF of prose, ``lines_per_page`` lines of ~60 characters per page (a
+    1,000-page one is ~2.8 MB: made at run time, never stored)."""
+    line = "Page {p} line {n}: the committee reviewed the budget and the plan."
+    return make_pdf(
+        ["\n".join(line.format(p=p, n=n) for n in range(lines_per_page)) for p in range(1, pages + 1)]
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from ragchat.domain.errors import ValidationError
@@ -181,7 +182,27 @@ def _html_pages(html: str) -> list[Page]:
 # ----------------------------------------------------------------------------------------- PDF
 
 
+def check_pdf(data: bytes) -> None:
+    """Raise :class:`ExtractionError` (400) for a PDF that is not a PDF, corrupt, encrypted or has
+    no text, reading no further than the first page with text (cheap enough to run before the 202;
+    damage further on is found by the pipeline, which then marks the document ``FAILED``)."""
+    for _ in _pdf_texts(data):
+        return
+    raise ExtractionError(_NO_PDF_TEXT)
+
+
 def _pdf_pages(data: bytes) -> list[Page]:
+    pages = list(_pdf_texts(data))
+    if not pages:
+        raise ExtractionError(_NO_PDF_TEXT)
+    return pages
+
+
+_NO_PDF_TEXT = "The PDF has no extractable text (it may be scanned images; OCR is not supported)."
+
+
+def _pdf_texts(data: bytes) -> Iterator[Page]:
+    """The non-blank pages' text, lazily; ExtractionError for an unreadable PDF."""
     from pypdf import PdfReader
 
     if not data.lstrip()[:5].startswith(b"%PDF"):
@@ -195,18 +216,12 @@ def _pdf_pages(data: bytes) -> list[Page]:
                 raise ExtractionError(f"Could not read PDF: it is encrypted ({exc}).") from exc
             if not opened:
                 raise ExtractionError("Could not read PDF: it is password-protected.")
-        pages: list[Page] = []
         for number, page in enumerate(reader.pages, start=1):
             text = _clean(page.extract_text() or "")
             text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
             if text:
-                pages.append((text, {"page": number}))
+                yield text, {"page": number}
     except ExtractionError:
         raise
     except Exception as exc:  # pypdf raises many types on malformed input; all mean "unreadable"
         raise ExtractionError(f"Could not read PDF: {exc or type(exc).__name__}.") from exc
-    if not pages:
-        raise ExtractionError(
-            "The PDF has no extractable text (it may be scanned images; OCR is not supported)."
-        )
-    return pages

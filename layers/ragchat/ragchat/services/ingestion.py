@@ -61,8 +61,9 @@ __all__ = [
 
 logger = Logger(service="ragchat", child=True)
 
-# A PDF up to this size is parsed before the 202 (a corrupt, encrypted or textless one is refused
-# with a 400 naming the problem, nothing stored); a bigger one is checked by the pipeline (FAILED).
+# A PDF up to this size is opened before the 202, up to its first page with text (a corrupt,
+# encrypted or textless one is refused with a 400 naming the problem, nothing stored); a bigger
+# one, or damage past that page, is found by the pipeline (the document is then FAILED).
 INLINE_PDF_CHECK_BYTES = 5 * 1024 * 1024
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
@@ -111,9 +112,9 @@ def _checked_text(raw: bytes, content_type: str) -> str | None:
         if not raw.strip():
             raise ValidationError("Document body is empty")
         if len(raw) <= INLINE_PDF_CHECK_BYTES:
-            from ragchat.domain.extraction import extract
+            from ragchat.domain.extraction import check_pdf
 
-            extract(raw, content_type=content_type)  # ExtractionError (400) names the problem
+            check_pdf(raw)  # ExtractionError (400) names the problem
         return None
     try:
         utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
