@@ -79,11 +79,12 @@ def test_a_short_note_is_ready_in_the_round_after_it_arrives_while_a_big_documen
         assert runner.round(w.steps) == []
     note = w.ingestion.submit(OWNER, body=NOTE).id
     runner.add([(OWNER, note)])
+    before = w.notes(big)
 
-    assert runner.round(w.steps) == [(OWNER, note)]
+    assert runner.round(w.steps) == [(OWNER, note)]  # a round of its own
     assert w.status(note) == DocumentStatus.READY
     assert w.status(big) == DocumentStatus.PROCESSING
-    assert w.notes(big) < 40  # most of the big document is still to come
+    assert w.notes(big) == before < 40  # most of the big document is still to come
 
     rounds = 0
     while runner.active():
@@ -102,6 +103,20 @@ def test_documents_take_turns_round_by_round() -> None:
     runner.round(w.steps)  # both split; the first takes a batch
     runner.round(w.steps)  # the second's turn
     assert w.notes(first) == w.notes(second) == 4
+
+
+def test_a_stream_of_new_notes_does_not_starve_a_big_document() -> None:
+    w = World()
+    big = w.ingestion.submit(OWNER, body=big_text(200)).id
+    runner = SlicedRunner(coalesce_texts=8)
+    runner.add([(OWNER, big)])
+    runner.round(w.steps)
+    progress = [w.notes(big)]
+    for i in range(10):  # a new note arrives before every round
+        runner.add([(OWNER, w.ingestion.submit(OWNER, body=f"Note {i} about ferns.").id)])
+        runner.round(w.steps)
+        progress.append(w.notes(big))
+    assert progress[-1] - progress[0] >= 5 * 8  # every other round still went to the big one
 
 
 def test_deleting_a_document_stops_its_ingestion_and_leaves_nothing() -> None:

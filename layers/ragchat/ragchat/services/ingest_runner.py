@@ -3,10 +3,11 @@
 Each document is a job: split once, then its batches, then finalize. A *round* splits the jobs not
 yet split, then takes batches round-robin — one from each job per pass, passes repeated until about
 ``coalesce_texts`` texts are gathered — embeds them in one embedder call, stores each batch and
-finalizes the jobs whose last batch is stored. Documents split in a round take their first batch
-first; jobs served in a round move to the back of the line. So a short note submitted while a
-1,000-page document is being embedded is READY at the end of the next round, whatever is ahead of
-it (issue 8: first-in first-out made it wait for the whole big document).
+finalizes the jobs whose last batch is stored. Jobs served in a round move to the back of the line.
+Documents split in a round take their batches first and, unless the previous round was also theirs,
+alone. So a short note submitted while a 1,000-page document is being embedded is READY at the end
+of the next round, a small one, whatever is ahead of it (issue 8: first-in first-out made it wait
+for the whole big document), and a stream of new notes still leaves every other round to the rest.
 
 A document deleted while it is ingested is noticed at its next slice: its job ends, and whatever
 notes, vectors or batch files it had are removed (nothing more is embedded for it).
@@ -67,6 +68,7 @@ class SlicedRunner:
         self._coalesce = max(1, int(coalesce_texts))
         self._max_new = max(1, int(max_new_per_round))
         self._jobs: dict[Key, _Job] = {}  # insertion order is the round-robin order
+        self._fresh_only = False  # whether the last round embedded only documents split in it
 
     def add(self, keys: Iterable[Key]) -> None:
         for key in keys:
@@ -89,9 +91,13 @@ class SlicedRunner:
         fresh = [j for j in self._jobs.values() if j.plan is None][: self._max_new]
         for job in fresh:
             self._split(steps, job)
-        # Documents split just now take their first batch first: a short note is READY this round.
+        # Documents split just now go first, and alone unless the last round was theirs too: a
+        # short note is READY at the end of this round, and a stream of them never starves the rest.
+        alone = bool(fresh) and not self._fresh_only
+        self._fresh_only = alone
+        order = fresh if alone else fresh + [j for j in self._jobs.values() if j not in fresh]
         served: list[_Job] = []
-        slices = self._take(steps, fresh + [j for j in self._jobs.values() if j not in fresh], served)
+        slices = self._take(steps, order, served)
         self._store(steps, slices)
         finished = [job.key for job in self._jobs.values() if job.done]
         for job in served:  # those that had a batch go to the back of the line
