@@ -7,7 +7,8 @@ for 1,000 pages; never stored) and submitted through ``IngestionService`` to the
 A one-line note is submitted right after it. Recorded: the time to accept each (the 202), the
 note's and the book's time to READY, the PDF's extraction time alone, chunks, peak RSS.
 
-Usage: ``python bench/bench_big_documents.py [--pages 1000]``. Writes
+Usage (from the repository root, so ``tests.pdfs`` imports):
+``python -m bench.bench_big_documents [--pages 1000]``. Writes
 ``bench/results/big_documents.{json,md}``.
 """
 
@@ -54,7 +55,6 @@ def _ready_at(container: Any, doc_id: str, started: float, out: dict[str, float]
 
 
 def measure(pages: int) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT))
     from ragchat.domain.extraction import extract
 
     from tests.pdfs import book_pdf

@@ -91,19 +91,17 @@ def test_unrelated_question_gets_the_guard_reply(server: Server, corpus: dict[st
     assert body == {"answer": GUARD, "sources": [], "guardUsed": True}
 
 
-def test_corrupt_pdf_fails_and_nothing_of_it_is_retrievable(server: Server, corpus: dict[str, str]):
+def test_corrupt_pdf_is_refused_and_nothing_of_it_is_stored(server: Server, corpus: dict[str, str]):
+    before = server.request("GET", "/documents").json()["items"]
     res = server.request(
         "POST",
         "/documents?filename=broken.pdf",
         data=b"%PDF-1.7\n this is not a real pdf about quasar astronomy \x00\xff",
         headers={"Content-Type": "application/pdf"},
     )
-    assert res.status == 202, res.body
-    doc = server.wait_document(res.json()["documentId"])
-    assert doc["status"] == "FAILED"
-    assert doc["error"]
-    notes = server.request("GET", f"/notes?documentId={doc['id']}").json()
-    assert notes["items"] == []
+    assert res.status == 400, res.body  # checked before the 202 (issue 8)
+    assert b"Could not read PDF" in res.body
+    assert server.request("GET", "/documents").json()["items"] == before
 
 
 def test_disabling_a_document_removes_it_from_answers(server: Server, corpus: dict[str, str]):

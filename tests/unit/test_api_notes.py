@@ -325,7 +325,9 @@ def test_upload_of_unsupported_type_is_400():
     assert api.launcher.started == []
 
 
-def test_corrupt_pdf_upload_ends_failed_with_an_error():
+def test_corrupt_pdf_upload_is_refused_with_a_400_naming_the_problem():
+    # Issue 8: a PDF small enough to parse inline is checked before the 202 (a bigger one, or one
+    # damaged past its first page of text, ends FAILED: tests/unit/test_ingestion_service.py).
     api = make_api()
     res = api.call(
         "POST",
@@ -334,10 +336,10 @@ def test_corrupt_pdf_upload_ends_failed_with_an_error():
         raw_body=b"%PDF-1.4 this is not really a pdf",
         headers={"Content-Type": "application/pdf"},
     )
-    assert res["statusCode"] == 202
-    doc = json_body(api.call("GET", f"/documents/{json_body(res)['documentId']}"))
-    assert doc["status"] == "FAILED" and doc["error"]
-    assert api.index.records == {}
+    assert res["statusCode"] == 400
+    assert "Could not read PDF" in json.dumps(json_body(res))
+    assert json_body(api.call("GET", "/documents"))["items"] == []
+    assert api.launcher.started == [] and api.index.records == {}
 
 
 def test_cors_preflight_and_headers():
