@@ -356,3 +356,14 @@ def test_json_body_of_wrong_shape_is_400():
     assert res["statusCode"] == 400
     res = api.call("POST", "/notes", body={"text": "ok", "metadata": "not an object"})
     assert res["statusCode"] == 400 and "metadata" in json_body(res)["error"]
+
+
+def test_split_must_be_a_json_boolean_and_titles_lose_control_characters():
+    api = make_api()
+    res = api.call("POST", "/notes", body={"text": "Ferns reproduce with spores.", "split": "yes"})
+    assert res["statusCode"] == 400
+    assert "split" in json.dumps(json_body(res))
+    res = api.call("POST", "/notes", body={"text": "Ferns reproduce.", "title": "Ferns\r\nand\x00 spores"})
+    assert res["statusCode"] == 202
+    doc = json_body(api.call("GET", f"/documents/{json_body(res)['documentId']}"))
+    assert doc["title"] == "Ferns and spores"

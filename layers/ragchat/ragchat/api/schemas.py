@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.domain.models import Conversation, Document, Message, Note, Page
@@ -33,7 +33,7 @@ class NoteIn(BaseModel):
     )
     metadata: dict[str, Any] | None = None
     collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")
-    split: bool | None = Field(None, description="Split into chunks (default: ENABLE_TEXT_SPLITTING).")
+    split: StrictBool | None = Field(None, description="Split into chunks (default: ENABLE_TEXT_SPLITTING).")
 
     @field_validator("text")
     @classmethod
