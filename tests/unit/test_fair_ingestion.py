@@ -95,6 +95,19 @@ def test_a_short_note_is_ready_in_the_round_after_it_arrives_while_a_big_documen
     assert rounds > 10  # the big one was sliced, not run in one go
 
 
+def test_a_note_arriving_while_a_big_document_is_split_goes_before_any_of_its_batches() -> None:
+    w = World()
+    big = w.ingestion.submit(OWNER, body=big_text(200)).id
+    runner = SlicedRunner(coalesce_texts=8)
+    runner.add([(OWNER, big)])
+    note = w.ingestion.submit(OWNER, body=NOTE).id  # arrives while the big one is being split
+    assert runner.round(w.steps, arrived=lambda: True) == []
+    assert w.embedder.document_calls == 0  # the round ended after the split
+    runner.add([(OWNER, note)])
+    assert runner.round(w.steps, arrived=lambda: True) == [(OWNER, note)]  # not cut short twice
+    assert w.notes(big) == 0 and w.status(note) == DocumentStatus.READY
+
+
 def test_documents_take_turns_round_by_round() -> None:
     w = World()
     first, second = (w.ingestion.submit(OWNER, body=big_text(80)).id for _ in range(2))

@@ -19,7 +19,7 @@ only the document whose text fails is marked ``FAILED``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,7 @@ class SlicedRunner:
         self._max_new = max(1, int(max_new_per_round))
         self._jobs: dict[Key, _Job] = {}  # insertion order is the round-robin order
         self._fresh_only = False  # whether the last round embedded only documents split in it
+        self._cut_short = False  # whether the last round ended after its splits
 
     def add(self, keys: Iterable[Key]) -> None:
         for key in keys:
@@ -85,12 +86,18 @@ class SlicedRunner:
         """Forget every job (after an unexpected error: the documents stay as they are)."""
         self._jobs.clear()
 
-    def round(self, steps: IngestSteps) -> list[Key]:
+    def round(self, steps: IngestSteps, arrived: Callable[[], bool] = lambda: False) -> list[Key]:
         """One round (see the module docstring). Returns the documents it finished: READY,
-        FAILED or deleted meanwhile."""
+        FAILED or deleted meanwhile. ``arrived`` tells whether new documents are waiting: if they
+        came while this round was splitting (a big PDF's extraction takes a while), the round ends
+        after its splits so that they are split and embedded next, before any batch of the rest."""
         fresh = [j for j in self._jobs.values() if j.plan is None][: self._max_new]
         for job in fresh:
             self._split(steps, job)
+        cut_short, self._cut_short = self._cut_short, False
+        if fresh and not cut_short and arrived():  # never twice in a row: embedding goes on
+            self._cut_short = True
+            return self._collect([])
         # Documents split just now go first, and alone unless the last round was theirs too: a
         # short note is READY at the end of this round, and a stream of them never starves the rest.
         alone = bool(fresh) and not self._fresh_only
@@ -99,8 +106,12 @@ class SlicedRunner:
         served: list[_Job] = []
         slices = self._take(steps, order, served)
         self._store(steps, slices)
+        return self._collect(served)
+
+    def _collect(self, served: list[_Job]) -> list[Key]:
+        """Drop the finished jobs (returned); those that had a batch go to the back of the line."""
         finished = [job.key for job in self._jobs.values() if job.done]
-        for job in served:  # those that had a batch go to the back of the line
+        for job in served:
             self._jobs.pop(job.key, None)
             if not job.done:
                 self._jobs[job.key] = job

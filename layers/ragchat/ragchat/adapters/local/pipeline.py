@@ -60,6 +60,8 @@ class InlineIngestionLauncher:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.completed = 0  # runs finished (for tests and the CLI's progress)
+        self._arrivals = 0  # documents started so far (to tell those that came during a round)
+        self._seen = 0
 
     # ------------------------------------------------------------------ IngestionLauncher
     def start(self, owner: str, document_id: str) -> None:
@@ -73,6 +75,7 @@ class InlineIngestionLauncher:
                 self._rerun.add(key)
                 return
             self._queue.append(key)
+            self._arrivals += 1
             self._queued.add(key)
             self._ensure_worker()
             self._cond.notify_all()
@@ -132,6 +135,7 @@ class InlineIngestionLauncher:
                     self._queued.discard(key)
                     keys.append(key)
                 self._running.update(keys)
+                self._seen = self._arrivals
             finished: list[Key] = []
             try:
                 finished = self._round(keys)
@@ -150,7 +154,12 @@ class InlineIngestionLauncher:
                 self._run_one(steps, key)
             return keys
         self._runner.add(keys)
-        return self._runner.round(steps)
+        return self._runner.round(steps, arrived=self._arrived)
+
+    def _arrived(self) -> bool:
+        """Whether a document was started since this round took its work."""
+        with self._cond:
+            return self._arrivals != self._seen and bool(self._queue)
 
     def _finish(self, finished: list[Key]) -> None:
         with self._cond:
