@@ -112,7 +112,8 @@ def _markdown(r: dict[str, Any]) -> str:
         f"{r['book_chunks']:,} | {r['note_ready_seconds']:.1f} s | {r['peak_rss_mb']:.0f} MB |\n\n"
         f"On {r['cpus']} CPUs shared with other work (1-min load average {r['load_average_1min']:.1f} "
         f"at the end), Python {r['python']}, {r['measured_at']}. The note waits for the book's "
-        "extraction and split (one step) and then goes in the next round, not behind the book's batches.\n"
+        "extraction and split (one step, not sliced), then is embedded in a round of its own before "
+        "any of the book's batches (before issue 8's fix it waited for the whole book).\n"
     )
 
 
