@@ -31,11 +31,14 @@ import logging
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragchat.serving.asgi import Limits
 from ragchat.serving.events import Gateway, Headers, LocalContext, Refusal, ResolverPool, build_event
 from ragchat.serving.server import HttpServer
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
 
 logger = logging.getLogger("ragchat.lambda_web")
 
@@ -149,7 +152,7 @@ class AdapterGateway(Gateway):
 
 
 def create_server(
-    container: Any, *, port: int, host: str = "127.0.0.1", limits: Limits | None = None
+    container: Container, *, port: int, host: str = "127.0.0.1", limits: Limits | None = None
 ) -> HttpServer:
     """The server over ``container`` (port 0 picks a free one); call ``serve_forever()`` on it."""
     from ragchat.api.app import create_app
@@ -159,7 +162,7 @@ def create_server(
     return HttpServer(gateway, (host, port), limits)
 
 
-def warm(container: Any) -> None:
+def warm(container: Container) -> None:
     """Build the chat service (adapters, clients, embedder, chat model) before the adapter's readiness
     check passes: Lambda runs this in the init phase instead of the first request. A failure is logged
     and serving goes on; requests then fail with the error, as in a buffered Lambda."""

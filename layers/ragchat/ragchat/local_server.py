@@ -15,7 +15,7 @@ data; the page asks for the token itself) and CORS preflights needs ``Authorizat
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragchat.serving.asgi import Limits
 from ragchat.serving.events import (
@@ -31,6 +31,9 @@ from ragchat.serving.events import (
     response_headers,
 )
 from ragchat.serving.server import HttpServer
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
 
 __all__ = [
     "OPEN_PAGES",
@@ -52,7 +55,7 @@ class LocalServer:
     """The local API: ``start()`` serves in a background thread, ``stop()`` shuts down cleanly."""
 
     def __init__(
-        self, container: Any, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None
+        self, container: Container, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None
     ) -> None:
         from ragchat.api.app import create_app
 
