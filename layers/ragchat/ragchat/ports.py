@@ -130,6 +130,14 @@ class Counters(Protocol):
         """Current value; 0 when absent or expired."""
         ...
 
+    def increment_up_to(
+        self, key: str, *, limit: int, amount: int = 1, ttl_seconds: float, now: float
+    ) -> int | None:
+        """``increment``, but only when the live value would then be at most ``limit``: returns the
+        new value, or ``None`` and changes nothing (a refused request is not counted). Atomic: of
+        many concurrent calls exactly as many succeed as fit under ``limit``."""
+        ...
+
     def get_many(self, keys: Sequence[str], *, now: float) -> dict[str, int]: ...
 
     def reset(self, key: str) -> None: ...
