@@ -71,7 +71,8 @@ class DynamoCounters:
             except ClientError as exc:
                 if not condition_failed(exc):
                     raise
-                if _live(exc.response.get("Item"), now):
+                old: Item | None = exc.response.get("Item")  # type: ignore[assignment]
+                if _live(old, now):
                     return None  # live and full: refused, nothing written
             if self._start(key, amount=amount, ttl_seconds=ttl_seconds, now=now):
                 return amount
