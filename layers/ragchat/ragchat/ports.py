@@ -252,9 +252,11 @@ class BlobStore(Protocol):
 
 @runtime_checkable
 class IngestionLauncher(Protocol):
-    def start(self, owner: str, document_id: str) -> None:
+    def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
         """Start the ingestion pipeline for a document. Starting the same document twice while a run
-        is under way is not an error and does not start a second run."""
+        is under way is not an error and does not start a second concurrent run. ``version`` names
+        the content being ingested (a new one per upload): when it differs from the running one, the
+        pipeline must end with the newest content READY (re-run or supersede the running one)."""
         ...
 
 

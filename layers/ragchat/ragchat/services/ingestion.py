@@ -248,7 +248,7 @@ class IngestionService:
             },
         )
         try:
-            self.launcher.start(owner, doc.id)
+            self.launcher.start(owner, doc.id, version=new_id())  # each upload is a new version
         except Exception as exc:
             # The document is kept (nothing is lost) and says why it did not proceed.
             logger.exception("ingest.start_failed", extra={"documentId": doc.id})
