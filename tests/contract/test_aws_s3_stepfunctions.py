@@ -87,6 +87,20 @@ def test_starting_again_while_running_starts_nothing_and_reingest_after_close_do
     assert "OTHER-1" in {e["name"] for e in _executions(client, arn)}
 
 
+def test_a_newer_version_supersedes_the_running_one_and_the_same_version_does_not(sfn):
+    client, arn = sfn
+    launcher = StepFunctionsLauncher(arn, client)
+    launcher.start("alice", "DOC", version="v1")
+    launcher.start("alice", "DOC", version="v1")  # a retry of the same upload: nothing new
+    assert [e["name"] for e in _executions(client, arn)] == ["DOC-1"]
+    launcher.start("alice", "DOC", version="v2")  # a re-upload mid-run: stop the stale run, start anew
+    by_name = {e["name"]: e for e in _executions(client, arn)}
+    assert set(by_name) == {"DOC-1", "DOC-2"}
+    assert by_name["DOC-1"]["status"] == "ABORTED" and by_name["DOC-2"]["status"] == "RUNNING"
+    described = client.describe_execution(executionArn=by_name["DOC-2"]["executionArn"])
+    assert json.loads(described["input"]) == {"owner": "alice", "documentId": "DOC", "version": "v2"}
+
+
 def test_execution_names_are_valid_and_bounded():
     assert execution_name("01JABCDEF", 3) == "01JABCDEF-3"
     odd = execution_name("a b/c:d" + "x" * 200, 12)

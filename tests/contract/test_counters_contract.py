@@ -87,3 +87,46 @@ def test_put_sets_a_value_and_its_expiry_replacing_any(counters):
     assert counters.increment("stop:conv:a", ttl_seconds=300, now=T0 + 401) == 6  # a live counter again
     counters.reset("stream:conv:a")
     assert counters.get("stream:conv:a", now=T0 + 6) == 0
+
+
+def test_increment_up_to_adds_only_while_the_result_fits(counters):
+    assert counters.increment_up_to("rl:a", limit=2, ttl_seconds=300, now=T0) == 1
+    assert counters.increment_up_to("rl:a", limit=2, ttl_seconds=300, now=T0 + 1) == 2
+    assert counters.increment_up_to("rl:a", limit=2, ttl_seconds=300, now=T0 + 2) is None
+    assert counters.get("rl:a", now=T0 + 2) == 2  # the refused call changed nothing
+    # a higher limit (the sliding window's room grows as the previous bucket ages) admits again
+    assert counters.increment_up_to("rl:a", limit=3, ttl_seconds=300, now=T0 + 3) == 3
+    assert counters.increment_up_to("rl:b", limit=0, ttl_seconds=300, now=T0) is None
+    assert counters.get("rl:b", now=T0) == 0
+
+
+def test_increment_up_to_keeps_the_expiry_and_restarts_an_expired_counter(counters):
+    assert counters.increment_up_to("rl:c", limit=1, ttl_seconds=10, now=T0) == 1
+    assert counters.increment_up_to("rl:c", limit=1, ttl_seconds=1000, now=T0 + 9) is None
+    assert counters.get("rl:c", now=T0 + 10) == 0  # still expires 10 s after it started
+    assert counters.increment_up_to("rl:c", limit=1, ttl_seconds=10, now=T0 + 10) == 1
+    assert counters.get("rl:c", now=T0 + 19.5) == 1
+
+
+def test_increment_up_to_admits_exactly_the_limit_of_concurrent_calls(counters):
+    """100 simultaneous requests against a limit of 60: exactly 60 are admitted and counted."""
+    threads, per_thread, limit = 10, 10, 60
+    admitted: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def worker() -> None:
+        start.wait()
+        for _ in range(per_thread):
+            value = counters.increment_up_to("rl:hot", limit=limit, ttl_seconds=300, now=T0)
+            if value is not None:
+                with lock:
+                    admitted.append(value)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=60)
+    assert sorted(admitted) == list(range(1, limit + 1))
+    assert counters.get("rl:hot", now=T0) == limit

@@ -112,7 +112,7 @@ class FakeLauncher:
         self.started: list[tuple[str, str]] = []
         self._running: set[tuple[str, str]] = set()
 
-    def start(self, owner: str, document_id: str) -> None:
+    def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
         key = (owner, document_id)
         self.started.append(key)
         if self.run is None or key in self._running:

@@ -302,6 +302,18 @@ class FakeCounters:
             self.values[key] = (value, expires)
             return value
 
+    def increment_up_to(
+        self, key: str, *, limit: int, amount: int = 1, ttl_seconds: float, now: float
+    ) -> int | None:
+        with self._lock:
+            value, expires = self.values.get(key, (0, 0.0))
+            if expires <= now:
+                value, expires = 0, now + ttl_seconds
+            if value + amount > limit:
+                return None
+            self.values[key] = (value + amount, expires)
+            return value + amount
+
     def get(self, key: str, *, now: float) -> int:
         with self._lock:
             value, expires = self.values.get(key, (0, 0.0))

@@ -30,6 +30,8 @@ AWS_REGION_PATTERN = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 # Parts of the wiring that need settings only some functions get (``Settings.require``).
 Part = Literal["launcher"]
+# The rate-limited routes (``Settings.rate_limit``; ``ragchat.services.limits``).
+RateLimitedRoute = Literal["chat", "ask", "notes", "uploads"]
 
 
 class ConfigError(ValueError):
@@ -73,6 +75,16 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(4000, alias="MAX_MESSAGE_CHARS", ge=1)
     rate_limit_requests: int = Field(60, alias="RATE_LIMIT_REQUESTS", ge=1)
     rate_limit_window_s: int = Field(300, alias="RATE_LIMIT_WINDOW_SECONDS", ge=1)
+    # Per-route overrides (unset: the two above) and the per-IP limit (unset: the route's limit).
+    rate_limit_chat_requests: int | None = Field(None, alias="RATE_LIMIT_CHAT_REQUESTS", ge=1)
+    rate_limit_chat_window_s: int | None = Field(None, alias="RATE_LIMIT_CHAT_WINDOW_SECONDS", ge=1)
+    rate_limit_ask_requests: int | None = Field(None, alias="RATE_LIMIT_ASK_REQUESTS", ge=1)
+    rate_limit_ask_window_s: int | None = Field(None, alias="RATE_LIMIT_ASK_WINDOW_SECONDS", ge=1)
+    rate_limit_notes_requests: int | None = Field(None, alias="RATE_LIMIT_NOTES_REQUESTS", ge=1)
+    rate_limit_notes_window_s: int | None = Field(None, alias="RATE_LIMIT_NOTES_WINDOW_SECONDS", ge=1)
+    rate_limit_uploads_requests: int | None = Field(None, alias="RATE_LIMIT_UPLOADS_REQUESTS", ge=1)
+    rate_limit_uploads_window_s: int | None = Field(None, alias="RATE_LIMIT_UPLOADS_WINDOW_SECONDS", ge=1)
+    rate_limit_ip_requests: int | None = Field(None, alias="RATE_LIMIT_IP_REQUESTS", ge=1)
 
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
@@ -134,6 +146,13 @@ class Settings(BaseSettings):
                 f"(got {self.aws_region!r})"
             )
         return self
+
+    def rate_limit(self, route: RateLimitedRoute) -> tuple[int, int]:
+        """(requests, window seconds) for ``route``: its own ``RATE_LIMIT_<ROUTE>_*`` settings, each
+        defaulting to ``RATE_LIMIT_REQUESTS`` / ``RATE_LIMIT_WINDOW_SECONDS``."""
+        requests: int | None = getattr(self, f"rate_limit_{route}_requests")
+        window_s: int | None = getattr(self, f"rate_limit_{route}_window_s")
+        return requests or self.rate_limit_requests, window_s or self.rate_limit_window_s
 
     def missing(self, *parts: Part) -> list[str]:
         """The unset variables the chosen backends need (plus those of ``parts``, e.g. ``launcher``:

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragchat.config import ConfigError, Part, Settings, load_settings
+from ragchat.config import ConfigError, Part, RateLimitedRoute, Settings, load_settings
 from ragchat.domain.clock import Clock, system_clock
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ragchat.services.chat import ChatService
     from ragchat.services.documents import DocumentService
     from ragchat.services.ingestion import IngestionService, IngestSteps
+    from ragchat.services.limits import RequestLimiter
     from ragchat.services.retrieval import Retriever
 
 logger = logging.getLogger("ragchat.container")
@@ -329,6 +330,17 @@ class Container:
         from ragchat.services.documents import DocumentService
 
         return DocumentService(self.documents, self.index, self.blobs)
+
+    @cached_property
+    def limiter(self) -> RequestLimiter:
+        """Rate limits of the costly routes but chat (``ENABLE_RATE_LIMITING``; off: passes all)."""
+        from ragchat.domain.limits import Rule
+        from ragchat.services.limits import RequestLimiter
+
+        s = self.settings
+        routes: tuple[RateLimitedRoute, ...] = ("ask", "notes", "uploads") if s.enable_rate_limiting else ()
+        rules: dict[str, Rule] = {route: Rule(*s.rate_limit(route)) for route in routes}
+        return RequestLimiter(self.counters, self.clock, rules, ip_requests=s.rate_limit_ip_requests)
 
     @cached_property
     def ask(self) -> AskService:

@@ -130,6 +130,14 @@ class Counters(Protocol):
         """Current value; 0 when absent or expired."""
         ...
 
+    def increment_up_to(
+        self, key: str, *, limit: int, amount: int = 1, ttl_seconds: float, now: float
+    ) -> int | None:
+        """``increment``, but only when the live value would then be at most ``limit``: returns the
+        new value, or ``None`` and changes nothing (a refused request is not counted). Atomic: of
+        many concurrent calls exactly as many succeed as fit under ``limit``."""
+        ...
+
     def get_many(self, keys: Sequence[str], *, now: float) -> dict[str, int]: ...
 
     def reset(self, key: str) -> None: ...
@@ -244,9 +252,11 @@ class BlobStore(Protocol):
 
 @runtime_checkable
 class IngestionLauncher(Protocol):
-    def start(self, owner: str, document_id: str) -> None:
+    def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
         """Start the ingestion pipeline for a document. Starting the same document twice while a run
-        is under way is not an error and does not start a second run."""
+        is under way is not an error and does not start a second concurrent run. ``version`` names
+        the content being ingested (a new one per upload): when it differs from the running one, the
+        pipeline must end with the newest content READY (re-run or supersede the running one)."""
         ...
 
 

@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
+from ragchat.api.limits import source_ip
 from ragchat.api.schemas import (
     ConversationOut,
     ConversationPage,
@@ -95,9 +96,7 @@ def _owner(r: APIGatewayRouter) -> str:
 
 
 def _source_ip(r: APIGatewayRouter) -> str | None:
-    ctx = r.current_event.raw_event.get("requestContext") or {}
-    ip = (ctx.get("identity") or {}).get("sourceIp")
-    return str(ip) if ip else None
+    return source_ip(r.current_event)
 
 
 def _wants_stream(r: APIGatewayRouter) -> bool:

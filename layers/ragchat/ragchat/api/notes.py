@@ -16,6 +16,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ragchat.api.auth import principal
+from ragchat.api.limits import rate_limit
 from ragchat.api.schemas import DocumentPatch, NoteIn, document_json, note_json, page_json, source_json
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import supported_extensions, supported_type, type_for_filename
@@ -55,6 +56,7 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
     @r.post("/notes", status_code=202, summary="Add a note (starts ingestion)", tags=["notes"])
     def post_note(note: Annotated[NoteIn, Body()]) -> Response[dict[str, Any]]:
         who = owner()
+        rate_limit(container, "notes", r.current_event)
         doc = container.ingestion.submit(
             who,
             text=note.text,
@@ -114,6 +116,7 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
         source: Source = None,
     ) -> Response[dict[str, Any]]:
         who = owner()
+        rate_limit(container, "notes", r.current_event)
         name, content_type, data = _read_upload(r.current_event, filename)
         doc = container.ingestion.submit_file(
             who,
@@ -176,6 +179,7 @@ def _ask_route(r: APIGatewayRouter, container: Container, owner: Callable[[], st
         who = owner()
         if text is None or not text.strip():
             raise ValidationError("text: a question is required (GET /?text=...)")
+        rate_limit(container, "ask", r.current_event)
         result = container.ask.ask(who, text, collection=validate_collection(collection))
         body = {
             "answer": result.answer,

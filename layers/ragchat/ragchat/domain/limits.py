@@ -37,6 +37,21 @@ def sliding_count(previous: int, current: int, elapsed: float, window_s: int) ->
     return previous * overlap + current
 
 
+@dataclass(slots=True, frozen=True)
+class Rule:
+    """At most ``requests`` per ``window_s`` seconds (a two-bucket sliding window)."""
+
+    requests: int
+    window_s: int
+
+
+def admit_ceiling(previous: int, elapsed: float, window_s: int, limit: int) -> int:
+    """The most the current bucket may hold, this request included, for the sliding count to stay
+    within ``limit``: a request is admitted iff the current bucket plus it is at most this."""
+    overlap = max(0.0, 1.0 - elapsed / window_s)
+    return math.floor(limit - previous * overlap + 1e-9)
+
+
 def sliding_retry_after(previous: int, current: int, elapsed: float, window_s: int, limit: int) -> int:
     """Seconds until one more request fits under ``limit`` (at least 1)."""
     room = limit - 1  # the estimate must drop to this for one more request to be allowed

@@ -211,7 +211,7 @@ class IngestionService:
 
     def _launch(self, doc: Document) -> None:
         try:
-            self.launcher.start(doc.owner, doc.id)
+            self.launcher.start(doc.owner, doc.id, version=new_id())  # each upload is a new version
         except Exception as exc:
             # The document is kept (nothing is lost) and says why it did not proceed.
             logger.exception("ingest.start_failed", extra={"documentId": doc.id})

@@ -182,6 +182,29 @@ def verify_runtime(folder: Path) -> float:
     return float(cosines.min())
 
 
+def _manifest(staging: Path, version: str, parity: float) -> dict[str, object]:
+    """What the prepared folder's manifest records: the source, the export and the parity check."""
+    info = json.loads((staging / "export_info.json").read_text(encoding="utf-8"))
+    onnx_file = staging / MODEL_FILE
+    return {
+        "format": EXPORT_FORMAT,
+        "model_id": MODEL_ID,
+        "dimension": 384,
+        "max_tokens": 256,
+        "source_package": SOURCE_PACKAGE,
+        "source_version": version,
+        "onnx_sha256": _sha256(onnx_file),
+        "onnx_bytes": onnx_file.stat().st_size,
+        "exported_at": info.get("exported_at") or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "opset": info.get("opset"),
+        "torch": info.get("torch"),
+        "onnx": info.get("onnx"),
+        "reference_method": info.get("reference_method"),
+        "min_cosine_onnx_vs_torch": info.get("min_cosine_onnx_vs_torch"),
+        "min_cosine_runtime_vs_reference": parity,
+    }
+
+
 def prepare(models_path: Path, *, force: bool = False) -> Path:
     """Make sure the ONNX model is in ``models_path``; returns its folder."""
     target = model_dir(models_path)
@@ -220,25 +243,7 @@ def prepare(models_path: Path, *, force: bool = False) -> Path:
         )
         log("checking the runtime embedder (onnxruntime + tokenizers) against the reference")
         parity = verify_runtime(staging)
-        info = json.loads((staging / "export_info.json").read_text(encoding="utf-8"))
-        onnx_file = staging / MODEL_FILE
-        manifest = {
-            "format": EXPORT_FORMAT,
-            "model_id": MODEL_ID,
-            "dimension": 384,
-            "max_tokens": 256,
-            "source_package": SOURCE_PACKAGE,
-            "source_version": version,
-            "onnx_sha256": _sha256(onnx_file),
-            "onnx_bytes": onnx_file.stat().st_size,
-            "exported_at": info.get("exported_at") or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "opset": info.get("opset"),
-            "torch": info.get("torch"),
-            "onnx": info.get("onnx"),
-            "reference_method": info.get("reference_method"),
-            "min_cosine_onnx_vs_torch": info.get("min_cosine_onnx_vs_torch"),
-            "min_cosine_runtime_vs_reference": parity,
-        }
+        manifest = _manifest(staging, version, parity)
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         # Swap the finished folder in; a crash before this point leaves the old model untouched.
         previous = target.parent / f".{MODEL_ID}.old-{os.getpid()}"

@@ -64,7 +64,9 @@ class InlineIngestionLauncher:
         self._seen = 0
 
     # ------------------------------------------------------------------ IngestionLauncher
-    def start(self, owner: str, document_id: str) -> None:
+    def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
+        # ``version`` is not needed here: a start while running always queues one more run, which
+        # reads the newest body.
         key = (owner, document_id)
         with self._cond:
             if self._closed:

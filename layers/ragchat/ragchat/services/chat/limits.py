@@ -1,5 +1,8 @@
 """Chat rate limits (SPEC §11): a sliding window per conversation and per IP, and the flood check.
 
+The windows themselves (and what "refused requests are not counted" means) are
+:mod:`ragchat.services.limits`.
+
 The circuit breaker, which guards model calls rather than requests, is
 :class:`ragchat.services.model_calls.CircuitBreaker`.
 """
@@ -13,8 +16,9 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, parse_iso
 from ragchat.domain.errors import RateLimited
-from ragchat.domain.limits import flood_retry_after, sliding_count, sliding_retry_after, window_position
+from ragchat.domain.limits import Rule, flood_retry_after
 from ragchat.domain.models import Message
+from ragchat.services.limits import Dimension, SlidingWindows
 
 if TYPE_CHECKING:
     from ragchat.ports import Counters
@@ -23,35 +27,36 @@ logger = Logger(service="ragchat", child=True)
 
 
 class RateLimiter:
-    """``requests`` messages per ``window_s`` seconds per conversation and per source IP (two-bucket
-    sliding window in ``Counters``), and no burst of 5 user messages under 2 s apart on average."""
+    """``requests`` messages per ``window_s`` seconds per conversation and per source IP (sliding
+    windows, see :mod:`ragchat.services.limits`: a refused message is counted nowhere), and no burst
+    of 5 user messages under 2 s apart on average. ``ip_requests`` overrides the per-IP limit."""
 
-    def __init__(self, counters: Counters, clock: Clock, *, requests: int, window_s: int) -> None:
-        self.counters = counters
+    def __init__(
+        self,
+        counters: Counters,
+        clock: Clock,
+        *,
+        requests: int,
+        window_s: int,
+        ip_requests: int | None = None,
+    ) -> None:
+        self.windows = SlidingWindows(counters, clock)
         self.clock = clock
-        self.requests = requests
-        self.window_s = window_s
+        self.rule = Rule(requests, window_s)
+        self.ip_rule = Rule(ip_requests or requests, window_s)
 
     def check(self, conv_id: str, ip: str | None, history: Sequence[Message]) -> None:
         """Count this message; raise ``RateLimited`` (429 + Retry-After) when it is over a limit."""
-        now = self.clock()
-        window_s = self.window_s
-        pos = window_position(now, window_s)
-        dims = [("conv", conv_id)] + ([("ip", ip)] if ip else [])
-        prev_keys = [f"{kind}:{value}:{pos.bucket - 1}" for kind, value in dims]
-        previous = self.counters.get_many(prev_keys, now=now)
-        for (kind, value), prev_key in zip(dims, prev_keys, strict=True):
-            current = self.counters.increment(
-                f"{kind}:{value}:{pos.bucket}", ttl_seconds=2 * window_s, now=now
-            )
-            prev = previous.get(prev_key, 0)
-            if sliding_count(prev, current, pos.elapsed, window_s) > self.requests:
-                retry = sliding_retry_after(prev, current, pos.elapsed, window_s, self.requests)
-                _limited(conv_id, ip, kind, retry)
         user_times = [parse_iso(m.created_at) for m in history if m.role == "user" and m.created_at]
-        flood = flood_retry_after(user_times, now)
-        if flood is not None:
+        flood = flood_retry_after(user_times, self.clock())
+        if flood is not None:  # checked first: a refused message is not counted
             _limited(conv_id, ip, "flood", flood)
+        dims = [Dimension("conv", f"conv:{conv_id}", self.rule)]
+        if ip:
+            dims.append(Dimension("ip", f"ip:{ip}", self.ip_rule))
+        refusal = self.windows.admit(dims)
+        if refusal is not None:
+            _limited(conv_id, ip, refusal.dimension, refusal.retry_after)
 
 
 def _limited(conv_id: str, ip: str | None, dimension: str, retry: int) -> None:

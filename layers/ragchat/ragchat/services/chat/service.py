@@ -77,8 +77,13 @@ class ChatService:
         self.stops = StopFlags(counters, clock)
         limiter = None
         if settings.enable_rate_limiting:
+            requests, window_s = settings.rate_limit("chat")
             limiter = RateLimiter(
-                counters, clock, requests=settings.rate_limit_requests, window_s=settings.rate_limit_window_s
+                counters,
+                clock,
+                requests=requests,
+                window_s=window_s,
+                ip_requests=settings.rate_limit_ip_requests,
             )
         parts = TurnParts(
             conversations=self.conversations,

@@ -41,30 +41,64 @@ class DynamoCounters:
             except ClientError as exc:
                 if not condition_failed(exc):
                     raise
-            expires_at = now + ttl_seconds
-            try:  # missing or expired: start over (only if it is still missing or expired)
-                self._t.call(
+            if self._start(key, amount=amount, ttl_seconds=ttl_seconds, now=now):  # missing or expired
+                return amount
+            # Someone else reset it between our two calls: it is live again, so go round.
+        raise TransientError(f"counter {key}: too much contention")
+
+    def increment_up_to(
+        self, key: str, *, limit: int, amount: int = 1, ttl_seconds: float, now: float
+    ) -> int | None:
+        if amount > limit:
+            return None
+        k = {"pk": {"S": key}}
+        for _ in range(MAX_INCREMENT_ATTEMPTS):
+            try:  # live and room left: add (one conditional UpdateItem, so check and add are atomic)
+                resp = self._t.call(
                     "update_item",
                     TableName=self._t.name,
                     Key=k,
-                    UpdateExpression="SET #v = :amount, expires_at = :expires_at, #ttl = :ttl",
-                    ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
-                    ExpressionAttributeNames={"#v": "value", "#ttl": "ttl"},
+                    UpdateExpression="ADD #v :amount",
+                    ConditionExpression="attribute_exists(pk) AND expires_at > :now AND #v <= :most",
+                    ExpressionAttributeNames={"#v": "value"},
                     ExpressionAttributeValues=to_item(
-                        {
-                            ":amount": amount,
-                            ":expires_at": expires_at,
-                            ":ttl": int(expires_at) + 1,
-                            ":now": now,
-                        }
+                        {":amount": amount, ":now": now, ":most": limit - amount}
                     ),
+                    ReturnValues="UPDATED_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
-                return amount
+                return int(resp["Attributes"]["value"]["N"])
             except ClientError as exc:
                 if not condition_failed(exc):
                     raise
-            # Someone else reset it between our two calls: it is live again, so go round.
+                old: Item | None = exc.response.get("Item")  # type: ignore[assignment]
+                if _live(old, now):
+                    return None  # live and full: refused, nothing written
+            if self._start(key, amount=amount, ttl_seconds=ttl_seconds, now=now):
+                return amount
+            # Someone else started it between our two calls: it is live again, so go round.
         raise TransientError(f"counter {key}: too much contention")
+
+    def _start(self, key: str, *, amount: int, ttl_seconds: float, now: float) -> bool:
+        """Set a missing or expired counter to ``amount``; False when it is live (nothing written)."""
+        expires_at = now + ttl_seconds
+        try:
+            self._t.call(
+                "update_item",
+                TableName=self._t.name,
+                Key={"pk": {"S": key}},
+                UpdateExpression="SET #v = :amount, expires_at = :expires_at, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+                ExpressionAttributeNames={"#v": "value", "#ttl": "ttl"},
+                ExpressionAttributeValues=to_item(
+                    {":amount": amount, ":expires_at": expires_at, ":ttl": int(expires_at) + 1, ":now": now}
+                ),
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return False
+        return True
 
     def get(self, key: str, *, now: float) -> int:
         resp = self._t.call("get_item", TableName=self._t.name, Key={"pk": {"S": key}}, ConsistentRead=True)
@@ -94,3 +128,7 @@ class DynamoCounters:
                 {"pk": key, "value": int(value), "expires_at": expires_at, "ttl": int(expires_at) + 1}
             ),
         )
+
+
+def _live(item: Item | None, now: float) -> bool:
+    return item is not None and float(from_item(item).get("expires_at", 0)) > now

@@ -35,6 +35,33 @@ class SqliteCounters:
                 conn.execute("DELETE FROM counters WHERE expires_at <= ?", (float(now),))
         return int(row[0])
 
+    def increment_up_to(
+        self, key: str, *, limit: int, amount: int = 1, ttl_seconds: float, now: float
+    ) -> int | None:
+        if amount > limit:
+            return None
+        with self.db.write() as conn:
+            # The upsert's WHERE leaves a live counter that would go over ``limit`` untouched, and
+            # then RETURNING yields no row: check and add are one statement.
+            row = conn.execute(
+                """INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
+                ON CONFLICT (key) DO UPDATE SET
+                    value = CASE WHEN counters.expires_at <= :now THEN :amount
+                                 ELSE counters.value + :amount END,
+                    expires_at = CASE WHEN counters.expires_at <= :now THEN :expires
+                                      ELSE counters.expires_at END
+                WHERE counters.expires_at <= :now OR counters.value + :amount <= :limit
+                RETURNING value""",
+                {
+                    "key": key,
+                    "amount": int(amount),
+                    "expires": float(now) + float(ttl_seconds),
+                    "now": now,
+                    "limit": int(limit),
+                },
+            ).fetchone()
+        return None if row is None else int(row[0])
+
     def get(self, key: str, *, now: float) -> int:
         return self.get_many([key], now=now)[key]
 

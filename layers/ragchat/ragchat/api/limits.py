@@ -1,0 +1,32 @@
+"""The rate-limit call of a costly route (SPEC §11): one line in the handler, before any work::
+
+    rate_limit(container, "notes", r.current_event)
+
+Counts the request per owner and per source IP, or raises ``RateLimited`` (→ 429 ``{error,
+retryAfter}`` + ``Retry-After``) without counting it. A no-op unless ``ENABLE_RATE_LIMITING``.
+Chat messages are limited inside the chat service (per conversation and per IP, plus the flood rule).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ragchat.api.auth import principal
+
+if TYPE_CHECKING:
+    from ragchat.config import RateLimitedRoute
+    from ragchat.container import Container
+
+
+def source_ip(event: Any) -> str | None:
+    """The caller's address from API Gateway's request context (REST ``identity.sourceIp``, HTTP API
+    ``http.sourceIp``); ``ragchat serve`` and the Lambda Web Adapter fill in the same field."""
+    raw = getattr(event, "raw_event", event) or {}
+    ctx = raw.get("requestContext") or {}
+    ip = (ctx.get("identity") or {}).get("sourceIp") or (ctx.get("http") or {}).get("sourceIp")
+    return str(ip) if ip else None
+
+
+def rate_limit(container: Container, route: RateLimitedRoute, event: Any) -> None:
+    """Count this request on ``route`` for its principal and address, or raise ``RateLimited``."""
+    container.limiter.check(route, principal(event), source_ip(event))

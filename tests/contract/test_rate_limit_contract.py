@@ -1,0 +1,64 @@
+"""The rate limiter over every ``Counters`` adapter (SQLite, DynamoDB on moto, the fake): exactly
+``RATE_LIMIT_REQUESTS`` of a burst of simultaneous requests are admitted, and refused ones are not
+counted. Time is an injected constant, so nothing here waits."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ragchat.domain.errors import RateLimited
+from ragchat.domain.limits import Rule
+from ragchat.services.chat.limits import RateLimiter
+from ragchat.services.limits import RequestLimiter
+
+T0 = 1_767_225_600.0
+
+
+def _burst(n: int, request: Callable[[int], None]) -> int:
+    """Fire ``n`` requests from 10 threads at once; how many were admitted."""
+    admitted: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(10)
+
+    def worker(offset: int) -> None:
+        start.wait()
+        for i in range(offset, n, 10):
+            try:
+                request(i)
+            except RateLimited:
+                continue
+            with lock:
+                admitted.append(i)
+
+    pool = [threading.Thread(target=worker, args=(k,)) for k in range(10)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=120)
+    return len(admitted)
+
+
+def test_exactly_60_of_100_simultaneous_questions_are_admitted(counters):
+    limiter = RequestLimiter(counters, lambda: T0, {"ask": Rule(60, 300)})
+    assert _burst(100, lambda _: limiter.check("ask", "alice", "203.0.113.9")) == 60
+    # only the admitted ones were counted, in both dimensions
+    keys = ["rl:ask:owner:alice:5890752", "rl:ask:ip:203.0.113.9:5890752"]
+    assert counters.get_many(keys, now=T0) == dict.fromkeys(keys, 60)
+
+
+def test_exactly_60_of_100_simultaneous_chat_messages_are_admitted(counters):
+    limiter = RateLimiter(counters, lambda: T0, requests=60, window_s=300)
+    assert _burst(100, lambda _: limiter.check("conv-1", "203.0.113.9", [])) == 60
+
+
+def test_a_shared_address_admits_no_more_than_its_limit(counters):
+    """Four users behind one address, 25 requests each at once: per owner at most 20, per address
+    at most 60 (a refusal by the address gives the owner's slot back, so none leaks)."""
+    limiter = RequestLimiter(counters, lambda: T0, {"notes": Rule(20, 300)}, ip_requests=60)
+    owners = ["ann", "bea", "cid", "dan"]
+    admitted = _burst(100, lambda i: limiter.check("notes", owners[i % 4], "198.51.100.1"))
+    assert admitted <= 60
+    counted = counters.get_many([f"rl:notes:owner:{o}:5890752" for o in owners], now=T0)
+    assert all(v <= 20 for v in counted.values())
+    assert sum(counted.values()) == admitted == counters.get("rl:notes:ip:198.51.100.1:5890752", now=T0)

@@ -1,0 +1,124 @@
+"""The launcher contract, one suite for both twins: the Step Functions launcher running the real
+``statemachine/ingest.asl.json`` on moto, and the local in-process pipeline.
+
+A re-upload (same document id, new content) while that document's ingestion runs must end with
+the newest content READY. The ordering is forced with a gate in the steps, not with sleeps: the
+first run's first ``embed_index`` uploads v2 from inside the step (so v1 is certainly mid-run), and
+a later run's ``split`` waits for that step to return (a step already in flight finishes first).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragchat.domain.models import DocumentStatus, SearchFilter
+from ragchat.services.ingestion import IngestSteps
+
+OWNER = "alice"
+DOC = "doc-reupload"
+V1 = "Version one is about the Eiffel Tower in Paris, completed in 1889 for the fair."
+V2 = "Version two is about Mount Everest, the highest mountain above sea level, in the Himalayas."
+
+
+class GatedSteps(IngestSteps):
+    """``IngestSteps`` whose first ``embed_index`` calls ``during_first_embed`` (the re-upload) and
+    whose later ``split`` waits until that step has returned."""
+
+    during_first_embed: Callable[[], None] = staticmethod(lambda: None)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fired = False
+        self._first_embed_done = threading.Event()
+
+    def embed_index(self, owner: str, document_id: str, key: str) -> dict[str, Any]:
+        first, self._fired = not self._fired, True
+        try:
+            if first:
+                self.during_first_embed()
+            return super().embed_index(owner, document_id, key)
+        finally:
+            if first:
+                self._first_embed_done.set()
+
+    def split(self, owner: str, document_id: str) -> dict[str, Any]:
+        if self._fired:
+            assert self._first_embed_done.wait(60), "the first run's step never returned"
+        return super().split(owner, document_id)
+
+
+@dataclass
+class LauncherRig:
+    container: Any
+    wait_idle: Callable[[], None]
+    closed_runs: Callable[[], list[str]]  # Step Functions: every execution's status, oldest first
+    steps_run: Callable[[], list[str]]  # Step Functions: the steps the state machine invoked
+
+
+@pytest.fixture(params=["stepfunctions", "local"])
+def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LauncherRig]:
+    if request.param == "stepfunctions":
+        stack = request.getfixturevalue("stack")
+        c = stack.container
+        c.ingest_steps = GatedSteps(c.documents, c.blobs, c.embedder, c.index, c.settings)
+
+        def wait_sfn() -> None:
+            for e in stack.executions():
+                stack.wait_for(e["executionArn"])
+
+        def runs() -> list[str]:
+            described = [
+                stack.sfn.describe_execution(executionArn=e["executionArn"]) for e in stack.executions()
+            ]
+            return [d["status"] for d in sorted(described, key=lambda d: d["name"])]
+
+        yield LauncherRig(c, wait_sfn, runs, lambda: [i["step"] for i in stack.invocations])
+        return
+    from ragchat.config import load_settings
+    from ragchat.container import Container
+
+    from tests.fakes import FakeEmbedder
+
+    settings = load_settings(
+        {
+            "RAGCHAT_DATA_DIR": str(tmp_path / "data"),
+            "RAGCHAT_CHAT_MODEL": "extractive",
+            "MIN_SIMILARITY": "0.2",
+        }
+    )
+    container = Container(settings, embedder=FakeEmbedder(dimension=64))
+    c = container
+    c.ingest_steps = GatedSteps(c.documents, c.blobs, c.embedder, c.index, c.settings)
+    try:
+        yield LauncherRig(container, lambda: container.launcher.wait_idle(60), lambda: [], lambda: [])
+    finally:
+        container.close()
+
+
+def test_a_reupload_while_ingesting_ends_with_the_newest_content_ready(rig: LauncherRig) -> None:
+    c = rig.container
+    steps: GatedSteps = c.ingest_steps
+    steps.during_first_embed = lambda: c.ingestion.submit(OWNER, text=V2, title="v2", document_id=DOC)
+    c.ingestion.submit(OWNER, text=V1, title="v1", document_id=DOC)
+    # moto's executions and the local worker run in their own threads: wait for every run to close
+    rig.wait_idle()
+    rig.wait_idle()  # the superseding run may have been started while the first wait ran
+
+    doc = c.documents.get_document(OWNER, DOC)
+    assert doc is not None and doc.status == DocumentStatus.READY, rig.closed_runs()
+    assert doc.title == "v2"
+    notes = c.documents.list_notes(OWNER, document_id=DOC, limit=100).items
+    assert [n.text for n in notes] == [V2]
+    assert c.index.count(OWNER) == 1
+    runs = rig.closed_runs()
+    if runs:  # Step Functions: the stale run was stopped mid-run and went no further (moto reports a
+        # run stopped inside a Map as FAILED, AWS as ABORTED; neither runs the Catch's "fail" step)
+        assert len(runs) == 2 and runs[0] != "SUCCEEDED" and runs[1] == "SUCCEEDED", runs
+        assert rig.steps_run() == ["split", "embed_index", "split", "embed_index", "finalize"]
+    hits = c.index.search(c.embedder.embed_query("Everest Himalayas"), SearchFilter(owner=OWNER), 1)
+    assert hits and hits[0].text == V2
