@@ -26,8 +26,10 @@ V2 = "Version two is about Mount Everest, the highest mountain above sea level, 
 
 
 class GatedSteps(IngestSteps):
-    """``IngestSteps`` whose first ``embed_index`` calls ``during_first_embed`` (the re-upload) and
-    whose later ``split`` waits until that step has returned."""
+    """``IngestSteps`` whose first batch read calls ``during_first_embed`` (the re-upload) and whose
+    later ``split`` waits until that batch has been stored. Both twins read a batch first: the state
+    machine's ``embed_index`` step, and the local worker's coalesced rounds (``read_batch`` →
+    ``embed`` → ``store_batch``, without ``embed_index``)."""
 
     during_first_embed: Callable[[], None] = staticmethod(lambda: None)
 
@@ -36,15 +38,23 @@ class GatedSteps(IngestSteps):
         self._fired = False
         self._first_embed_done = threading.Event()
 
+    def read_batch(self, owner: str, document_id: str, key: str) -> tuple[Any, list[dict[str, Any]]]:
+        if not self._fired:
+            self._fired = True
+            self.during_first_embed()
+        return super().read_batch(owner, document_id, key)
+
     def embed_index(self, owner: str, document_id: str, key: str) -> dict[str, Any]:
-        first, self._fired = not self._fired, True
         try:
-            if first:
-                self.during_first_embed()
             return super().embed_index(owner, document_id, key)
         finally:
-            if first:
-                self._first_embed_done.set()
+            self._first_embed_done.set()
+
+    def store_batch(self, *args: Any, **kwargs: Any) -> int:
+        try:
+            return super().store_batch(*args, **kwargs)
+        finally:
+            self._first_embed_done.set()
 
     def split(self, owner: str, document_id: str) -> dict[str, Any]:
         if self._fired:
