@@ -23,7 +23,7 @@ from urllib.parse import unquote_plus
 
 from ragchat.api.uploads import upload_service
 from ragchat.container import Container, ContainerFactory, LazyContainer
-from ragchat.domain.errors import RagchatError, TransientError, ValidationError
+from ragchat.domain.errors import PayloadTooLarge, RagchatError, TransientError, ValidationError
 from ragchat.domain.uploads import UPLOADS_PREFIX, owner_of_key
 from ragchat.observability import S3_REQUEST_ID, lambda_entry, root_logger
 
@@ -41,10 +41,11 @@ def ingest_s3_event(container: Container, event: dict[str, Any]) -> dict[str, An
         info = record.get("s3") or {}
         bucket = str((info.get("bucket") or {}).get("name", ""))
         key = unquote_plus((info.get("object") or {}).get("key", ""))
+        size = int((info.get("object") or {}).get("size") or 0)
         if not key.startswith(UPLOADS_PREFIX) or key.endswith("/"):
             continue
         try:
-            document_id, status = _ingest(container, bucket, key)
+            document_id, status = _ingest(container, bucket, key, size)
         except RagchatError as exc:
             if isinstance(exc, TransientError) or exc.status >= 500:
                 raise
@@ -56,11 +57,13 @@ def ingest_s3_event(container: Container, event: dict[str, Any]) -> dict[str, An
     return {"accepted": accepted, "rejected": rejected}
 
 
-def _ingest(container: Container, bucket: str, key: str) -> tuple[str, str]:
-    expected = container.settings.documents_bucket
-    if expected and bucket != expected:
+def _ingest(container: Container, bucket: str, key: str, size: int) -> tuple[str, str]:
+    settings = container.settings
+    if settings.documents_bucket and bucket != settings.documents_bucket:
         raise ValidationError(f"{key}: bucket {bucket!r} is not the documents bucket (DOCUMENTS_BUCKET)")
     owner_of_key(key)  # no owner: rejected before reading anything
+    if size > settings.max_upload_bytes:  # too large: rejected before reading it into memory
+        raise PayloadTooLarge(f"{key}: {size} bytes is over MAX_UPLOAD_BYTES ({settings.max_upload_bytes})")
     try:
         data, metadata = container.blobs.get_with_metadata(key)
     except KeyError:
