@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ragchat.domain.errors import NotFound
@@ -11,6 +12,12 @@ from ragchat.domain.uploads import PresignedUpload, UploadGrant
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
+# Presigned POSTs signed with SigV4 (botocore would default presigning to SigV2) for the bucket's
+# regional virtual-host URL (the global one redirects a young bucket outside us-east-1, and a browser's
+# cross-origin form POST does not survive the redirect).
+S3_CLIENT_CONFIG = Config(
+    signature_version="s3v4", s3={"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"}
+)
 
 
 class S3BlobStore:
