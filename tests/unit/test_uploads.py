@@ -234,3 +234,11 @@ def test_a_title_too_long_for_object_metadata_is_400() -> None:
         from ragchat.domain.uploads import upload_metadata
 
         upload_metadata("é" * 800, None)
+
+
+def test_a_machine_client_gets_an_upload_under_its_own_key(local_api: Api) -> None:
+    ticket = body(presign(local_api, {"filename": "m.txt"}, principal=None, api_key_id="k1"))
+    assert ticket["key"].startswith("uploads/apikey:k1/")
+    assert post_file(local_api, ticket, b"from a machine")["statusCode"] == 201
+    doc = local_api.call("GET", f"/documents/{ticket['documentId']}", principal=None, api_key_id="k1")
+    assert body(doc)["status"] == "READY"

@@ -30,7 +30,7 @@ UPLOADS_PREFIX = "uploads/"
 MAX_FILENAME_CHARS = 128
 # S3 user metadata: at most 2 KB (names and values, UTF-8 bytes).
 MAX_METADATA_BYTES = 2048
-_SAFE_OWNER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+_SAFE_OWNER = re.compile(r"^[A-Za-z0-9_.@+:-]{1,128}$")  # Cognito subs, apikey:<id>, local names
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.()+-]+")
 
 
