@@ -242,3 +242,13 @@ def test_a_machine_client_gets_an_upload_under_its_own_key(local_api: Api) -> No
     assert post_file(local_api, ticket, b"from a machine")["statusCode"] == 201
     doc = local_api.call("GET", f"/documents/{ticket['documentId']}", principal=None, api_key_id="k1")
     assert body(doc)["status"] == "READY"
+
+
+def test_ragchat_serve_lets_only_the_presigned_post_through_without_its_token() -> None:
+    from ragchat.serving.events import bearer_refusal
+
+    assert bearer_refusal("secret", "POST", "/uploads/local/abc.def", "") is None
+    refused = bearer_refusal("secret", "POST", "/uploads", "")
+    assert refused is not None and refused[0] == 401
+    refused = bearer_refusal("secret", "GET", "/uploads/local/abc.def", "")
+    assert refused is not None and refused[0] == 401
