@@ -177,10 +177,10 @@ def dynamodb_counters(env: ContractEnv) -> Iterator[Counters]:
 def s3_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
     import boto3
     from moto import mock_aws
-    from ragchat.adapters.aws.s3 import S3BlobStore
+    from ragchat.adapters.aws.s3 import S3_CLIENT_CONFIG, S3BlobStore
 
     with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
+        client = boto3.client("s3", region_name="us-east-1", config=S3_CLIENT_CONFIG)
         client.create_bucket(Bucket="docs")
         yield S3BlobStore("docs", client)
 

@@ -59,3 +59,29 @@ def test_get_with_metadata_returns_the_bytes_and_a_metadata_mapping(blob_store):
     assert isinstance(metadata, dict)
     with pytest.raises(KeyError):
         blob_store.get_with_metadata("uploads/alice/missing.txt")
+
+
+def test_a_presigned_post_stores_exactly_the_signed_key(blob_store):
+    """Direct uploads: the form pins the key, the content type and the metadata. S3 takes the POST
+    itself; a store that serves the URL itself hands back the grant behind its token."""
+    key = "uploads/alice/u1/a.md"
+    post = blob_store.presign_post(
+        key, content_type="text/markdown", min_bytes=1, max_bytes=100, expires_in=600, metadata={"title": "T"}
+    )
+    assert post.fields["key"] == key
+    assert (post.fields["Content-Type"], post.fields["x-amz-meta-title"]) == ("text/markdown", "T")
+    if post.url.startswith("/"):
+        grant = blob_store.upload_grant(post.url.rsplit("/", 1)[1])
+        assert (grant.key, grant.content_type, grant.min_bytes, grant.max_bytes) == (
+            key,
+            "text/markdown",
+            1,
+            100,
+        )
+        assert grant.metadata == {"title": "T"}
+    else:
+        import requests
+
+        response = requests.post(post.url, data=post.fields, files={"file": ("a.md", b"hello")}, timeout=30)
+        assert response.status_code == 204, response.text
+        assert blob_store.get_with_metadata(key) == (b"hello", {"title": "T"})

@@ -13,6 +13,7 @@ from ragchat.domain.models import (
     Hit,
     ModelRequest,
 )
+from ragchat.domain.uploads import PresignedUpload, UploadGrant, sign_grant, verify_grant
 
 
 # ----------------------------------------------------------------------------------------- chat model
@@ -100,6 +101,25 @@ class FakeBlobStore:
     def keys(self, prefix: str = "") -> list[str]:
         with self._lock:
             return sorted(k for k in self.objects if k.startswith(prefix))
+
+    def presign_post(
+        self,
+        key: str,
+        *,
+        content_type: str,
+        min_bytes: int,
+        max_bytes: int,
+        expires_in: int,
+        metadata: dict[str, str],
+    ) -> PresignedUpload:
+        """Like the local store: a token route on the server itself (grant signed, never expiring)."""
+        grant = UploadGrant(key, content_type, min_bytes, max_bytes, float("inf"), dict(metadata))
+        fields = {"key": key, "Content-Type": content_type}
+        fields.update({f"x-amz-meta-{name}": value for name, value in metadata.items()})
+        return PresignedUpload(url="/uploads/local/" + sign_grant(grant, b"fake"), fields=fields)
+
+    def upload_grant(self, token: str) -> UploadGrant:
+        return verify_grant(token, b"fake", 0.0)
 
 
 # ---------------------------------------------------------------------------------------- launcher

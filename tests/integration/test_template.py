@@ -33,6 +33,8 @@ BROWSER_ONLY = {("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/swagger"
 STREAMED = ("POST", "/chat/conversations/{}/messages")
 FUNCTIONS = {"NotesApiFunction", "ChatApiFunction", "ChatStreamFunction", "WebUiFunction",
              "IngestStepsFunction", "S3IngestFunction"}  # fmt: skip
+# Served by ``ragchat serve`` only: in the cloud the presigned POST goes to S3 itself.
+LOCAL_ONLY = {("POST", "/uploads/local/{}")}
 
 
 @cache
@@ -151,7 +153,7 @@ def app_routes(areas: set[str] | None = None) -> set[tuple[str, str]]:
 
     app = create_app(make_api().container, areas=areas)
     routes = [*app._static_routes, *app._dynamic_routes]
-    return {(r.method.upper(), normalize(r.path)) for r in routes}
+    return {(r.method.upper(), normalize(r.path)) for r in routes} - LOCAL_ONLY
 
 
 # ------------------------------------------------------------------------------------------ routes

@@ -67,6 +67,27 @@ def test_the_owner_comes_only_from_the_key_never_from_object_metadata() -> None:
     assert json_body(api.call("GET", "/documents", principal="mallory"))["items"] == []
 
 
+def test_an_upload_is_ingested_where_it_lies_and_deleted_with_its_document() -> None:
+    api = make_api()
+    blobs = api.container.blobs
+    key = "uploads/alice/01J/notes.md"
+    upload(blobs, key, b"# Notes\n\nA direct upload.", title="=?UTF-8?B?w4l0w6k=?=", collection="summer")
+    (accepted,) = ingest_s3_event(api.container, s3_event(key))["accepted"]
+    doc = json_body(api.call("GET", f"/documents/{accepted['documentId']}", principal="alice"))
+    assert (doc["title"], doc["collection"], doc["status"]) == ("Été", "summer", "READY")
+    assert isinstance(blobs, FakeBlobStore) and blobs.keys() == [key]  # no copy under documents/
+    assert api.call("DELETE", f"/documents/{doc['id']}", principal="alice")["statusCode"] == 204
+    assert blobs.keys() == []
+
+
+def test_an_object_over_the_upload_limit_is_rejected_without_reading_it() -> None:
+    api = make_api({"MAX_UPLOAD_BYTES": "100"})
+    event = s3_event("uploads/alice/big.txt")
+    event["Records"][0]["s3"]["object"]["size"] = 101
+    result = ingest_s3_event(api.container, event)  # the object is not even in the store
+    assert result["accepted"] == [] and "MAX_UPLOAD_BYTES" in result["rejected"][0]["error"]
+
+
 def test_an_event_from_another_bucket_is_rejected() -> None:
     api = make_api()
     settings = api.container.settings.model_copy(update={"documents_bucket": "docs"})

@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     rate_limit_uploads_requests: int | None = Field(None, alias="RATE_LIMIT_UPLOADS_REQUESTS", ge=1)
     rate_limit_uploads_window_s: int | None = Field(None, alias="RATE_LIMIT_UPLOADS_WINDOW_SECONDS", ge=1)
     rate_limit_ip_requests: int | None = Field(None, alias="RATE_LIMIT_IP_REQUESTS", ge=1)
+    # Direct uploads (POST /uploads, issue 11): the largest file a presigned POST accepts (1 byte up to
+    # this) and how long the presigned POST stays valid.
+    max_upload_bytes: int = Field(500 * MiB, alias="MAX_UPLOAD_BYTES", ge=1)
+    upload_url_expires_s: int = Field(900, alias="UPLOAD_URL_EXPIRES_SECONDS", ge=60, le=7 * 24 * 3600)
 
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")

@@ -158,10 +158,11 @@ class Container:
     @cached_property
     def blobs(self) -> BlobStore:
         if self.settings.backend == "aws":
-            from ragchat.adapters.aws.s3 import S3BlobStore
+            from ragchat.adapters.aws.s3 import S3_CLIENT_CONFIG, S3BlobStore
 
             return S3BlobStore(
-                _required(self.settings.documents_bucket, "DOCUMENTS_BUCKET"), self._client("s3")
+                _required(self.settings.documents_bucket, "DOCUMENTS_BUCKET"),
+                self._client("s3", config=S3_CLIENT_CONFIG),
             )
         from ragchat.adapters.local.files import FileBlobStore
 

@@ -21,6 +21,7 @@ from ragchat.domain.models import (
     SearchFilter,
     VectorRecord,
 )
+from ragchat.domain.uploads import PresignedUpload, UploadGrant
 
 
 @runtime_checkable
@@ -248,6 +249,27 @@ class BlobStore(Protocol):
         ...
 
     def delete_prefix(self, prefix: str) -> int: ...
+
+    def presign_post(
+        self,
+        key: str,
+        *,
+        content_type: str,
+        min_bytes: int,
+        max_bytes: int,
+        expires_in: int,
+        metadata: dict[str, str],
+    ) -> PresignedUpload:
+        """A browser form POST that stores one file at ``key`` without further credentials: the
+        content type and ``metadata`` (names without ``x-amz-meta-``) pinned, the size within
+        ``[min_bytes, max_bytes]``, valid for ``expires_in`` seconds. The URL may be relative (a route
+        of the local server itself)."""
+        ...
+
+    def upload_grant(self, token: str) -> UploadGrant:
+        """The grant behind a presigned URL the store serves itself (``/uploads/local/<token>``);
+        ``Forbidden`` when forged or expired, ``NotFound`` for a store whose uploads go elsewhere."""
+        ...
 
 
 @runtime_checkable

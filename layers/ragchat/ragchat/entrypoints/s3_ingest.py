@@ -7,7 +7,10 @@
   bucket is rejected.
 - Document id: stable per object key (``stable_document_id``), so re-uploading the same key
   replaces the document instead of adding another.
-- Object metadata may carry ``title`` and ``collection``.
+- The object is ingested where it lies (``UploadService.ingest_stored``): the document's body is
+  the uploaded object (no second copy), so deleting the document deletes it.
+- Object metadata may carry ``title`` (plain or RFC 2047, as ``POST /uploads`` signs it) and
+  ``collection``.
 - Permanent problems (unsupported type, too large, no owner) are logged as ``s3_ingest.rejected``
   and reported; anything else (throttling, storage errors) is raised so Lambda retries the event.
 """
@@ -18,23 +21,17 @@ import logging
 from typing import Any
 from urllib.parse import unquote_plus
 
+from ragchat.api.uploads import upload_service
 from ragchat.container import Container, ContainerFactory, LazyContainer
-from ragchat.domain.errors import RagchatError, TransientError, ValidationError
-from ragchat.domain.ids import stable_document_id
+from ragchat.domain.errors import PayloadTooLarge, RagchatError, TransientError, ValidationError
+from ragchat.domain.uploads import UPLOADS_PREFIX, owner_of_key
 from ragchat.observability import S3_REQUEST_ID, lambda_entry, root_logger
 
 root_logger()  # JSON log lines on stdout, correlated by the S3 request id (ragchat.observability)
 logger = logging.getLogger("ragchat.s3_ingest")
 
-UPLOADS_PREFIX = "uploads/"
-
-
-def owner_for(key: str) -> str:
-    """The owner named by the key ``uploads/<owner>/<file>``; nothing else can name it."""
-    parts = key.split("/")
-    if len(parts) >= 3 and parts[0] == "uploads" and parts[1].strip():
-        return parts[1].strip()
-    raise ValidationError(f"{key}: no owner (upload under uploads/<owner>/<file>)")
+owner_for = owner_of_key
+__all__ = ["UPLOADS_PREFIX", "ingest_s3_event", "owner_for", "s3_ingest_handler"]
 
 
 def ingest_s3_event(container: Container, event: dict[str, Any]) -> dict[str, Any]:
@@ -44,10 +41,11 @@ def ingest_s3_event(container: Container, event: dict[str, Any]) -> dict[str, An
         info = record.get("s3") or {}
         bucket = str((info.get("bucket") or {}).get("name", ""))
         key = unquote_plus((info.get("object") or {}).get("key", ""))
+        size = int((info.get("object") or {}).get("size") or 0)
         if not key.startswith(UPLOADS_PREFIX) or key.endswith("/"):
             continue
         try:
-            document_id, status = _ingest(container, bucket, key)
+            document_id, status = _ingest(container, bucket, key, size)
         except RagchatError as exc:
             if isinstance(exc, TransientError) or exc.status >= 500:
                 raise
@@ -59,24 +57,19 @@ def ingest_s3_event(container: Container, event: dict[str, Any]) -> dict[str, An
     return {"accepted": accepted, "rejected": rejected}
 
 
-def _ingest(container: Container, bucket: str, key: str) -> tuple[str, str]:
-    expected = container.settings.documents_bucket
-    if expected and bucket != expected:
+def _ingest(container: Container, bucket: str, key: str, size: int) -> tuple[str, str]:
+    settings = container.settings
+    if settings.documents_bucket and bucket != settings.documents_bucket:
         raise ValidationError(f"{key}: bucket {bucket!r} is not the documents bucket (DOCUMENTS_BUCKET)")
-    owner = owner_for(key)
+    owner_of_key(key)  # no owner: rejected before reading anything
+    if size > settings.max_upload_bytes:  # too large: rejected before reading it into memory
+        raise PayloadTooLarge(f"{key}: {size} bytes is over MAX_UPLOAD_BYTES ({settings.max_upload_bytes})")
     try:
         data, metadata = container.blobs.get_with_metadata(key)
     except KeyError:
         raise ValidationError(f"{key}: the object no longer exists") from None
-    doc = container.ingestion.submit_file(
-        owner,
-        data=data,
-        filename=key.rsplit("/", 1)[-1],
-        content_type=None,
-        title=metadata.get("title") or None,
-        collection=metadata.get("collection") or None,
-        source=f"s3://{bucket}/{key}",
-        document_id=stable_document_id(key),
+    doc = upload_service(container).ingest_stored(
+        key, data=data, metadata=metadata, source=f"s3://{bucket}/{key}"
     )
     return doc.id, str(doc.status)
 

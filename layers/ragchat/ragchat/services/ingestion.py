@@ -158,15 +158,18 @@ class IngestionService:
         split: bool | None = None,
         source: str = "api",
         document_id: str | None = None,
+        stored_key: str | None = None,
     ) -> Document:
         """Accept a document (``body``; ``text`` is an alias for a text body). Returns the document as
         stored (``PENDING``) once the pipeline is started. Everything is checked before anything is
-        stored: a refused document leaves no trace."""
+        stored: a refused document leaves no trace. ``stored_key``: the body already lies in the blob
+        store there (a direct upload, up to ``MAX_UPLOAD_BYTES``): it is used in place, not copied."""
         if not owner:
             raise ValidationError("owner is required")
-        raw = _raw_body(
-            body if body is not None else text, self.settings.max_body_bytes, self.settings.body_limit_bytes
-        )
+        max_body, limit = self.settings.max_body_bytes, self.settings.body_limit_bytes
+        if stored_key is not None:  # a direct upload: its own limit, no safety factor
+            max_body, limit = int(self.settings.max_upload_bytes * 1.2), self.settings.max_upload_bytes
+        raw = _raw_body(body if body is not None else text, max_body, limit)
         ctype = resolve_content_type(content_type, filename, raw)
         body_text = _checked_text(raw, ctype)
         given_title = optional_title(title)
@@ -182,21 +185,22 @@ class IngestionService:
             status=DocumentStatus.PENDING,
             split=validate_split(split),
         )
-        stored = self._store(doc, raw, replacing=document_id is not None)
+        stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
         return stored
 
-    def _store(self, doc: Document, raw: bytes, *, replacing: bool) -> Document:
-        """Put the body and record the document (a replacement keeps ``enabled`` and drops the old
-        body if its key changes)."""
-        key = body_key(doc.owner, doc.id, doc.content_type)
+    def _store(self, doc: Document, raw: bytes, *, replacing: bool, stored_key: str | None) -> Document:
+        """Put the body (unless it already lies at ``stored_key``) and record the document (a
+        replacement keeps ``enabled`` and drops the old body if its key changes)."""
+        key = stored_key or body_key(doc.owner, doc.id, doc.content_type)
         previous = self.documents.get_document(doc.owner, doc.id) if replacing else None
         enabled = True
         if previous is not None:
             enabled = previous.enabled
             if previous.body_key and previous.body_key != key:
                 self.blobs.delete(previous.body_key)
-        self.blobs.put(key, raw, content_type=doc.content_type)
+        if stored_key is None:
+            self.blobs.put(key, raw, content_type=doc.content_type)
         stored = self.documents.create_document(replace(doc, body_key=key, enabled=enabled))
         logger.info(
             "ingest.accepted",
@@ -235,6 +239,7 @@ class IngestionService:
         split: bool | None = None,
         source: str = "api",
         document_id: str | None = None,
+        stored_key: str | None = None,
     ) -> Document:
         """An uploaded file (``.txt .md .html .pdf``): the type comes from ``content_type`` or the
         file name; the title defaults to the file name."""
@@ -249,4 +254,5 @@ class IngestionService:
             split=split,
             source=source,
             document_id=document_id,
+            stored_key=stored_key,
         )

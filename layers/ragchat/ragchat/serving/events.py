@@ -209,6 +209,8 @@ def bearer_refusal(api_token: str | None, method: str, path: str, authorization:
         return None
     if method in ("GET", "HEAD") and (path in OPEN_PAGES or path.startswith(OPEN_PREFIXES)):
         return None
+    if method == "POST" and path.startswith("/uploads/local/"):  # a presigned upload: its token is the grant
+        return None
     scheme, _, token = authorization.partition(" ")
     # bytes: compare_digest refuses non-ASCII str, and a typed token may hold anything
     if scheme.lower() != "bearer" or not hmac.compare_digest(

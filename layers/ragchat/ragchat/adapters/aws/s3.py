@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from botocore.config import Config
 from botocore.exceptions import ClientError
+
+from ragchat.domain.errors import NotFound
+from ragchat.domain.uploads import PresignedUpload, UploadGrant
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
+# Presigned POSTs signed with SigV4 (botocore would default presigning to SigV2) for the bucket's
+# regional virtual-host URL (the global one redirects a young bucket outside us-east-1, and a browser's
+# cross-origin form POST does not survive the redirect).
+S3_CLIENT_CONFIG = Config(
+    signature_version="s3v4", s3={"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"}
+)
 
 
 class S3BlobStore:
@@ -55,3 +65,27 @@ class S3BlobStore:
                     raise RuntimeError(f"S3 could not delete {len(errors)} object(s): {failed}")
                 deleted += len(batch)
         return deleted
+
+    def presign_post(
+        self,
+        key: str,
+        *,
+        content_type: str,
+        min_bytes: int,
+        max_bytes: int,
+        expires_in: int,
+        metadata: dict[str, str],
+    ) -> PresignedUpload:
+        """``generate_presigned_post``: signed with the caller's credentials (which need
+        ``s3:PutObject`` on the key); S3 enforces the key, size range, type and metadata."""
+        fields = {"Content-Type": content_type}
+        fields.update({f"x-amz-meta-{name}": value for name, value in metadata.items()})
+        conditions: list[Any] = [["content-length-range", min_bytes, max_bytes]]
+        conditions += [{name: value} for name, value in fields.items()]
+        resp = self._client.generate_presigned_post(
+            Bucket=self.bucket, Key=key, Fields=fields, Conditions=conditions, ExpiresIn=expires_in
+        )
+        return PresignedUpload(url=str(resp["url"]), fields={k: str(v) for k, v in resp["fields"].items()})
+
+    def upload_grant(self, token: str) -> UploadGrant:
+        raise NotFound("Not found: uploads go straight to S3")

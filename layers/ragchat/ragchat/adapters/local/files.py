@@ -5,20 +5,31 @@ absolute, contains ``.``/``..``/empty segments, a backslash or a NUL byte is rej
 ``ValueError`` before anything touches the disk, so no key can reach outside the root. Writes are
 atomic: the data goes to a temporary file under ``<root>/.tmp`` and is renamed into place, so a
 reader sees the old or the new content, never half a file.
+
+Direct uploads (``presign_post``): the "presigned POST" is a route of the local server itself,
+``/uploads/local/<token>``, where the token is the grant signed with a secret kept in
+``<root>/.upload-secret`` (made on first use, shared by every process on the same data dir).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from pathlib import Path
 
+from ragchat.domain.clock import Clock, system_clock
+from ragchat.domain.uploads import PresignedUpload, UploadGrant, sign_grant, verify_grant
+
 _TMP = ".tmp"
+_SECRET = ".upload-secret"
+LOCAL_UPLOAD_PATH = "/uploads/local/"
 
 
 class FileBlobStore:
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, clock: Clock = system_clock) -> None:
         self.root = Path(root)
+        self.clock = clock
 
     # ------------------------------------------------------------------ key → path
     @staticmethod
@@ -33,8 +44,8 @@ class FileBlobStore:
         parts = body.split("/")
         if any(p in ("", ".", "..") for p in parts):
             raise ValueError(f"invalid blob key: {key!r}")
-        if parts[0] == _TMP:
-            raise ValueError(f"blob keys may not start with {_TMP}/: {key!r}")
+        if parts[0] in (_TMP, _SECRET):
+            raise ValueError(f"blob keys may not start with {parts[0]}: {key!r}")
         return parts
 
     def _path(self, key: str) -> Path:
@@ -93,7 +104,7 @@ class FileBlobStore:
         for entry in list(directory.iterdir()):
             if not entry.name.startswith(name_prefix):
                 continue
-            if entry == self.root / _TMP:
+            if entry in (self.root / _TMP, self.root / _SECRET):
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 for sub in sorted(entry.rglob("*"), reverse=True):
@@ -108,6 +119,52 @@ class FileBlobStore:
                 deleted += 1
         self._prune(directory)
         return deleted
+
+    def presign_post(
+        self,
+        key: str,
+        *,
+        content_type: str,
+        min_bytes: int,
+        max_bytes: int,
+        expires_in: int,
+        metadata: dict[str, str],
+    ) -> PresignedUpload:
+        """A relative URL on the local server; the form fields mirror S3's (``key``, ``Content-Type``,
+        ``x-amz-meta-*``) so one client works against both."""
+        self._segments(key)
+        grant = UploadGrant(
+            key=key,
+            content_type=content_type,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            expires=self.clock() + expires_in,
+            metadata=dict(metadata),
+        )
+        fields = {"key": key, "Content-Type": content_type}
+        fields.update({f"x-amz-meta-{name}": value for name, value in metadata.items()})
+        return PresignedUpload(url=LOCAL_UPLOAD_PATH + sign_grant(grant, self._secret()), fields=fields)
+
+    def upload_grant(self, token: str) -> UploadGrant:
+        return verify_grant(token, self._secret(), self.clock())
+
+    def _secret(self) -> bytes:
+        path = self.root / _SECRET
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=self.root, prefix=".secret-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(32))
+            os.link(tmp_name, path)  # atomic; fails if another process made it first
+        except FileExistsError:
+            pass
+        finally:
+            Path(tmp_name).unlink(missing_ok=True)
+        return path.read_bytes()
 
     def _prune(self, directory: Path) -> None:
         """Remove now-empty folders between ``directory`` and the root."""

@@ -1,0 +1,143 @@
+"""Direct uploads (issue 11): ``POST /uploads`` grants a presigned POST; locally the POST itself lands
+on ``POST /uploads/local/{token}`` (the stand-in for S3, reached through ``ragchat serve``).
+
+Client contract (the same in the cloud and locally):
+1. ``POST /uploads`` ``{filename, contentType?, title?, collection?}`` → 201
+   ``{documentId, key, url, fields, contentType, maxBytes, expiresAt}``.
+2. ``POST url`` as ``multipart/form-data``: every entry of ``fields`` first, the file last (field
+   name ``file``), no ``Authorization`` header. S3 answers 204; the local route 201.
+3. Poll ``GET /documents/{documentId}``: 404 until the upload has landed and been accepted, then
+   ``PENDING``/``PROCESSING`` → ``READY`` (or ``FAILED`` with ``error``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragchat.api.auth import principal
+from ragchat.domain.errors import ValidationError
+from ragchat.domain.labels import MAX_TITLE_CHARS
+from ragchat.services.uploads import UploadService, UploadTicket
+
+if TYPE_CHECKING:
+    from ragchat.container import Container
+
+# Room left for the form fields and multipart framing when the local server receives the file.
+FORM_OVERHEAD_BYTES = 64 * 1024
+
+
+class UploadIn(BaseModel):
+    """``POST /uploads``."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    filename: str = Field(description="The file's name; its extension (.txt .md .html .pdf) sets the type.")
+    content_type: str | None = Field(None, alias="contentType", description="Pinned in the signed form.")
+    title: str | None = Field(None, max_length=MAX_TITLE_CHARS)
+    collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")
+
+
+def upload_service(container: Container) -> UploadService:
+    """Uploads over the container's blob store and ingestion. The local server takes a body up to its
+    request limit, so a local grant never allows more than that."""
+    settings = container.settings
+    max_bytes = settings.max_upload_bytes
+    if settings.backend != "aws":
+        max_bytes = min(max_bytes, settings.body_limit_bytes - FORM_OVERHEAD_BYTES)
+    return UploadService(
+        container.blobs, container.ingestion, max_bytes=max_bytes, expires_in=settings.upload_url_expires_s
+    )
+
+
+def router(container: Container) -> APIGatewayRouter:
+    r = APIGatewayRouter()  # type: ignore[no-untyped-call]
+
+    @r.post("/uploads", status_code=201, summary="Get a presigned POST for a large file", tags=["documents"])
+    def post_upload(upload: Annotated[UploadIn, Body()]) -> Response[dict[str, Any]]:
+        ticket = upload_service(container).presign(
+            principal(r.current_event),
+            filename=upload.filename,
+            content_type=upload.content_type,
+            title=upload.title,
+            collection=upload.collection,
+        )
+        return _json(201, ticket_json(ticket, r.current_event))
+
+    @r.post(
+        "/uploads/local/<token>",
+        status_code=201,
+        summary="Receive a presigned upload (local server only)",
+        tags=["documents"],
+        include_in_schema=False,
+    )
+    def receive_local(token: Annotated[str, Path()]) -> Response[dict[str, Any]]:
+        fields, data = read_form(r.current_event)
+        doc = upload_service(container).receive_local(token, fields, data)
+        return _json(201, {"documentId": doc.id, "status": str(doc.status)})
+
+    return r
+
+
+def ticket_json(ticket: UploadTicket, event: Any) -> dict[str, Any]:
+    return {
+        "documentId": ticket.document_id,
+        "key": ticket.key,
+        "url": absolute_url(ticket.post.url, event),
+        "fields": ticket.post.fields,
+        "contentType": ticket.content_type,
+        "maxBytes": ticket.max_bytes,
+        "expiresAt": ticket.expires_at,
+    }
+
+
+def absolute_url(url: str, event: Any) -> str:
+    """A URL on this server (``/uploads/local/…``) made absolute from the request's ``Host``."""
+    if not url.startswith("/"):
+        return url
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    host = headers.get("host")
+    if not host:
+        return url
+    scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip() or "http"
+    return f"{scheme}://{host}{url}"
+
+
+def read_form(event: Any) -> tuple[dict[str, str], bytes]:
+    """A ``multipart/form-data`` body as (text fields, the file's bytes); the file is the part with a
+    file name (or named ``file``)."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    from ragchat.api.app import decode_body
+
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    ctype = headers.get("content-type", "")
+    if not ctype.lower().startswith("multipart/form-data"):
+        raise ValidationError("Send the upload as multipart/form-data: the fields, then the file")
+    message = BytesParser(policy=HTTP).parsebytes(
+        b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n" + decode_body(event.raw_event)
+    )
+    if not message.is_multipart():
+        raise ValidationError("Malformed multipart body")
+    fields: dict[str, str] = {}
+    data: bytes | None = None
+    for part in message.iter_parts():
+        name = str(part.get_param("name", header="content-disposition") or "")
+        payload = part.get_payload(decode=True)
+        raw = payload if isinstance(payload, bytes) else b""
+        if part.get_filename() is not None or name == "file":
+            data = raw
+        else:
+            fields[name] = raw.decode("utf-8", errors="replace")
+    if data is None:
+        raise ValidationError("No file part in the form (send the file last, in a field named 'file')")
+    return fields, data
+
+
+def _json(status: int, body: dict[str, Any]) -> Response[dict[str, Any]]:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)

@@ -1,0 +1,171 @@
+"""Direct uploads (issue 11): the rules for a presigned upload, independent of where it lands.
+
+- Key: ``uploads/<owner>/<upload id>/<file name>``. The S3 trigger takes the owner from the second
+  segment only and derives the document id from the whole key (``stable_document_id``), so the id
+  is known when the upload is granted, and posting the same key again replaces the document.
+- The file name keeps its extension (the trigger detects the type from it) and loses anything that
+  is not plainly safe in a key.
+- Title and collection travel as object metadata (``x-amz-meta-title``/``x-amz-meta-collection``).
+  S3 metadata is US-ASCII: other text is carried as an RFC 2047 encoded word (what S3 itself uses),
+  and :func:`decode_metadata_value` reads either form back.
+- A local upload grant is a signed token (HMAC-SHA256 over the grant as JSON, with an expiry).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from email.header import decode_header, make_header
+
+from ragchat.domain.errors import Forbidden, ValidationError
+from ragchat.domain.extraction import detect_content_type, supported_extensions
+from ragchat.domain.ids import stable_document_id
+from ragchat.domain.labels import optional_title, validate_collection
+
+UPLOADS_PREFIX = "uploads/"
+MAX_FILENAME_CHARS = 128
+# S3 user metadata: at most 2 KB (names and values, UTF-8 bytes).
+MAX_METADATA_BYTES = 2048
+_SAFE_OWNER = re.compile(r"^[A-Za-z0-9_.@+:-]{1,128}$")  # Cognito subs, apikey:<id>, local names
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.()+-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class PresignedUpload:
+    """Where and how to POST one file: a form ``url`` and the ``fields`` to send before the file."""
+
+    url: str
+    fields: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class UploadGrant:
+    """What a presigned upload allows: one key, one content type, a size range, until ``expires``."""
+
+    key: str
+    content_type: str
+    min_bytes: int
+    max_bytes: int
+    expires: float
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UploadRequest:
+    """A validated ``POST /uploads`` body."""
+
+    filename: str
+    content_type: str
+    title: str | None
+    collection: str | None
+
+
+def validate_upload_request(
+    filename: object, content_type: object = None, title: object = None, collection: object = None
+) -> UploadRequest:
+    """The domain rules for a direct upload: a supported file name, a title, a collection."""
+    if not isinstance(filename, str) or not filename.strip():
+        raise ValidationError("filename is required (e.g. report.pdf)")
+    if content_type is not None and not isinstance(content_type, str):
+        raise ValidationError("contentType must be a string")
+    name = safe_filename(filename)
+    ctype = detect_content_type(name, content_type)
+    if "." not in name:  # the trigger detects the type from the key's extension
+        raise ValidationError(f"filename needs an extension: upload {supported_extensions()}")
+    return UploadRequest(
+        filename=name,
+        content_type=ctype,
+        title=optional_title(title),
+        collection=validate_collection(collection),
+    )
+
+
+def safe_filename(filename: str) -> str:
+    """The last path segment of ``filename`` with unsafe characters replaced by ``_`` (extension kept)."""
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    stem, dot, ext = name.rpartition(".")
+    if not dot:
+        stem, ext = name, ""
+    stem = _UNSAFE_NAME_CHARS.sub("_", stem).strip("._") or "upload"
+    ext = _UNSAFE_NAME_CHARS.sub("", ext).lower()
+    room = MAX_FILENAME_CHARS - (len(ext) + 1 if ext else 0)
+    return stem[:room] + (f".{ext}" if ext else "")
+
+
+def upload_key(owner: str, upload_id: str, filename: str) -> str:
+    """``uploads/<owner>/<upload id>/<file name>``; an owner that cannot be a key segment as-is (the
+    trigger reads it back verbatim) cannot upload directly."""
+    if not _SAFE_OWNER.match(owner) or owner in (".", ".."):
+        raise Forbidden("This account cannot upload directly; use POST /documents")
+    return f"{UPLOADS_PREFIX}{owner}/{upload_id}/{safe_filename(filename)}"
+
+
+def owner_of_key(key: str) -> str:
+    """The owner named by the key ``uploads/<owner>/<file>``; nothing else can name it."""
+    parts = key.split("/")
+    if len(parts) >= 3 and parts[0] == "uploads" and parts[1].strip():
+        return parts[1].strip()
+    raise ValidationError(f"{key}: no owner (upload under uploads/<owner>/<file>)")
+
+
+def document_id_for_key(key: str) -> str:
+    """The id the S3 trigger gives the document an upload key becomes."""
+    return stable_document_id(key)
+
+
+def upload_metadata(title: str | None, collection: str | None) -> dict[str, str]:
+    """Object metadata for an upload (names without the ``x-amz-meta-`` prefix), ASCII-safe."""
+    meta: dict[str, str] = {}
+    if title:
+        meta["title"] = encode_metadata_value(title)
+    if collection:
+        meta["collection"] = collection
+    size = sum(len(k) + len(v) for k, v in meta.items())
+    if size > MAX_METADATA_BYTES:
+        raise ValidationError("title is too long for a direct upload (object metadata is limited to 2 KB)")
+    return meta
+
+
+def encode_metadata_value(value: str) -> str:
+    """ASCII text as-is (runs of whitespace become one space); anything else as one RFC 2047 word."""
+    value = " ".join(value.split())
+    if value.isascii() and not value.startswith("=?"):
+        return value
+    return "=?UTF-8?B?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+def decode_metadata_value(value: str) -> str:
+    """Inverse of :func:`encode_metadata_value`; plain values pass through."""
+    if "=?" not in value:
+        return value
+    try:
+        return str(make_header(decode_header(value)))
+    except (ValueError, LookupError, UnicodeDecodeError):
+        return value
+
+
+# ------------------------------------------------------------------------------ local upload tokens
+def sign_grant(grant: UploadGrant, secret: bytes) -> str:
+    payload = base64.urlsafe_b64encode(json.dumps(asdict(grant), sort_keys=True).encode()).rstrip(b"=")
+    mac = base64.urlsafe_b64encode(hmac.new(secret, payload, hashlib.sha256).digest()).rstrip(b"=")
+    return f"{payload.decode()}.{mac.decode()}"
+
+
+def verify_grant(token: str, secret: bytes, now: float) -> UploadGrant:
+    """The grant a token carries; ``Forbidden`` when forged, altered or expired."""
+    payload, _, mac = token.partition(".")
+    expected = base64.urlsafe_b64encode(hmac.new(secret, payload.encode(), hashlib.sha256).digest())
+    if not mac or not hmac.compare_digest(expected.rstrip(b"="), mac.encode()):
+        raise Forbidden("Invalid upload token")
+    try:
+        data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        grant = UploadGrant(**data)
+    except (ValueError, TypeError):
+        raise Forbidden("Invalid upload token") from None
+    if now >= grant.expires:
+        raise Forbidden("The upload URL has expired: ask POST /uploads for a new one")
+    return grant
