@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
+from ragchat.api.limits import rate_limit
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.services.uploads import UploadService, UploadTicket
@@ -59,6 +60,7 @@ def router(container: Container) -> APIGatewayRouter:
 
     @r.post("/uploads", status_code=201, summary="Get a presigned POST for a large file", tags=["documents"])
     def post_upload(upload: Annotated[UploadIn, Body()]) -> Response[dict[str, Any]]:
+        rate_limit(container, "uploads", r.current_event)
         ticket = upload_service(container).presign(
             principal(r.current_event),
             filename=upload.filename,
