@@ -38,6 +38,53 @@ def _pct(values: Any) -> dict[str, float]:
     }
 
 
+def passage_table(embedder: Any, paragraphs: list[str]) -> tuple[Any, list[list[int]], list[list[set[str]]]]:
+    """Every paragraph's two-sentence passages (embedded once, cached), and its sentences' words."""
+    from ragchat.domain.answerability import content_words, evidence_passages
+    from ragchat.domain.extractive import split_sentences
+
+    texts: list[str] = []
+    owned: list[list[int]] = []
+    words: list[list[set[str]]] = []
+    for para in paragraphs:
+        passages = evidence_passages([para], limit=10_000)
+        owned.append(list(range(len(texts), len(texts) + len(passages))))
+        texts.extend(passages)
+        words.append([content_words(s) for s in split_sentences(para)])
+    return embed_cached(embedder, texts, "squad-passages"), owned, words
+
+
+def decision_answers(
+    questions: list[str],
+    q_vecs: Any,
+    scores: Any,
+    kb_index: Any,
+    table: tuple[Any, list[list[int]], list[list[set[str]]]],
+) -> Any:
+    """The calibrated decision (default MIN_SIMILARITY) for every question against one fold's KB."""
+    import numpy as np
+    from ragchat.config import DEFAULT_MIN_SIMILARITY
+    from ragchat.domain.answerability import CALIBRATED, MAX_PASSAGES, Signals, content_words, decide
+
+    model = "all-MiniLM-L6-v2"
+    p_vecs, owned, words = table
+    top3 = np.argsort(-scores, axis=1)[:, :3]
+    out = np.zeros(len(questions), dtype=bool)
+    for i, question in enumerate(questions):
+        paras = kb_index[top3[i]]
+        sims = scores[i, top3[i]]
+        rows = [r for p in paras for r in owned[p]][:MAX_PASSAGES]
+        passage = float((p_vecs[rows] @ q_vecs[i]).max()) if rows else None
+        asked = content_words(question)
+        cover = (
+            max((len(asked & w) / len(asked) for p in paras for w in words[p]), default=0.0) if asked else 0.0
+        )
+        margin = float(sims[0] - sims[1:].mean())
+        signals = Signals(float(sims[0]), passage, 0.0, cover, margin)
+        out[i] = decide(signals, DEFAULT_MIN_SIMILARITY[model], CALIBRATED[model]).answer
+    return out
+
+
 def main() -> None:
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
@@ -69,6 +116,7 @@ def main() -> None:
     pa, qa_art = np.asarray(para_article), np.asarray(q_article)
     qp, ans = np.asarray(q_para), np.asarray(q_answerable)
     grid = np.round(np.arange(0.0, 1.0001, 0.01), 2)
+    table = passage_table(embedder, paragraphs)
     folds = []
     for parity in (0, 1):
         kb_articles = [a for a in range(len(articles)) if a % 2 == parity]
@@ -85,6 +133,7 @@ def main() -> None:
         gold = qp[in_kb_q & ans]
         top1_right = float(np.mean(kb_index[order[:, 0]] == gold))
         top3_right = float(np.mean((kb_index[order] == gold[:, None]).any(axis=1)))
+        decided = decision_answers(questions, q_vecs, scores, kb_index, table)
         answered = (in_kb[:, None] >= grid[None, :]).mean(axis=0)
         refused = (out_kb[:, None] < grid[None, :]).mean(axis=0)
         folds.append(
@@ -103,6 +152,11 @@ def main() -> None:
                 "_out": out_kb,
                 "_unans": in_kb_unanswerable,
                 "_balanced": (answered + refused) / 2,
+                "decision": {
+                    "in_kb_answered": round(float(decided[in_kb_q & ans].mean()), 4),
+                    "out_of_kb_refused": round(float((~decided[~in_kb_q]).mean()), 4),
+                    "in_kb_unanswerable_answered": round(float(decided[in_kb_q & ~ans].mean()), 4),
+                },
             }
         )
 
@@ -124,6 +178,11 @@ def main() -> None:
         }
 
     at = [rates(best), *(rates(t) for t in COMPARE if t != best)]
+    decided = {
+        key: round(float(np.mean([f["decision"][key] for f in folds])), 4)
+        for key in ("in_kb_answered", "out_of_kb_refused", "in_kb_unanswerable_answered")
+    }
+    decided["balanced_accuracy"] = round((decided["in_kb_answered"] + decided["out_of_kb_refused"]) / 2, 4)
     for f in folds:
         for key in ("_in", "_out", "_unans", "_balanced"):
             f.pop(key)
@@ -133,6 +192,7 @@ def main() -> None:
         "method": "2 folds (even/odd articles as KB); threshold maximising mean balanced accuracy, grid 0.01",
         "chosen_threshold": best,
         "at": at,
+        "calibrated_decision": decided,
         "folds": folds,
         "embed_seconds": round(embed_s, 1),
         "machine": {
@@ -179,6 +239,12 @@ def main() -> None:
             f"| {r['threshold']:.2f}{mark} | {r['in_kb_refused']:.1%} | {r['out_of_kb_answered']:.1%} "
             f"| {r['balanced_accuracy']:.1%} | {r['in_kb_unanswerable_answered']:.1%} |"
         )
+    lines.append(
+        "| calibrated decision (default; ragchat.domain.answerability) "
+        f"| {1 - decided['in_kb_answered']:.1%} "
+        f"| {1 - decided['out_of_kb_refused']:.1%} | {decided['balanced_accuracy']:.1%} "
+        f"| {decided['in_kb_unanswerable_answered']:.1%} |"
+    )
     chosen = at[0]
     seeds = next(r for r in at if r["threshold"] == 0.65)
     lines += [
