@@ -92,6 +92,26 @@ def choose_cutoff(p: Any, kinds: list[str]) -> float:
     return 0.5
 
 
+def fit_coefficients(qs: list[Question], signals: list[dict[str, Any]], threshold: float) -> Any:
+    """Fit :data:`FEATURES` on the dev split and pick the cutoff (``Coefficients``)."""
+    import numpy as np
+    from ragchat.domain import answerability
+
+    feats = [answerability.features(answerability.Signals(**s), threshold) for s in signals]
+    x = np.array([[f[n] for n in FEATURES] for f in feats])
+    y = np.array([q.kind == "answerable" for q in qs], dtype=float)
+    dev = np.array([q.split == "dev" for q in qs])
+    intercept, weights = fit(x[dev], y[dev])
+    p_dev = 1 / (1 + np.exp(-(intercept + x[dev] @ np.asarray(weights))))
+    cutoff = choose_cutoff(p_dev, [q.kind for q in qs if q.split == "dev"])
+    return answerability.Coefficients(
+        threshold,
+        round(intercept, 3),
+        {n: round(w, 3) for n, w in zip(FEATURES, weights, strict=True)},
+        cutoff,
+    )
+
+
 def record_signals(container: Any, qs: list[Question]) -> list[dict[str, Any]]:
     """The decision's signals for every question (sentences embedded whatever the coefficients)."""
     from ragchat.domain import answerability
@@ -151,12 +171,38 @@ def score(qs: list[Question], rows: list[dict[str, Any]], split: str) -> dict[st
     }
 
 
+def run_modes(container: Any, names: dict[str, str], qs: list[Question], coefficients: Any) -> dict[str, Any]:
+    """Every question asked with the seeds' rule and with ``coefficients``, in both retrieval modes."""
+    from ragchat.domain import answerability
+
+    model_id = container.embedder.model_id
+    saved = answerability.CALIBRATED.pop(model_id, None)
+    runs: dict[str, Any] = {}
+    try:
+        for mode in ("vector", "hybrid"):
+            answerability.CALIBRATED.pop(model_id, None)
+            seeds = ask_all(container, names, qs, mode)
+            answerability.CALIBRATED[model_id] = coefficients
+            calibrated = ask_all(container, names, qs, mode)
+            for label, rows in (("seeds", seeds), ("calibrated", calibrated)):
+                run: dict[str, Any] = {s: score(qs, rows, s) for s in ("dev", "test")}
+                run["answers"] = [
+                    {"question": q.question, "kind": q.kind, "split": q.split, **r}
+                    for q, r in zip(qs, rows, strict=True)
+                ]
+                runs[f"{mode}/{label}"] = run
+    finally:
+        answerability.CALIBRATED.pop(model_id, None)
+        if saved is not None:
+            answerability.CALIBRATED[model_id] = saved
+    return runs
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fit", action="store_true", help="only fit and print the coefficients")
     args = parser.parse_args([] if argv is None else argv)
 
-    import numpy as np
     from ragchat.domain import answerability
 
     RESULTS.mkdir(exist_ok=True)
@@ -168,40 +214,13 @@ def main(argv: list[str] | None = None) -> None:
             model_id = container.embedder.model_id
             threshold = container.settings.similarity_threshold
             signals = record_signals(container, qs)
-            feats = [answerability.features(answerability.Signals(**s), threshold) for s in signals]
-            x = np.array([[f[n] for n in FEATURES] for f in feats])
-            y = np.array([q.kind == "answerable" for q in qs], dtype=float)
-            dev = np.array([q.split == "dev" for q in qs])
-            intercept, weights = fit(x[dev], y[dev])
-            p_dev = 1 / (1 + np.exp(-(intercept + x[dev] @ np.asarray(weights))))
-            cutoff = choose_cutoff(p_dev, [q.kind for q in qs if q.split == "dev"])
-            fitted = answerability.Coefficients(
-                threshold,
-                round(intercept, 3),
-                {n: round(w, 3) for n, w in zip(FEATURES, weights, strict=True)},
-                cutoff,
-            )
+            fitted = fit_coefficients(qs, signals, threshold)
             print(f"fitted on dev for {model_id!r}: {fitted!r}", flush=True)
             if args.fit:
                 return
             in_code = answerability.CALIBRATED.get(model_id)
             coefficients = in_code or fitted
-            runs: dict[str, Any] = {}
-            for mode in ("vector", "hybrid"):
-                saved = answerability.CALIBRATED.pop(model_id, None)
-                seeds = ask_all(container, names, qs, mode)
-                answerability.CALIBRATED[model_id] = coefficients
-                calibrated = ask_all(container, names, qs, mode)
-                if saved is None and in_code is None:
-                    answerability.CALIBRATED.pop(model_id)
-                elif saved is not None:
-                    answerability.CALIBRATED[model_id] = saved
-                for label, rows in (("seeds", seeds), ("calibrated", calibrated)):
-                    runs[f"{mode}/{label}"] = {s: score(qs, rows, s) for s in ("dev", "test")}
-                    runs[f"{mode}/{label}"]["answers"] = [
-                        {"question": q.question, "kind": q.kind, "split": q.split, **r}
-                        for q, r in zip(qs, rows, strict=True)
-                    ]
+            runs = run_modes(container, names, qs, coefficients)
         finally:
             container.launcher.close()
     result = {

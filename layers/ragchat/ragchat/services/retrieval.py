@@ -82,6 +82,15 @@ class Retriever:
             logger.warning("chat.retry", extra={"operation": what, "error": exc.message})
             return fn()
 
+    @classmethod
+    def _searched(cls, timings: dict[str, float], what: str, fn: Callable[[], list[Hit]]) -> list[Hit]:
+        """``fn`` with one retry on a transient error; its time adds to ``timings["vector_search"]``."""
+        t = time.perf_counter()
+        try:
+            return cls._retry_once(what, fn)
+        finally:
+            timings["vector_search"] = timings.get("vector_search", 0.0) + (time.perf_counter() - t) * 1000
+
     def _guard(
         self,
         reason: str,
@@ -129,30 +138,12 @@ class Retriever:
         vector = self._retry_once("embed_query", lambda: self.embedder.embed_query(q))
         timings["embedding_generation"] = (time.perf_counter() - t0) * 1000
 
-        hybrid = self.settings.retrieval_mode == "hybrid"
-        search_ms = 0.0
-
-        def vector_search(k: int) -> list[Hit]:
-            nonlocal search_ms
-            t = time.perf_counter()
-            try:
-                return self._retry_once("vector_search", lambda: self.index.search(vector, flt, k))
-            finally:
-                search_ms += (time.perf_counter() - t) * 1000
-
-        def hybrid_search(k: int) -> list[Hit]:
-            nonlocal search_ms
-            t = time.perf_counter()
-            try:
-                return self._retry_once("hybrid_search", lambda: self.index.hybrid_search(q, vector, flt, k))
-            finally:
-                search_ms += (time.perf_counter() - t) * 1000
-
         # One exact search deep enough for the adaptive rule: the first ``top_k`` of the deeper
         # ranking are exactly what a ``top_k`` search returns, so the decision and the spread rule
         # read the same scores, and widening to ``adaptive_top_k`` needs no second search.
         adaptive_k = self.settings.adaptive_top_k
-        ranked = vector_search(max(top_k, adaptive_k))
+        depth = max(top_k, adaptive_k)
+        ranked = self._searched(timings, "vector_search", lambda: self.index.search(vector, flt, depth))
         vector_hits = ranked[:top_k]
         if adaptive_k > top_k and needs_adaptive(
             vector_hits, spread=self.settings.adaptive_spread, top_k=top_k
@@ -162,7 +153,6 @@ class Retriever:
         decision = self._decide(q, vector, vector_hits, timings)
         top1 = decision.signals.top if vector_hits else None
         if not decision.answer:
-            timings["vector_search"] = search_ms
             self._log_retrieval(conversation_id, vector_hits, decision)
             return self._guard(
                 decision.reason,
@@ -174,8 +164,11 @@ class Retriever:
                 top_similarity=top1,
                 decision=decision,
             )
-        hits = hybrid_search(top_k) if hybrid else vector_hits
-        timings["vector_search"] = search_ms
+        hits = vector_hits
+        if self.settings.retrieval_mode == "hybrid":
+            hits = self._searched(
+                timings, "hybrid_search", lambda: self.index.hybrid_search(q, vector, flt, top_k)
+            )
         self._log_retrieval(conversation_id, hits, decision)
         return Retrieval(
             hits=hits,
