@@ -32,7 +32,6 @@ REFUSED = [
     "How many moons does Jupiter have?",  # off-topic (test split)
     "How do I grow tomatoes on a balcony?",  # off-topic (test split)
     "What is the price of the Team plan?",  # near-topic (test split): plans are in the FAQ, prices not
-
 ]
 
 

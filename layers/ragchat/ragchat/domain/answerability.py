@@ -85,15 +85,19 @@ class Decision:
 
 
 # Fitted by ``python bench/bench_grounding.py --fit`` on the dev split of bench/grounding/ (see
-# bench/results/grounding.md). Titan and Cohere: run the same command with ``RAGCHAT_EMBEDDER=titan``
-# (or ``cohere``) and AWS credentials, and add the printed line under the model id; until then
-# they keep the seeds' rule.
+# bench/results/grounding.md), the cutoff then checked against SQuAD 2.0 with
+# ``python bench/bench_calibration.py`` (balanced accuracy must stay ≥ the top-1 rule's). Titan and
+# Cohere: run ``bench_grounding.py --fit`` with ``RAGCHAT_EMBEDDER=titan`` (or ``cohere``) and AWS
+# credentials, and add the printed line under the model id; until then they keep the seeds' rule.
 CALIBRATED: dict[str, Coefficients] = {
     "all-MiniLM-L6-v2": Coefficients(
         threshold=0.40,
         intercept=-0.481,
         weights={"top": 1.715, "passage": 6.778, "sentence_coverage": 0.935},
-        cutoff=0.40,
+        # The dev split's rule gives 0.40 (≥ 90 % of dev's answerable questions answered); it answers
+        # 19.7 % of SQuAD 2.0's out-of-KB questions (balanced accuracy 89.1 % < the 92.2 % of the
+        # top-1 rule). 0.47 is the lowest cutoff keeping SQuAD at ≥ 92.2 % (bench_calibration.py).
+        cutoff=0.47,
     ),
 }
 
