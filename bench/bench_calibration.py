@@ -38,12 +38,110 @@ def _pct(values: Any) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    import numpy as np
-    from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+def passage_table(embedder: Any, paragraphs: list[str]) -> tuple[Any, list[list[int]], list[list[set[str]]]]:
+    """Every paragraph's two-sentence passages (embedded once, cached), and its sentences' words."""
+    from ragchat.domain.answerability import content_words, evidence_passages
+    from ragchat.domain.extractive import split_sentences
 
-    RESULTS.mkdir(exist_ok=True)
-    articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
+    texts: list[str] = []
+    owned: list[list[int]] = []
+    words: list[list[set[str]]] = []
+    for para in paragraphs:
+        passages = evidence_passages([para], limit=10_000)
+        owned.append(list(range(len(texts), len(texts) + len(passages))))
+        texts.extend(passages)
+        words.append([content_words(s) for s in split_sentences(para)])
+    return embed_cached(embedder, texts, "squad-passages"), owned, words
+
+
+def decision_answers(
+    questions: list[str],
+    q_vecs: Any,
+    scores: Any,
+    kb_index: Any,
+    table: tuple[Any, list[list[int]], list[list[set[str]]]],
+) -> Any:
+    """The calibrated decision (default MIN_SIMILARITY) for every question against one fold's KB."""
+    import numpy as np
+    from ragchat.config import DEFAULT_MIN_SIMILARITY
+    from ragchat.domain.answerability import CALIBRATED, MAX_PASSAGES, Signals, content_words, decide
+
+    model = "all-MiniLM-L6-v2"
+    p_vecs, owned, words = table
+    top3 = np.argsort(-scores, axis=1)[:, :3]
+    out = np.zeros(len(questions), dtype=bool)
+    for i, question in enumerate(questions):
+        paras = kb_index[top3[i]]
+        sims = scores[i, top3[i]]
+        rows = [r for p in paras for r in owned[p]][:MAX_PASSAGES]
+        passage = float((p_vecs[rows] @ q_vecs[i]).max()) if rows else None
+        asked = content_words(question)
+        cover = (
+            max((len(asked & w) / len(asked) for p in paras for w in words[p]), default=0.0) if asked else 0.0
+        )
+        margin = float(sims[0] - sims[1:].mean())
+        signals = Signals(float(sims[0]), passage, 0.0, cover, margin)
+        out[i] = decide(signals, DEFAULT_MIN_SIMILARITY[model], CALIBRATED[model]).answer
+    return out
+
+
+def fold_figures(
+    parity: int,
+    n_articles: int,
+    labels: tuple[Any, Any, Any, Any],
+    p_vecs: Any,
+    q_vecs: Any,
+    questions: list[str],
+    table: Any,
+    grid: Any,
+) -> dict[str, Any]:
+    """One fold: the articles at even (``parity`` 0) or odd positions are the knowledge base.
+    ``labels``: each paragraph's article, each question's article, paragraph and answerability."""
+    import numpy as np
+
+    pa, qa_art, qp, ans = labels
+    kb_articles = [a for a in range(n_articles) if a % 2 == parity]
+    kb_index = np.flatnonzero(np.isin(pa, kb_articles))
+    scores = q_vecs @ p_vecs[kb_index].T
+    top1 = scores.max(axis=1)
+    in_kb_q = np.isin(qa_art, kb_articles)
+    in_kb = top1[in_kb_q & ans]
+    in_kb_unanswerable = top1[in_kb_q & ~ans]
+    out_kb = top1[~in_kb_q]
+    # does the best hit come from the question's own paragraph? (answerable in-KB questions)
+    order = np.argsort(-scores[in_kb_q & ans], axis=1)[:, :3]
+    gold = qp[in_kb_q & ans]
+    decided = decision_answers(questions, q_vecs, scores, kb_index, table)
+    answered = (in_kb[:, None] >= grid[None, :]).mean(axis=0)
+    refused = (out_kb[:, None] < grid[None, :]).mean(axis=0)
+    return {
+        "kb_articles": len(kb_articles),
+        "kb_paragraphs": len(kb_index),
+        "in_kb_questions": len(in_kb),
+        "out_of_kb_questions": len(out_kb),
+        "in_kb_unanswerable_questions": len(in_kb_unanswerable),
+        "gold_paragraph_top1": round(float(np.mean(kb_index[order[:, 0]] == gold)), 4),
+        "gold_paragraph_top3": round(float(np.mean((kb_index[order] == gold[:, None]).any(axis=1))), 4),
+        "in_kb_top1": _pct(in_kb),
+        "out_of_kb_top1": _pct(out_kb),
+        "in_kb_unanswerable_top1": _pct(in_kb_unanswerable),
+        "_in": in_kb,
+        "_out": out_kb,
+        "_unans": in_kb_unanswerable,
+        "_balanced": (answered + refused) / 2,
+        "decision": {
+            "in_kb_answered": round(float(decided[in_kb_q & ans].mean()), 4),
+            "out_of_kb_refused": round(float((~decided[~in_kb_q]).mean()), 4),
+            "in_kb_unanswerable_answered": round(float(decided[in_kb_q & ~ans].mean()), 4),
+        },
+    }
+
+
+SquadLists = tuple[list[str], list[int], list[str], list[int], list[int], list[bool]]
+
+
+def load_squad(articles: list[Any]) -> SquadLists:
+    """Paragraphs with their article; questions with their article, paragraph and answerability."""
     paragraphs: list[str] = []
     para_article: list[int] = []
     questions: list[str] = []
@@ -59,6 +157,34 @@ def main() -> None:
                 q_answerable.append(not qa["is_impossible"])
             paragraphs.append(para["context"])
             para_article.append(a)
+    return paragraphs, para_article, questions, q_article, q_para, q_answerable
+
+
+def rates(folds: list[dict[str, Any]], t: float) -> dict[str, float]:
+    """Refusal and answer rates of the threshold ``t`` pooled over the folds."""
+    import numpy as np
+
+    in_all = np.concatenate([f["_in"] for f in folds])
+    out_all = np.concatenate([f["_out"] for f in folds])
+    unans = np.concatenate([f["_unans"] for f in folds])
+    in_refused = float(np.mean(in_all < t))
+    out_answered = float(np.mean(out_all >= t))
+    return {
+        "threshold": t,
+        "in_kb_refused": round(in_refused, 4),
+        "out_of_kb_answered": round(out_answered, 4),
+        "balanced_accuracy": round(1 - (in_refused + out_answered) / 2, 4),
+        "in_kb_unanswerable_answered": round(float(np.mean(unans >= t)), 4),
+    }
+
+
+def main() -> None:
+    import numpy as np
+    from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+
+    RESULTS.mkdir(exist_ok=True)
+    articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
+    paragraphs, para_article, questions, q_article, q_para, q_answerable = load_squad(articles)
 
     embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
     started = time.perf_counter()
@@ -69,61 +195,21 @@ def main() -> None:
     pa, qa_art = np.asarray(para_article), np.asarray(q_article)
     qp, ans = np.asarray(q_para), np.asarray(q_answerable)
     grid = np.round(np.arange(0.0, 1.0001, 0.01), 2)
-    folds = []
-    for parity in (0, 1):
-        kb_articles = [a for a in range(len(articles)) if a % 2 == parity]
-        kb_mask = np.isin(pa, kb_articles)
-        kb_index = np.flatnonzero(kb_mask)
-        scores = q_vecs @ p_vecs[kb_index].T
-        top1 = scores.max(axis=1)
-        in_kb_q = np.isin(qa_art, kb_articles)
-        in_kb = top1[in_kb_q & ans]
-        in_kb_unanswerable = top1[in_kb_q & ~ans]
-        out_kb = top1[~in_kb_q]
-        # does the best hit come from the question's own paragraph? (answerable in-KB questions)
-        order = np.argsort(-scores[in_kb_q & ans], axis=1)[:, :3]
-        gold = qp[in_kb_q & ans]
-        top1_right = float(np.mean(kb_index[order[:, 0]] == gold))
-        top3_right = float(np.mean((kb_index[order] == gold[:, None]).any(axis=1)))
-        answered = (in_kb[:, None] >= grid[None, :]).mean(axis=0)
-        refused = (out_kb[:, None] < grid[None, :]).mean(axis=0)
-        folds.append(
-            {
-                "kb_articles": len(kb_articles),
-                "kb_paragraphs": len(kb_index),
-                "in_kb_questions": len(in_kb),
-                "out_of_kb_questions": len(out_kb),
-                "in_kb_unanswerable_questions": len(in_kb_unanswerable),
-                "gold_paragraph_top1": round(top1_right, 4),
-                "gold_paragraph_top3": round(top3_right, 4),
-                "in_kb_top1": _pct(in_kb),
-                "out_of_kb_top1": _pct(out_kb),
-                "in_kb_unanswerable_top1": _pct(in_kb_unanswerable),
-                "_in": in_kb,
-                "_out": out_kb,
-                "_unans": in_kb_unanswerable,
-                "_balanced": (answered + refused) / 2,
-            }
-        )
+    table = passage_table(embedder, paragraphs)
+    folds = [
+        fold_figures(parity, len(articles), (pa, qa_art, qp, ans), p_vecs, q_vecs, questions, table, grid)
+        for parity in (0, 1)
+    ]
 
     mean_balanced = np.mean([f["_balanced"] for f in folds], axis=0)
     best = float(grid[int(np.argmax(mean_balanced))])
 
-    def rates(t: float) -> dict[str, float]:
-        in_all = np.concatenate([f["_in"] for f in folds])
-        out_all = np.concatenate([f["_out"] for f in folds])
-        unans = np.concatenate([f["_unans"] for f in folds])
-        in_refused = float(np.mean(in_all < t))
-        out_answered = float(np.mean(out_all >= t))
-        return {
-            "threshold": t,
-            "in_kb_refused": round(in_refused, 4),
-            "out_of_kb_answered": round(out_answered, 4),
-            "balanced_accuracy": round(1 - (in_refused + out_answered) / 2, 4),
-            "in_kb_unanswerable_answered": round(float(np.mean(unans >= t)), 4),
-        }
-
-    at = [rates(best), *(rates(t) for t in COMPARE if t != best)]
+    at = [rates(folds, best), *(rates(folds, t) for t in COMPARE if t != best)]
+    decided = {
+        key: round(float(np.mean([f["decision"][key] for f in folds])), 4)
+        for key in ("in_kb_answered", "out_of_kb_refused", "in_kb_unanswerable_answered")
+    }
+    decided["balanced_accuracy"] = round((decided["in_kb_answered"] + decided["out_of_kb_refused"]) / 2, 4)
     for f in folds:
         for key in ("_in", "_out", "_unans", "_balanced"):
             f.pop(key)
@@ -133,6 +219,7 @@ def main() -> None:
         "method": "2 folds (even/odd articles as KB); threshold maximising mean balanced accuracy, grid 0.01",
         "chosen_threshold": best,
         "at": at,
+        "calibrated_decision": decided,
         "folds": folds,
         "embed_seconds": round(embed_s, 1),
         "machine": {
@@ -143,7 +230,12 @@ def main() -> None:
     }
     (RESULTS / "calibration.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
-    f0, f1 = folds
+    write_md(result)
+
+
+def write_md(result: dict[str, Any]) -> None:
+    (f0, f1), at, best = result["folds"], result["at"], result["chosen_threshold"]
+    decided = result["calibrated_decision"]
     lines = [
         "### MIN_SIMILARITY calibration: all-MiniLM-L6-v2 on SQuAD 2.0 dev",
         "",
@@ -179,8 +271,13 @@ def main() -> None:
             f"| {r['threshold']:.2f}{mark} | {r['in_kb_refused']:.1%} | {r['out_of_kb_answered']:.1%} "
             f"| {r['balanced_accuracy']:.1%} | {r['in_kb_unanswerable_answered']:.1%} |"
         )
-    chosen = at[0]
-    seeds = next(r for r in at if r["threshold"] == 0.65)
+    lines.append(
+        "| calibrated decision (default; ragchat.domain.answerability) "
+        f"| {1 - decided['in_kb_answered']:.1%} "
+        f"| {1 - decided['out_of_kb_refused']:.1%} | {decided['balanced_accuracy']:.1%} "
+        f"| {decided['in_kb_unanswerable_answered']:.1%} |"
+    )
+    chosen, seeds = at[0], next(r for r in at if r["threshold"] == 0.65)
     lines += [
         "",
         f"Chosen default for all-MiniLM-L6-v2: **{best:.2f}** (maximum balanced accuracy averaged over "

@@ -8,7 +8,11 @@ CHUNK_SIZE/CHUNK_OVERLAP; a document scores as its best chunk). Data is read at 
 ``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``; vectors are cached in the temp folder so a
 rerun is quick. Needs ``make model``.
 
-Usage: ``python bench/bench_scifact.py [--mode whole|chunks|both]``.
+``--mode hybrid`` (included in the default ``all``) also runs ``RETRIEVAL_MODE=hybrid`` over the
+same chunks in a real local index (see :func:`hybrid_run`). Embedding progress is saved every few
+batches, so an interrupted run resumes.
+
+Usage: ``python bench/bench_scifact.py [--mode whole|chunks|hybrid|both|all]``.
 """
 
 from __future__ import annotations
@@ -57,15 +61,26 @@ def embed_cached(embedder: Any, texts: Sequence[str], label: str) -> Any:
         CACHE_HITS.add(label)
         return np.load(path)
     out = np.empty((len(texts), embedder.dimension), dtype=np.float32)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # progress is saved every few batches, so an interrupted run resumes where it stopped
+    partial = path.with_name(path.stem + ".partial.npy")
+    first = 0
+    if partial.is_file():
+        saved = np.load(partial)
+        first = len(saved)
+        out[:first] = saved
+        print(f"  {label}: resuming after {first} cached vectors", flush=True)
     started = time.perf_counter()
     step = 256
-    for i in range(0, len(texts), step):
+    for i in range(first, len(texts), step):
         out[i : i + step] = embedder.embed_array(texts[i : i + step])
         done = min(i + step, len(texts))
-        rate = done / (time.perf_counter() - started)
+        rate = (done - first) / (time.perf_counter() - started)
         print(f"  {label}: {done}/{len(texts)} ({rate:.1f}/s)", flush=True)
-    CACHE.mkdir(parents=True, exist_ok=True)
+        if (i - first) // step % 4 == 3:
+            np.save(partial, out[:done])
     np.save(path, out)
+    partial.unlink(missing_ok=True)
     return out
 
 
@@ -118,7 +133,7 @@ def evaluate(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--mode", choices=["whole", "chunks", "both"], default="both")
+    parser.add_argument("--mode", choices=["whole", "chunks", "hybrid", "both", "all"], default="all")
     args = parser.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
 
     import numpy as np
@@ -135,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     if result_path.is_file():  # keep a mode measured earlier when only the other one is rerun
         runs = json.loads(result_path.read_text(encoding="utf-8")).get("runs", {})
 
-    if args.mode in ("whole", "both"):
+    if args.mode in ("whole", "both", "all"):
         t0 = time.perf_counter()
         d_vecs = embed_cached(embedder, doc_texts, "scifact-docs")
         figures = evaluate(q_vecs @ d_vecs.T, doc_ids, qids, qrels)
@@ -146,44 +161,94 @@ def main(argv: list[str] | None = None) -> None:
         print(f"whole documents: {figures}", flush=True)
         _write(runs)
 
-    if args.mode in ("chunks", "both"):
-        try:
-            from ragchat.domain.splitting import split_text
-        except ImportError:
-            runs["chunks"] = {"skipped": "ragchat.domain.splitting.split_text not available"}
-        else:
-            from ragchat.config import Settings
-
-            settings = Settings()
-            t0 = time.perf_counter()
-            chunks: list[str] = []
-            owner: list[int] = []
-            for n, text in enumerate(doc_texts):
-                parts = split_text(
-                    text,
-                    content_type="text/plain",
-                    chunk_size=settings.chunk_size,
-                    overlap=settings.chunk_overlap,
-                ) or [text]
-                chunks.extend(parts)
-                owner.extend([n] * len(parts))
-            c_vecs = embed_cached(embedder, chunks, "scifact-chunks")
-            chunk_scores = q_vecs @ c_vecs.T
-            starts = np.flatnonzero(np.r_[True, np.diff(np.asarray(owner)) != 0])
-            doc_scores = np.maximum.reduceat(chunk_scores, starts, axis=1)  # best chunk per document
-            figures = evaluate(doc_scores, doc_ids, qids, qrels)
-            figures.update(
-                documents=len(doc_ids),
-                vectors=len(chunks),
-                chunk_size=settings.chunk_size,
-                chunk_overlap=settings.chunk_overlap,
-                seconds=round(time.perf_counter() - t0, 1),
-                vectors_from_cache="scifact-chunks" in CACHE_HITS,
-            )
+    if args.mode in ("chunks", "both", "all", "hybrid"):
+        settings, chunks, owner = chunk_corpus(doc_texts)
+        t0 = time.perf_counter()
+        c_vecs = embed_cached(embedder, chunks, "scifact-chunks")
+        chunk_scores = q_vecs @ c_vecs.T
+        starts = np.flatnonzero(np.r_[True, np.diff(np.asarray(owner)) != 0])
+        doc_scores = np.maximum.reduceat(chunk_scores, starts, axis=1)  # best chunk per document
+        figures = evaluate(doc_scores, doc_ids, qids, qrels)
+        figures.update(
+            documents=len(doc_ids),
+            vectors=len(chunks),
+            chunk_size=settings.chunk_size,
+            chunk_overlap=settings.chunk_overlap,
+            seconds=round(time.perf_counter() - t0, 1),
+            vectors_from_cache="scifact-chunks" in CACHE_HITS,
+        )
+        if args.mode != "hybrid":
             runs["chunks"] = figures
             print(f"chunked: {figures}", flush=True)
+        if args.mode in ("hybrid", "all"):
+            texts = [queries[q] for q in qids]
+            runs["hybrid"] = hybrid_run(chunks, owner, c_vecs, q_vecs, texts, doc_ids, qids, qrels)
+            print(f"hybrid: {runs['hybrid']}", flush=True)
         _write(runs)
     print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def chunk_corpus(doc_texts: list[str]) -> tuple[Any, list[str], list[int]]:
+    """The documents through the real splitter with the default CHUNK_SIZE/CHUNK_OVERLAP: the
+    settings, the chunks and each chunk's document position."""
+    from ragchat.config import Settings
+    from ragchat.domain.splitting import split_text
+
+    settings = Settings()
+    chunks: list[str] = []
+    owner: list[int] = []
+    for n, text in enumerate(doc_texts):
+        parts = split_text(
+            text, content_type="text/plain", chunk_size=settings.chunk_size, overlap=settings.chunk_overlap
+        ) or [text]
+        chunks.extend(parts)
+        owner.extend([n] * len(parts))
+    return settings, chunks, owner
+
+
+def hybrid_run(
+    chunks: list[str],
+    owner: list[int],
+    c_vecs: Any,
+    q_vecs: Any,
+    texts: list[str],
+    doc_ids: list[str],
+    qids: list[str],
+    qrels: dict[str, dict[str, int]],
+) -> dict[str, Any]:
+    """``RETRIEVAL_MODE=hybrid`` as the service runs it: the chunks in a real ``LocalVectorIndex``
+    (SQLite + FTS5 BM25), ``hybrid_search`` (reciprocal rank fusion of the vector and keyword
+    rankings) for the top 100 chunks, a document scoring as its best chunk."""
+    import numpy as np
+    from ragchat.adapters.local.sqlite_store import SqliteDatabase
+    from ragchat.adapters.local.vector_index import LocalVectorIndex
+    from ragchat.domain.models import SearchFilter, VectorRecord
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-scifact-") as tmp:
+        index = LocalVectorIndex(SqliteDatabase(Path(tmp) / "ragchat.db"), dimension=c_vecs.shape[1])
+        records = [
+            VectorRecord(
+                id=f"c{i}",
+                vector=c_vecs[i].tolist(),
+                text=chunk,
+                owner="bench",
+                document_id=str(owner[i]),
+                chunk_index=i,
+            )
+            for i, chunk in enumerate(chunks)
+        ]
+        for i in range(0, len(records), 2000):
+            index.upsert(records[i : i + 2000])
+        scores = np.full((len(qids), len(doc_ids)), -np.inf, dtype=np.float32)
+        flt = SearchFilter(owner="bench")
+        for row, (text, vec) in enumerate(zip(texts, q_vecs, strict=True)):
+            for hit in index.hybrid_search(text, vec.tolist(), flt, 100):
+                d = int(hit.document_id or 0)
+                scores[row, d] = max(scores[row, d], hit.score)
+    figures: dict[str, Any] = evaluate(scores, doc_ids, qids, qrels)
+    figures.update(documents=len(doc_ids), vectors=len(chunks), seconds=round(time.perf_counter() - t0, 1))
+    return figures
 
 
 def _write(runs: dict[str, Any]) -> None:
@@ -209,7 +274,8 @@ def _write(runs: dict[str, Any]) -> None:
         "whole": "whole documents (title + text, first 256 tokens)",
         "chunks": "real chunking pipeline (split_text; document = best chunk)",
     }
-    for key in ("whole", "chunks"):
+    labels["hybrid"] = "real chunking pipeline, RETRIEVAL_MODE=hybrid (index RRF of vector + BM25)"
+    for key in ("whole", "chunks", "hybrid"):
         run = runs.get(key)
         if not run:
             lines.append(f"| {labels[key]} | not measured | | | |")

@@ -128,3 +128,82 @@ def test_markdown_headings_are_not_quoted_as_answers() -> None:
         "Ingestion turns a document into searchable notes.",
         "It splits, embeds and indexes.",
     ]
+
+
+# --------------------------------------------------------------------- answers that read well
+def test_answers_are_plain_text_without_markdown_markup() -> None:
+    hits = [
+        Hit(
+            id="md-00000",
+            score=0.8,
+            text=(
+                "# Refunds\n\n**Refunds** are issued within *30 days* by the `refundctl` tool, "
+                "see [the policy](https://example.com/policy).\n\n> Refund requests go to __billing__."
+            ),
+        )
+    ]
+    body, _ = body_and_sources(extractive_answer("How are refunds issued and where do requests go?", hits))
+    assert "Refunds are issued within 30 days by the refundctl tool, see the policy." in body
+    assert "Refund requests go to billing." in body
+    for mark in ("**", "`", "](", "# ", "> ", "__"):
+        assert mark not in body
+
+
+def test_a_markdown_table_row_reads_as_a_statement() -> None:
+    hits = [
+        Hit(
+            id="table-00000",
+            score=0.8,
+            text="Retention:\n\n| Data | Kept |\n|---|---|\n| Invoices | 10 years |\n| Logs | 90 days |",
+        )
+    ]
+    body, _ = body_and_sources(extractive_answer("How long are invoices kept?", hits))
+    assert body.startswith("Invoices; 10 years [source: table-00000]")
+    assert "|" not in body and "---" not in body
+
+
+def test_near_duplicate_sentences_are_given_once() -> None:
+    overlap = "Refunds are issued within 30 days of purchase."
+    hits = [
+        Hit(
+            id="a-00000", score=0.8, text=f"Our store sells shoes. {overlap}", document_id="d", chunk_index=0
+        ),
+        Hit(
+            id="a-00001",
+            score=0.79,
+            text=f"{overlap} Refunds are paid to the card.",
+            document_id="d",
+            chunk_index=1,
+        ),
+        Hit(
+            id="b-00000",
+            score=0.7,
+            text="Refunds are issued within 30 days of the purchase!",
+            document_id="e",
+        ),
+    ]
+    body, _ = body_and_sources(extractive_answer("When are refunds issued?", hits))
+    assert body.count("within 30 days") == 1
+    assert "Refunds are paid to the card." in body
+
+
+def test_sentences_come_in_reading_order_within_a_document() -> None:
+    hits = [  # retrieval ranked the document's second chunk first
+        Hit(
+            id="doc-00001",
+            score=0.9,
+            text="Then the refund is paid to the card.",
+            document_id="doc",
+            chunk_index=1,
+        ),
+        Hit(
+            id="doc-00000",
+            score=0.8,
+            text="First the refund is approved by a manager.",
+            document_id="doc",
+            chunk_index=0,
+        ),
+    ]
+    body, sources = body_and_sources(extractive_answer("How is a refund approved and paid?", hits))
+    assert body.index("First the refund") < body.index("Then the refund")
+    assert sources == "Sources: doc-00000, doc-00001"

@@ -226,3 +226,41 @@ def test_hybrid_mode_ranks_with_fusion_but_gates_on_vector_similarity() -> None:
     guarded = low.retrieve("solar panels", SearchFilter(owner=OWNER))
     assert guarded.guard and guarded.reason == "low_similarity"
     assert index2.hybrid_calls == 0  # refused on the vector score; no fusion needed
+
+
+# ------------------------------------------------------------------ answerability decision
+def test_guard_and_retrieval_events_carry_the_similarity_the_signals_and_the_reason(logs: Capture) -> None:
+    retriever, embedder, index = make()
+    add(index, embedder, "n1", "solar panels convert sunlight", score=0.2)
+    retriever.retrieve("solar panels", SearchFilter(owner=OWNER))
+    [guard] = logs.events("chat.guard")
+    assert guard.reason == "low_similarity"  # type: ignore[attr-defined]
+    assert guard.topSimilarity == pytest.approx(0.2)  # type: ignore[attr-defined]
+    assert guard.signals["top"] == pytest.approx(0.2)  # type: ignore[attr-defined]
+    assert {"passage", "coverage", "sentenceCoverage", "margin"} <= guard.signals.keys()  # type: ignore[attr-defined]
+    [event] = logs.events("chat.retrieval")
+    assert event.decision == "low_similarity"  # type: ignore[attr-defined]
+
+
+def test_a_calibrated_embedder_embeds_the_top_passages_and_can_refuse_on_weak_evidence(
+    monkeypatch: pytest.MonkeyPatch, logs: Capture
+) -> None:
+    from ragchat.domain import answerability
+
+    # a model that trusts only passages: a high chunk similarity alone is not enough
+    strict = answerability.Coefficients(0.35, -5.0, {"passage": 1.0}, 0.5)
+    monkeypatch.setitem(answerability.CALIBRATED, "fake-embedder", strict)
+    retriever, embedder, index = make()
+    add(index, embedder, "n1", "Solar panels convert sunlight. They last decades.", score=0.9)
+    before = embedder.document_calls
+    result = retriever.retrieve("solar panels", SearchFilter(owner=OWNER))
+    assert embedder.document_calls == before + 1
+    assert "Solar panels convert sunlight. They last decades." in embedder.embedded_texts
+    assert result.guard and result.reason == "weak_evidence"
+    assert result.decision is not None and result.decision.probability is not None
+    [guard] = logs.events("chat.guard")
+    assert guard.answerProbability < 0.5  # type: ignore[attr-defined]
+
+    lenient = answerability.Coefficients(0.35, 5.0, {"passage": 1.0}, 0.5)
+    monkeypatch.setitem(answerability.CALIBRATED, "fake-embedder", lenient)
+    assert not retriever.retrieve("solar panels", SearchFilter(owner=OWNER)).guard

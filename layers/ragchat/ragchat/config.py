@@ -14,8 +14,13 @@ from typing import Literal
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# Calibrated similarity thresholds per embedding model (cosine similarity of the top hit below which
-# the service refuses). See README "Calibrating MIN_SIMILARITY" and bench/results/calibration.json.
+# Calibrated similarity thresholds per embedding model: MIN_SIMILARITY's default. For a model without
+# answerability coefficients (ragchat.domain.answerability.CALIBRATED) the service refuses when the
+# top hit's cosine similarity is below it (the seeds' rule). For a calibrated model it is the point
+# the decision was fitted at: the decision reads every similarity relative to MIN_SIMILARITY, so
+# setting it 0.05 higher than the default acts as if every similarity were 0.05 lower (fewer answers)
+# and lower the reverse. See README "Calibrating MIN_SIMILARITY", bench/results/calibration.json and
+# bench/results/grounding.json.
 DEFAULT_MIN_SIMILARITY: dict[str, float] = {
     "bge-base-768": 0.65,  # the seeds' value for a 768-d BGE model
     "all-MiniLM-L6-v2": 0.40,  # measured: bench/results/calibration.md

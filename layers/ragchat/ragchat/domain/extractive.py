@@ -3,11 +3,13 @@
 The retrieved chunks are split into sentences; each sentence is scored against the question with
 BM25 (k1=1.2, b=0.75) over the candidate sentences, after lower-casing, stop-word removal and a
 light plural folding. Up to ``max_sentences`` best sentences are kept (ties: the better-ranked
-hit, then the earlier sentence), grouped by source in retrieval order and in document order within
-a source, each followed by ``[source: <id>]``, then the ``Sources: id1, id2`` line. When no
-sentence shares a word with the question (retrieval already judged the notes relevant) the first
-sentence of the top note is given. Deterministic, and the output passes ``validate_citations``
-unchanged.
+hit, then the earlier sentence); a sentence that nearly repeats one already kept (chunks overlap,
+documents repeat themselves) is skipped for the next best. The kept sentences are given in reading
+order: documents in the order retrieval first ranked them, and within a document by chunk, then by
+position. Each is plain text — Markdown emphasis, code spans, links, quote marks and table pipes
+removed — followed by ``[source: <id>]``, then the ``Sources: id1, id2`` line. When no sentence
+shares a word with the question (retrieval already judged the notes relevant) the first sentence of
+the top note is given. Deterministic, and the output passes ``validate_citations`` unchanged.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ragchat.domain.citations import strip_citations, with_sources_line
@@ -50,6 +52,26 @@ _WORD = re.compile(r"\w+")
 
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}(\s|$)")
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
+_CODE = re.compile(r"`+([^`]*)`+")
+_QUOTE = re.compile(r"^(\s*>)+\s?")
+NEAR_DUPLICATE = 0.8  # share of common words (Jaccard) above which two sentences say the same
+
+
+def plain_text(sentence: str) -> str:
+    """A sentence without Markdown markup: links keep their text, emphasis and code spans lose their
+    marks, quote markers go, table cells are joined with "; "."""
+    text = _QUOTE.sub("", sentence)
+    if _TABLE_ROW.match(text):
+        text = "; ".join(c.strip() for c in text.strip().strip("|").split("|") if c.strip())
+    text = _LINK.sub(r"\1", text)
+    text = _CODE.sub(r"\1", text)
+    for _ in range(2):  # nested emphasis (***both***)
+        text = _EMPHASIS.sub(r"\2", text)
+    return " ".join(text.split())
 
 
 def split_sentences(text: str) -> list[str]:
@@ -58,13 +80,20 @@ def split_sentences(text: str) -> list[str]:
     sentences: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", text):
         segments: list[str] = []
+        after_row = False
         for line in paragraph.split("\n"):
             if _HEADING.match(line):  # a Markdown heading labels the text; it is not an answer
                 continue
-            if segments and not _BULLET.match(line):
+            if _TABLE_RULE.match(line):  # a rule; a table row right above it is the header row
+                if after_row:
+                    segments.pop()
+                continue
+            row = bool(_TABLE_ROW.match(line))  # a table row is a statement of its own
+            if segments and not row and not after_row and not _BULLET.match(line):
                 segments[-1] += " " + line
             else:
                 segments.append(line)
+            after_row = row
         for segment in segments:
             bullet = _BULLET.match(segment)
             if bullet:
@@ -140,13 +169,30 @@ def extractive_answer(
     if not ranked:
         return GUARD_REPLY
     candidates = [
-        _Candidate(rank, pos, sentence, Counter(tokens(sentence)))
+        _Candidate(rank, pos, plain, Counter(tokens(plain)))
         for rank, hit in enumerate(ranked)
         for pos, sentence in enumerate(split_sentences(strip_citations(hit.text)))
+        if (plain := plain_text(sentence))
     ]
     if not candidates:
         return GUARD_REPLY
-    query = set(tokens(question))
+    _score(candidates, set(tokens(question)))
+    ordered = sorted(candidates, key=lambda c: (-c.score, c.hit_rank, c.position))
+    best = ordered[0].score
+    if best > 0:
+        chosen = _distinct([c for c in ordered if c.score >= min_relative * best], max_sentences)
+    else:
+        chosen = [min(candidates, key=lambda c: (c.hit_rank, c.position))]
+    chosen.sort(key=_reading_order(ranked))
+    parts = [
+        f"{truncate_at_word(c.text, MAX_SENTENCE_CHARS)} [source: {ranked[c.hit_rank].id}]" for c in chosen
+    ]
+    used = list(dict.fromkeys(ranked[c.hit_rank].id for c in chosen))
+    return with_sources_line(" ".join(parts), used)
+
+
+def _score(candidates: list[_Candidate], query: set[str]) -> None:
+    """BM25 of each candidate sentence against the question's words, over the candidates."""
     n = len(candidates)
     avg_len = sum(sum(c.terms.values()) for c in candidates) / n or 1.0
     df = Counter(term for c in candidates for term in c.terms.keys() & query)
@@ -156,15 +202,37 @@ def extractive_answer(
             tf = c.terms[term]
             idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
             c.score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / avg_len))
-    ordered = sorted(candidates, key=lambda c: (-c.score, c.hit_rank, c.position))
-    best = ordered[0].score
-    if best > 0:
-        chosen = [c for c in ordered[:max_sentences] if c.score >= min_relative * best]
-    else:
-        chosen = [min(candidates, key=lambda c: (c.hit_rank, c.position))]
-    chosen.sort(key=lambda c: (c.hit_rank, c.position))
-    parts = [
-        f"{truncate_at_word(c.text, MAX_SENTENCE_CHARS)} [source: {ranked[c.hit_rank].id}]" for c in chosen
-    ]
-    used = list(dict.fromkeys(ranked[c.hit_rank].id for c in chosen))
-    return with_sources_line(" ".join(parts), used)
+
+
+def _near_duplicate(a: _Candidate, b: _Candidate) -> bool:
+    if a.text.casefold() == b.text.casefold():
+        return True
+    x, y = set(a.terms), set(b.terms)
+    if not x or not y:
+        return False
+    return len(x & y) / len(x | y) >= NEAR_DUPLICATE or x <= y or y <= x
+
+
+def _distinct(ordered: list[_Candidate], limit: int) -> list[_Candidate]:
+    """The best ``limit`` candidates, skipping any that nearly repeats one already taken."""
+    chosen: list[_Candidate] = []
+    for c in ordered:
+        if len(chosen) == limit:
+            break
+        if not any(_near_duplicate(c, k) for k in chosen):
+            chosen.append(c)
+    return chosen
+
+
+def _reading_order(ranked: list[Hit]) -> Callable[[_Candidate], tuple[int, int, int]]:
+    """Documents in the order retrieval first ranked them; within one, by chunk then position (a
+    hit without a document id is a document of its own)."""
+    doc_rank: dict[str, int] = {}
+    for hit in ranked:
+        doc_rank.setdefault(hit.document_id or f"\0{hit.id}", len(doc_rank))
+
+    def key(c: _Candidate) -> tuple[int, int, int]:
+        hit = ranked[c.hit_rank]
+        return doc_rank[hit.document_id or f"\0{hit.id}"], hit.chunk_index, c.position
+
+    return key

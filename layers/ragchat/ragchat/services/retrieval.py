@@ -1,12 +1,16 @@
 """Retrieval for a question or a chat turn (SPEC §6).
 
 normalize → empty knowledge base? guard before embedding → embed → vector search (filtered to the
-owner's enabled notes and the scope; one retry on a transient error) → guard when the top-1
-similarity is below the threshold → adaptive: when top-1 and top-3 are close, answer from the top 5
-instead of the top 3. One search of depth max(topK, adaptive topK) serves both: an exact search
-ranks the same notes first whatever the depth, so its first topK are what a topK search returns.
-``RETRIEVAL_MODE=hybrid`` ranks with the index's keyword+vector fusion while the gate still reads
-the vector similarity.
+owner's enabled notes and the scope; one retry on a transient error) → adaptive: when top-1 and
+top-3 are close, answer from the top 5 instead of the top 3 → the answerability decision
+(:mod:`ragchat.domain.answerability`: the top-1 vector similarity against ``MIN_SIMILARITY``, and,
+for an embedding model with calibrated coefficients, the best passage's similarity, the coverage
+of the question's words and the margin) → guard when it refuses → ``RETRIEVAL_MODE=hybrid``
+re-ranks the notes to answer from with the index's keyword+vector fusion. One search of depth
+max(topK, adaptive topK) serves the decision and the adaptive rule: an exact search ranks the same
+notes first whatever the depth, so its first topK are what a topK search returns. The
+``chat.retrieval`` and ``chat.guard`` events carry the top similarity, the signals, the probability
+and the decision's reason.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools import Logger
 
+from ragchat.domain.answerability import CALIBRATED, Decision, compute_signals, decide, evidence_passages
+from ragchat.domain.citations import strip_citations
 from ragchat.domain.errors import TransientError, ValidationError
 from ragchat.domain.models import Hit, SearchFilter
 from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
@@ -46,6 +52,7 @@ class Retrieval:
     timings: dict[str, float] = field(default_factory=dict)
     question: str = ""
     top_similarity: float | None = None
+    decision: Decision | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -75,6 +82,15 @@ class Retriever:
             logger.warning("chat.retry", extra={"operation": what, "error": exc.message})
             return fn()
 
+    @classmethod
+    def _searched(cls, timings: dict[str, float], what: str, fn: Callable[[], list[Hit]]) -> list[Hit]:
+        """``fn`` with one retry on a transient error; its time adds to ``timings["vector_search"]``."""
+        t = time.perf_counter()
+        try:
+            return cls._retry_once(what, fn)
+        finally:
+            timings["vector_search"] = timings.get("vector_search", 0.0) + (time.perf_counter() - t) * 1000
+
     def _guard(
         self,
         reason: str,
@@ -85,8 +101,12 @@ class Retriever:
         top_k: int,
         timings: dict[str, float],
         top_similarity: float | None = None,
+        decision: Decision | None = None,
     ) -> Retrieval:
-        logger.info("chat.guard", extra={"conversationId": conversation_id, "reason": reason})
+        logger.info(
+            "chat.guard",
+            extra={"conversationId": conversation_id, "reason": reason, **_decision_fields(decision)},
+        )
         self.metrics.add(GUARD_REFUSALS)
         return Retrieval(
             hits=hits,
@@ -96,11 +116,12 @@ class Retriever:
             timings=timings,
             question=question,
             top_similarity=top_similarity,
+            decision=decision,
         )
 
     # ------------------------------------------------------------------ use case
     def retrieve(self, question: str, flt: SearchFilter, *, conversation_id: str | None = None) -> Retrieval:
-        from ragchat.domain.retrieval import needs_adaptive, normalize_question, should_guard
+        from ragchat.domain.retrieval import needs_adaptive, normalize_question
 
         q = normalize_question(question)
         if not q:
@@ -117,55 +138,38 @@ class Retriever:
         vector = self._retry_once("embed_query", lambda: self.embedder.embed_query(q))
         timings["embedding_generation"] = (time.perf_counter() - t0) * 1000
 
-        hybrid = self.settings.retrieval_mode == "hybrid"
-        search_ms = 0.0
-
-        def vector_search(k: int) -> list[Hit]:
-            nonlocal search_ms
-            t = time.perf_counter()
-            try:
-                return self._retry_once("vector_search", lambda: self.index.search(vector, flt, k))
-            finally:
-                search_ms += (time.perf_counter() - t) * 1000
-
-        def hybrid_search(k: int) -> list[Hit]:
-            nonlocal search_ms
-            t = time.perf_counter()
-            try:
-                return self._retry_once("hybrid_search", lambda: self.index.hybrid_search(q, vector, flt, k))
-            finally:
-                search_ms += (time.perf_counter() - t) * 1000
-
         # One exact search deep enough for the adaptive rule: the first ``top_k`` of the deeper
-        # ranking are exactly what a ``top_k`` search returns, so the guard and the spread rule read
-        # the same scores, and widening to ``adaptive_top_k`` needs no second search.
+        # ranking are exactly what a ``top_k`` search returns, so the decision and the spread rule
+        # read the same scores, and widening to ``adaptive_top_k`` needs no second search.
         adaptive_k = self.settings.adaptive_top_k
-        ranked = vector_search(max(top_k, adaptive_k))
+        depth = max(top_k, adaptive_k)
+        ranked = self._searched(timings, "vector_search", lambda: self.index.search(vector, flt, depth))
         vector_hits = ranked[:top_k]
-        scores = [similarity_of(h) for h in vector_hits]
-        top1 = scores[0] if scores else None
-
-        if should_guard(vector_hits, self.settings.similarity_threshold):
-            timings["vector_search"] = search_ms
-            self._log_retrieval(conversation_id, vector_hits)
+        if adaptive_k > top_k and needs_adaptive(
+            vector_hits, spread=self.settings.adaptive_spread, top_k=top_k
+        ):
+            top_k = adaptive_k
+            vector_hits = ranked[:top_k]
+        decision = self._decide(q, vector, vector_hits, timings)
+        top1 = decision.signals.top if vector_hits else None
+        if not decision.answer:
+            self._log_retrieval(conversation_id, vector_hits, decision)
             return self._guard(
-                LOW_SIMILARITY,
+                decision.reason,
                 q,
                 conversation_id,
                 hits=vector_hits,
                 top_k=top_k,
                 timings=timings,
                 top_similarity=top1,
+                decision=decision,
             )
-
-        if adaptive_k > top_k and needs_adaptive(
-            vector_hits, spread=self.settings.adaptive_spread, top_k=top_k
-        ):
-            top_k = adaptive_k
-            vector_hits = ranked[:top_k]
-        hits = hybrid_search(top_k) if hybrid else vector_hits
-        timings["vector_search"] = search_ms
-        self._log_retrieval(conversation_id, hits)
+        hits = vector_hits
+        if self.settings.retrieval_mode == "hybrid":
+            hits = self._searched(
+                timings, "hybrid_search", lambda: self.index.hybrid_search(q, vector, flt, top_k)
+            )
+        self._log_retrieval(conversation_id, hits, decision)
         return Retrieval(
             hits=hits,
             guard=False,
@@ -174,15 +178,53 @@ class Retriever:
             timings=timings,
             question=q,
             top_similarity=top1,
+            decision=decision,
         )
 
+    def _decide(
+        self,
+        q: str,
+        query: list[float],
+        vector_hits: list[Hit],
+        timings: dict[str, float],
+    ) -> Decision:
+        """The answerability decision over the vector similarities and the texts answered from; the
+        top chunks' passages are embedded only for an embedding model with calibrated coefficients."""
+        threshold = self.settings.similarity_threshold
+        coefficients = CALIBRATED.get(getattr(self.embedder, "model_id", ""))
+        texts = [strip_citations(h.text) for h in vector_hits]
+        passage_scores: list[float] | None = None
+        if coefficients is not None and vector_hits:
+            passages = evidence_passages(texts)
+            if passages:
+                t = time.perf_counter()
+                vectors = self._retry_once("embed_passages", lambda: self.embedder.embed_documents(passages))
+                passage_scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
+                timings["answerability"] = (time.perf_counter() - t) * 1000
+        similarities = [similarity_of(h) for h in vector_hits]
+        signals = compute_signals(q, similarities, texts, passage_scores)
+        return decide(signals, threshold, coefficients)
+
     @staticmethod
-    def _log_retrieval(conversation_id: str | None, hits: list[Hit]) -> None:
+    def _log_retrieval(conversation_id: str | None, hits: list[Hit], decision: Decision) -> None:
         logger.info(
             "chat.retrieval",
             extra={
                 "conversationId": conversation_id,
                 "ids": [h.id for h in hits],
                 "scores": [round(h.score, 4) for h in hits],
+                **_decision_fields(decision),
             },
         )
+
+
+def _decision_fields(decision: Decision | None) -> dict[str, object]:
+    """What the guard and retrieval events carry for tuning: top similarity, signals, probability."""
+    if decision is None:
+        return {}
+    return {
+        "topSimilarity": round(decision.signals.top, 4),
+        "signals": decision.signals.as_log(),
+        "answerProbability": None if decision.probability is None else round(decision.probability, 4),
+        "decision": decision.reason,
+    }
