@@ -180,7 +180,7 @@ def test_chat_two_turns_with_sources_and_reopen(page: Any, notes: dict[str, str]
     item = page.locator("#convs li").filter(has_text="Who built the Zephyr lighthouse")
     expect(item).to_have_count(1)
     expect(item).to_contain_text("4 messages")
-    item.locator("button").click()
+    item.locator("button.open").click()
     expect(page.locator("#messages .msg")).to_have_count(4)
     expect(page.locator(".msg.assistant .sources li")).not_to_have_count(0)
 
