@@ -91,13 +91,13 @@ function copyButton(div) {
   const span = el('span'); span.append(b, said); return span; }
 function editButton(div) {
   const b = el('button', 'Edit', 'btn small ghost'); b.type = 'button';
-  b.setAttribute('aria-label', 'Edit message'); b.onclick = () => startEdit(div); return b; }
+  b.title = 'Edit and send again'; b.onclick = () => startEdit(div); return b; }
 function startEdit(div) {
   if (busy || div.querySelector('.edit-box')) return;
   const content = div.querySelector('.content'), actions = div.querySelector('.msg-actions');
   const box = el('form', null, 'edit-box'), area = el('textarea'), row = el('div', null, 'row');
   const save = el('button', 'Save and send', 'btn primary small'), cancel = el('button', 'Cancel', 'btn small');
-  area.value = div.content; area.rows = 3; area.setAttribute('aria-label', 'Edited message'); cancel.type = 'button';
+  area.value = div.content; area.rows = 3; area.setAttribute('aria-label', 'Edited text'); cancel.type = 'button';
   row.append(cancel, save); box.append(area, row); content.hidden = true; actions.hidden = true; div.append(box);
   const close = () => { box.remove(); content.hidden = false; actions.hidden = false; };
   cancel.onclick = () => { close(); div.querySelector('.msg-actions button').focus(); };
