@@ -66,7 +66,13 @@ aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
 <p class="hint muted small">Enter sends · Shift+Enter adds a line · Esc stops</p>
 <p id=chat-status class=sr-only role=status></p></div></section></div>"""
 
-_WRITE_BODY = """<div class=cards><section class=card aria-labelledby=note-h><h2 id=note-h>Write a note</h2>
+_WRITE_BODY = """<div class=cards><section class="card wide collection">
+<label for=collection class=label>Collection
+<span class=muted>(optional; for the note or the file)</span></label>
+<input id=collection maxlength=@COLLECTION@ autocomplete=off placeholder="All notes"></section>
+<div class="wide status-box"><p id=status class="status muted" role=status></p>
+<progress id=progress max=100 value=0 hidden aria-label="Upload progress"></progress></div>
+<section class=card aria-labelledby=note-h><h2 id=note-h>Write a note</h2>
 <form id=f class=stack><label for=title class=label>Title <span class=muted>(optional)</span></label>
 <input id=title maxlength=1000 autocomplete=off>
 <label for=text class=label>Text</label><textarea id=text rows=9 required></textarea>
@@ -74,12 +80,7 @@ _WRITE_BODY = """<div class=cards><section class=card aria-labelledby=note-h><h2
 <section class=card aria-labelledby=upload-h><h2 id=upload-h>Upload a file</h2>
 <form id=u class=stack><label for=file class=label>File <span class=muted>(@UPLOAD_LIST@)</span></label>
 <input id=file type=file accept="@UPLOAD_ACCEPT@">
-<div class=actions><button class="btn primary" id=upload>Upload</button></div></form>
-<progress id=progress max=100 value=0 hidden aria-label="Upload progress"></progress></section>
-<section class=card><label for=collection class=label>Collection for the note or file
-<span class=muted>(optional)</span></label>
-<input id=collection maxlength=@COLLECTION@ autocomplete=off>
-<p id=status class="status muted" role=status></p></section></div>"""
+<div class=actions><button class="btn primary" id=upload>Upload</button></div></form></section></div>"""
 
 _DOCUMENTS_BODY = """<section class=card><div class=toolbar>
 <p class=muted>Your notes and files, newest first.</p><button id=refresh class=btn>Refresh</button></div>

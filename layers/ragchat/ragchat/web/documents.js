@@ -14,8 +14,10 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id;
   const actions = el('td'); actions.append(toggle, ' ', del);
   const state = el('td'); state.append(el('span', d.status, 'badge ' + d.status));
   const created = el('td', (d.createdAt || '').replace('T', ' ').replace(/\.\d+/, '').replace(/Z$/, ' UTC'), 'muted');
-  tr.append(el('td', d.title || d.id), state, el('td', String(d.chunkCount)),
-    el('td', d.error || '', d.error ? 'error' : ''), el('td', d.enabled ? 'yes' : 'no'), created, actions);
+  const chunks = el('td', String(d.chunkCount)), enabled = el('td', d.enabled ? 'yes' : 'no');
+  chunks.dataset.label = 'Chunks:'; enabled.dataset.label = 'Enabled:';  // shown on narrow screens
+  tr.append(el('td', d.title || d.id), state, chunks, el('td', d.error || '', d.error ? 'error' : ''), enabled,
+    created, actions);
   return tr; }
 function load(reset) { if (reset) cursor = null;
   api('/documents?limit=50' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {

@@ -2,7 +2,8 @@
 // document's status until READY / FAILED.
 const status = $('status'), progress = $('progress');
 let presigned = false;  // POST /uploads is in /openapi.json: upload through a presigned POST
-function show(text, kind) { status.textContent = text; status.className = 'status ' + (kind || 'muted'); }
+function show(text, kind) { status.textContent = text; status.className = 'status ' + (kind || 'muted');
+  status.scrollIntoView({block: 'nearest'}); }
 function follow(id) { show('Document ' + id + ': PENDING');
   const poll = () => api('/documents/' + encodeURIComponent(id)).then(d => {
     const done = d.status === 'READY' ? 'ok' : d.status === 'FAILED' ? 'error' : 'muted';
