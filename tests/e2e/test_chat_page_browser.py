@@ -124,6 +124,8 @@ def test_the_answer_grows_on_screen_and_stop_halts_it(browser: Any) -> None:  # 
             expect(answer).to_have_text("The sky looks blue")  # grown, the model still writing
             assert model.produced == 2 and not model.closed.is_set()
 
+            stops: list[str] = []
+            page.on("request", lambda r: stops.append(r.method) if r.url.endswith("/stop") else None)
             stop.click()
             expect(stop).to_be_hidden()
             expect(page.get_by_role("button", name="Send")).to_be_visible()
@@ -135,6 +137,7 @@ def test_the_answer_grows_on_screen_and_stop_halts_it(browser: Any) -> None:  # 
                 model.release()
             assert model.closed.wait(WAIT) and model.produced < len(FIRST)
             expect(answer).to_have_text("The sky looks blue")  # nothing more reached the page
+            assert stops == ["POST"]  # the stop route, from another request
             stored = _messages(served, page)
             assert [m["role"] for m in stored] == ["user", "assistant"]
             assert stored[1].get("interrupted") is True
@@ -303,5 +306,30 @@ def test_sources_refusals_and_rate_limits_as_sent(browser: Any) -> None:  # noqa
                 "Something went wrong on the server (Internal error). Please try again."
             )
             expect(message).to_have_value("One more question")
+        finally:
+            _close(page)
+
+
+def test_conversations_listed_newest_first_and_deleted(browser: Any) -> None:  # noqa: F811
+    expect = _expect()
+    with serving("serve", model=PacedModel(FIRST)) as served:
+        for collection in ("older", "newer"):
+            status, _, body = served.call("POST", "/chat/conversations", {"collection": collection})
+            assert status == 201, body
+            served.api.clock.advance(5)
+        page = _page(browser, served)
+        try:
+            page.goto("/ui")
+            items = page.locator("#convs li")
+            expect(items).to_have_count(2)
+            expect(items.nth(0)).to_contain_text("newer")
+            expect(items.nth(1)).to_contain_text("older")
+            expect(items.get_by_role("button", name="Rename")).to_have_count(0)  # no PATCH route (yet)
+            page.once("dialog", lambda dialog: dialog.accept())
+            items.nth(0).get_by_role("button", name="Delete New conversation").click()
+            expect(items).to_have_count(1)
+            expect(items.nth(0)).to_contain_text("older")
+            status, _, body = served.call("GET", "/chat/conversations")
+            assert [c["collection"] for c in json.loads(body)["items"]] == ["older"]
         finally:
             _close(page)

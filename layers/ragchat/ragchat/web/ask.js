@@ -125,20 +125,25 @@ function dispatch(block, onEvent) {  // one SSE frame; comment lines (": keep-al
 function newMessageId() { return 'web-' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 10); }
 function setBusy(on) {
   const hadFocus = document.activeElement === stopButton;
-  sendButton.hidden = on; stopButton.hidden = !on; $('chat-status').textContent = on ? 'Answering…' : '';
+  sendButton.hidden = on; stopButton.hidden = !on; stopButton.disabled = false; $('chat-status').textContent = on ? 'Answering…' : '';
   if (!on && hadFocus) input.focus(); }
+const STOP_GRACE_MS = 3000;  // how long a stopped stream may take to end by itself before we hang up
 function stop() {
-  if (!busy) return; const {controller, convId} = busy;
-  // The server stops the answer and keeps what was written (marked interrupted); hanging up does too.
-  fetch(base + '/chat/conversations/' + enc(convId) + '/stop', withAuth({method: 'POST'})).catch(() => {});
-  controller.abort(); }
+  if (!busy || busy.stopping) return; const {controller, convId} = busy; busy.stopping = true;
+  stopButton.disabled = true; $('chat-status').textContent = 'Stopping…';
+  // The stop route ends the answer on the server (its stream still closes with sources and
+  // answer_end, interrupted); hanging up stops it too, so that is the fallback.
+  const hangUp = () => controller.abort();
+  fetch(base + '/chat/conversations/' + enc(convId) + '/stop', withAuth({method: 'POST'}))
+    .then(r => r.json().then(body => { if (!r.ok || !body.inFlight) hangUp(); else setTimeout(hangUp, STOP_GRACE_MS); }))
+    .catch(hangUp); }
 function answerEvents(bot, state) {
   const content = bot.querySelector('.content');
   return (name, data) => { const follow = nearBottom();
     if (name === 'answer_start') bot.dataset.id = data.messageId || '';
     else if (name === 'answer_delta') { state.text += data.text; bot.content = state.text; renderContent(content, state.text, bot); }
     else if (name === 'sources') { state.sources = data.sources || []; bot.sources = state.sources; renderContent(content, state.text, bot); }
-    else if (name === 'answer_end') { state.done = true; if (typeof data.content === 'string') state.text = data.content; }
+    else if (name === 'answer_end') { state.done = true; state.interrupted = !!data.interrupted; if (typeof data.content === 'string') state.text = data.content; }
     else if (name === 'refusal') { state.refusal = data; state.done = true; }
     else if (name === 'error') { state.error = data; state.done = true; }
     if (follow) toBottom(); }; }
@@ -149,7 +154,8 @@ function finishAnswer(bot, state) {
     if (tips.length) { const ul = el('ul', null, 'suggestions'); for (const t of tips) ul.append(el('li', t));
       bot.querySelector('.msg-actions').before(ul); }
     return; }
-  showMessage(bot, {role: 'assistant', content: state.text, sources: state.sources, interrupted: !state.done});
+  showMessage(bot, {role: 'assistant', content: state.text, sources: state.sources,
+    interrupted: !state.done || state.interrupted});
   if (state.error) { bot.classList.add('failed');
     bot.querySelector('.msg-actions').before(el('p', state.error.message || 'The answer failed.', 'note warn')); } }
 async function turn(path, method, payload, userEl, restore) {
