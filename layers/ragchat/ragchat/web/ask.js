@@ -85,10 +85,15 @@ function showMessage(div, m) {  // (re)draws a message from its stored form
 function copyButton(div) {
   const b = el('button', 'Copy', 'btn small ghost'), said = el('span', '', 'muted small');
   b.type = 'button'; said.setAttribute('role', 'status');
-  b.onclick = () => navigator.clipboard.writeText(plainText(div.content))
+  b.onclick = () => writeClipboard(plainText(div.content))
     .then(() => { said.textContent = 'Copied'; setTimeout(() => { said.textContent = ''; }, 2000); })
     .catch(() => { said.textContent = 'Copy failed: select the text instead'; });
   const span = el('span'); span.append(b, said); return span; }
+function writeClipboard(text) {  // navigator.clipboard exists only in secure contexts (https, localhost)
+  if (navigator.clipboard) return navigator.clipboard.writeText(text);
+  const area = el('textarea'); area.value = text; area.className = 'sr-only'; document.body.append(area);
+  area.select(); const ok = document.execCommand('copy'); area.remove();
+  return ok ? Promise.resolve() : Promise.reject(new Error('copy refused')); }
 function editButton(div) {
   const b = el('button', 'Edit', 'btn small ghost'); b.type = 'button';
   b.title = 'Edit and send again'; b.onclick = () => startEdit(div); return b; }
@@ -137,16 +142,18 @@ function stop() {
   fetch(base + '/chat/conversations/' + enc(convId) + '/stop', withAuth({method: 'POST'}))
     .then(r => r.json().then(body => { if (!r.ok || !body.inFlight) hangUp(); else setTimeout(hangUp, STOP_GRACE_MS); }))
     .catch(hangUp); }
-function answerEvents(bot, state) {
+function answerEvents(bot, state) {  // SPEC §10 events → the message on screen
   const content = bot.querySelector('.content');
-  return (name, data) => { const follow = nearBottom();
-    if (name === 'answer_start') bot.dataset.id = data.messageId || '';
-    else if (name === 'answer_delta') { state.text += data.text; bot.content = state.text; renderContent(content, state.text, bot); }
-    else if (name === 'sources') { state.sources = data.sources || []; bot.sources = state.sources; renderContent(content, state.text, bot); }
-    else if (name === 'answer_end') { state.done = true; state.interrupted = !!data.interrupted; if (typeof data.content === 'string') state.text = data.content; }
-    else if (name === 'refusal') { state.refusal = data; state.done = true; }
-    else if (name === 'error') { state.error = data; state.done = true; }
-    if (follow) toBottom(); }; }
+  const redraw = () => { bot.content = state.text; bot.sources = state.sources; renderContent(content, state.text, bot); };
+  const on = {
+    answer_start: data => { bot.dataset.id = data.messageId || ''; },
+    answer_delta: data => { state.text += data.text; redraw(); },
+    sources: data => { state.sources = data.sources || []; redraw(); },
+    answer_end: data => { state.done = true; state.interrupted = !!data.interrupted;
+      if (typeof data.content === 'string') state.text = data.content; },
+    refusal: data => { state.refusal = data; state.done = true; },
+    error: data => { state.error = data; state.done = true; }};
+  return (name, data) => { const follow = nearBottom(); if (on[name]) on[name](data); if (follow) toBottom(); }; }
 function finishAnswer(bot, state) {
   bot.classList.remove('streaming');
   if (state.refusal) { bot.classList.add('refusal'); showMessage(bot, {role: 'assistant', content: state.refusal.message});
@@ -228,13 +235,13 @@ function fail(err) { chatError.textContent = describe(err); }
 function loadConversations() { return api('/chat/conversations?limit=50').then(p => {
   convs.replaceChildren(...p.items.map(convItem)); $('convs-empty').hidden = p.items.length > 0;
   const c = p.items.find(i => i.id === current); if (c) showTitle(c); }).catch(fail); }
-function open(id, draft) { return api('/chat/conversations/' + enc(id)).then(c => {
+function open(id, draft) { if (busy && busy.convId !== id) stop(); return api('/chat/conversations/' + enc(id)).then(c => {
   current = c.id; if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar();
   $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);
   chatForm.hidden = false; input.focus(); toBottom(); return loadConversations(); }).catch(fail); }
 function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
   (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
-function home() { current = null; messages.replaceChildren(); chatForm.hidden = true; $('welcome').hidden = false;
+function home() { if (busy) stop(); current = null; messages.replaceChildren(); chatForm.hidden = true; $('welcome').hidden = false;
   $('conv-title').textContent = 'Ask your notes'; closeSidebar(); loadConversations(); }
 $('new-conv').onsubmit = e => { e.preventDefault(); const body = {};
   const collection = $('collection').value.trim(); if (collection) body.collection = collection;
