@@ -51,7 +51,8 @@ _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label
 <button id=menu type=button class="icon-btn menu" aria-label="Conversations" aria-controls=sidebar
 aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
 <div id=scroller class=scroller><div id=welcome class=welcome>
-<p class=lead>Start a conversation on the left, or ask a single question without history.</p>
+<p class=lead>Start a conversation <span class=wide-only>from the list on the left</span>
+<span class=narrow-only>from the menu at the top left</span>, or ask a single question without history.</p>
 <form id=f class=ask-form><label for=q class=sr-only>Question</label>
 <input id=q placeholder="Ask a question about your notes" required autocomplete=off>
 <button class="btn primary">Ask</button></form>
