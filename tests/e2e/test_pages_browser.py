@@ -139,6 +139,21 @@ def test_add_a_note_on_write_and_see_it_reach_ready(page: Any, server: Server) -
     )
 
 
+def test_upload_a_file_on_write_with_progress_until_ready(page: Any, server: Server) -> None:
+    expect = _expect()
+    page.goto("/write")
+    page.fill("#collection", "browser-upload")
+    body = b"# Harbour\n\nThe Pelican ferry leaves the harbour at dawn.\n" * 300  # ~16 KB
+    page.set_input_files("#file", files=[{"name": "harbour.md", "mimeType": "text/markdown", "buffer": body}])
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
+    expect(page.locator("#progress")).to_be_visible()
+    expect(page.locator("#progress")).to_have_js_property("value", 100)
+    doc_id = page.locator("#status").inner_text().split()[1].rstrip(":")
+    doc = server.request("GET", f"/documents/{doc_id}").json()
+    assert (doc["collection"], doc["status"]) == ("browser-upload", "READY")
+
+
 def test_ask_once_shows_the_answer_and_the_cited_source(page: Any, notes: dict[str, str]) -> None:
     expect = _expect()
     page.goto("/ui")
@@ -180,7 +195,7 @@ def test_chat_two_turns_with_sources_and_reopen(page: Any, notes: dict[str, str]
     item = page.locator("#convs li").filter(has_text="Who built the Zephyr lighthouse")
     expect(item).to_have_count(1)
     expect(item).to_contain_text("4 messages")
-    item.locator("button").click()
+    item.locator("button.open").click()
     expect(page.locator("#messages .msg")).to_have_count(4)
     expect(page.locator(".msg.assistant .sources li")).not_to_have_count(0)
 

@@ -180,8 +180,23 @@ def test_ui_page_has_ask_and_chat():
     body = page_and_scripts(make_api(), "/ui")
     ids = set(re.findall(r"\bid=([\w-]+)", body))
     assert {"q", "answer", "sources", "new-conv", "convs", "messages", "chat-form", "chat-error"} <= ids
-    for endpoint in ("'/chat/conversations'", "'/chat/conversations/'", "'/messages'", "'/?text='"):
+    for endpoint in (
+        "'/chat/conversations'",
+        "'/chat/conversations/'",
+        "'/messages'",
+        "'/?text='",
+        "'/stop'",
+    ):
         assert endpoint in body, endpoint
+    assert "text/event-stream" in body and "getReader()" in body  # answers stream in
+
+
+def test_ui_page_names_what_the_browser_tests_rely_on():
+    body = make_api().call("GET", "/ui")["body"]
+    assert "<label for=message class=sr-only>Message</label>" in body
+    assert re.search(r"<textarea id=message\b", body)
+    for button in ("New conversation", "Send", "Stop"):
+        assert re.search(rf"<button[^>]*>{button}</button>", body), button
 
 
 def test_documents_ui_is_not_taken_for_a_document_id():

@@ -39,34 +39,65 @@ from ragchat.domain.labels import MAX_COLLECTION_CHARS
 if TYPE_CHECKING:
     from ragchat.container import Container
 
-_ASK_BODY = """<h2>Ask once</h2>
-<form id=f class=row><input id=q placeholder="Ask a question about your notes" required>
-<button>Ask</button></form><pre id=answer hidden></pre><ol id=sources class=sources></ol>
-<h2>Chat</h2><div class=chat><aside>
-<form id=new-conv><input id=collection placeholder="Collection (optional)" maxlength=@COLLECTION@>
-<button id=new-conv-button>New conversation</button></form><ul id=convs></ul></aside>
-<section><h3 id=conv-title class=muted>Start or pick a conversation</h3><div id=messages></div>
-<form id=chat-form class=row hidden><input id=message placeholder="Your message" maxlength=4000 required>
-<button id=send>Send</button></form><p id=chat-error class=error role=alert></p></section></div>"""
+_ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label=Conversations>
+<form id=new-conv class=new-conv><button id=new-conv-button class="btn primary wide">New conversation</button>
+<label for=collection class=label>Collection <span class=muted>(optional)</span></label>
+<input id=collection placeholder="All notes" maxlength=@COLLECTION@ autocomplete=off></form>
+<button id=ask-once type=button class=side-link>Ask once</button>
+<h2 class=side-heading>Recent</h2><ul id=convs class=convs></ul>
+<p id=convs-empty class="muted small" hidden>No conversations yet.</p></aside>
+<div id=scrim class=scrim hidden></div>
+<section class=chat-main aria-labelledby=conv-title><header class=chat-head>
+<button id=menu type=button class="icon-btn menu" aria-label="Conversations" aria-controls=sidebar
+aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
+<div id=scroller class=scroller><div id=welcome class=welcome>
+<p class=lead>Start a conversation <span class=wide-only>from the list on the left</span>
+<span class=narrow-only>from the menu at the top left</span>, or ask a single question without history.</p>
+<form id=f class=ask-form><label for=q class=sr-only>Question</label>
+<input id=q placeholder="Ask a question about your notes" required autocomplete=off>
+<button class="btn primary">Ask</button></form>
+<div id=answer-box class=answer-card hidden><div id=answer class=content></div>
+<ol id=sources class=sources></ol></div></div>
+<div id=messages class=messages></div></div>
+<div class=composer-wrap><p id=chat-error class=error role=alert></p>
+<form id=chat-form class=composer hidden><label for=message class=sr-only>Message</label>
+<textarea id=message rows=1 placeholder="Message your notes…" maxlength=4000 required></textarea>
+<button id=send class="btn primary send">Send</button>
+<button id=stop type=button class="btn stop" hidden>Stop</button></form>
+<p class="hint muted small">Enter sends · Shift+Enter adds a line · Esc stops</p>
+<p id=chat-status class=sr-only role=status></p></div></section></div>"""
 
-_WRITE_BODY = """<form id=f><input id=title placeholder="Title (optional)" maxlength=1000>
-<textarea id=text rows=10 placeholder="Text" required></textarea><button>Add note</button></form>
-<h2>…or upload a file</h2><form id=u><input id=file type=file accept="@UPLOAD_ACCEPT@">
-<button>Upload</button></form>
-<p><input id=collection placeholder="Collection for the note or file (optional)" maxlength=@COLLECTION@></p>
-<p id=status class=muted role=status></p>"""
+_WRITE_BODY = """<div class=cards><section class="card wide collection">
+<label for=collection class=label>Collection
+<span class=muted>(optional; for the note or the file)</span></label>
+<input id=collection maxlength=@COLLECTION@ autocomplete=off placeholder="All notes"></section>
+<div class="wide status-box"><p id=status class="status muted" role=status></p>
+<progress id=progress max=100 value=0 hidden aria-label="Upload progress"></progress></div>
+<section class=card aria-labelledby=note-h><h2 id=note-h>Write a note</h2>
+<form id=f class=stack><label for=title class=label>Title <span class=muted>(optional)</span></label>
+<input id=title maxlength=1000 autocomplete=off>
+<label for=text class=label>Text</label><textarea id=text rows=9 required></textarea>
+<div class=actions><button class="btn primary">Add note</button></div></form></section>
+<section class=card aria-labelledby=upload-h><h2 id=upload-h>Upload a file</h2>
+<form id=u class=stack><label for=file class=label>File <span class=muted>(@UPLOAD_LIST@)</span></label>
+<input id=file type=file accept="@UPLOAD_ACCEPT@">
+<div class=actions><button class="btn primary" id=upload>Upload</button></div></form></section></div>"""
 
-_DOCUMENTS_BODY = """<p><button id=refresh>Refresh</button></p><p id=doc-error class=error role=alert></p>
-<table><thead><tr><th>Title</th><th>Status</th><th>Chunks</th><th>Error</th><th>Enabled</th><th>Created</th>
-<th></th></tr></thead><tbody id=rows></tbody></table><p><button id=more hidden>More</button></p>"""
+_DOCUMENTS_BODY = """<section class=card><div class=toolbar>
+<p class=muted>Your notes and files, newest first.</p><button id=refresh class=btn>Refresh</button></div>
+<p id=doc-error class=error role=alert></p>
+<div class=table-wrap><table><thead><tr><th>Title</th><th>Status</th><th>Chunks</th><th>Error</th>
+<th>Enabled</th><th>Created</th><th><span class=sr-only>Actions</span></th></tr></thead>
+<tbody id=rows></tbody></table></div><p><button id=more class=btn hidden>More</button></p></section>"""
 
 _PAGES = {
-    "ask": ("Ask", _ASK_BODY),
+    "ask": ("Chat", _ASK_BODY),
     "write": ("Add a note", _WRITE_BODY),
     "documents": ("Documents", _DOCUMENTS_BODY),
 }
 # Where each page's shell lives, so its static links resolve under any stage prefix (``/Prod/…``).
 _UP = {"ask": "", "write": "", "documents": "../"}
+_NAV = (("ask", "/ui", "Chat"), ("write", "/write", "Add"), ("documents", "/documents/ui", "Documents"))
 # The page scripts and the style sheet (``ragchat/web``), served at ``/static/<name>``.
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 STATIC_FILES = ("common.js", "ask.js", "write.js", "documents.js", "style.css")
@@ -104,18 +135,19 @@ def config_json(config: dict[str, str]) -> str:
 def _signin_form(auth: PageAuth) -> str:
     if auth == "cognito":
         fields = (
-            '<input id=signin-user type=email autocomplete=username placeholder="Email" required>'
-            '<input id=signin-secret type=password autocomplete=current-password placeholder="Password" '
-            "required>"
+            "<input id=signin-user aria-label=Email type=email autocomplete=username "
+            'placeholder="Email" required><input id=signin-secret aria-label=Password type=password '
+            'autocomplete=current-password placeholder="Password" required>'
         )
     else:
         fields = (
-            '<input id=signin-secret type=password autocomplete=off placeholder="API token '
-            '(RAGCHAT_API_TOKEN of ragchat serve)" required>'
+            '<input id=signin-secret aria-label="API token" type=password autocomplete=off '
+            'placeholder="API token (RAGCHAT_API_TOKEN of ragchat serve)" required>'
         )
     return (
-        "<section id=signin hidden><h2>Sign in</h2><p id=signin-note class=muted role=status></p>"
-        f"<form id=signin-form>{fields}<button id=signin-button>Sign in</button></form>"
+        "<section id=signin class='card signin' hidden><h2>Sign in</h2>"
+        "<p id=signin-note class=muted role=status></p><form id=signin-form class=stack>"
+        f'{fields}<button id=signin-button class="btn primary">Sign in</button></form>'
         "<p id=signin-error class=error role=alert></p></section>"
     )
 
@@ -123,7 +155,12 @@ def _signin_form(auth: PageAuth) -> str:
 def _fill(body: str) -> str:
     """The facts a page repeats from the domain: the collection length and the upload types."""
     accept = ",".join(PRIMARY_EXTENSIONS.values())
-    return body.replace("@COLLECTION@", str(MAX_COLLECTION_CHARS)).replace("@UPLOAD_ACCEPT@", accept)
+    listed = ", ".join(PRIMARY_EXTENSIONS.values())
+    return (
+        body.replace("@COLLECTION@", str(MAX_COLLECTION_CHARS))
+        .replace("@UPLOAD_ACCEPT@", accept)
+        .replace("@UPLOAD_LIST@", listed)
+    )
 
 
 def render(page: str, config: dict[str, str] | None = None) -> str:
@@ -135,19 +172,24 @@ def render(page: str, config: dict[str, str] | None = None) -> str:
     # "API" link is only offered when the server needs no sign-in (local, no token).
     api_link = '<a data-p="/swagger">API</a>' if auth == "none" else ""
     account = (
-        "<span id=account hidden><button id=sign-out type=button>Sign out</button></span>"
+        '<span id=account hidden><button id=sign-out type=button class="btn ghost">Sign out</button></span>'
         if auth != "none"
         else "<span id=account hidden></span>"
     )
     signin = _signin_form(auth) if auth != "none" else "<section id=signin hidden></section>"
+    nav = "".join(
+        f'<a data-p="{path}"{" aria-current=page" if key == page else ""}>{label}</a>'
+        for key, path, label in _NAV
+    )
+    heading = f"<h1 class=sr-only>{title}</h1>" if page == "ask" else f"<h1>{title}</h1>"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        f'<title>ragchat · {title}</title><link rel=stylesheet href="{up}static/style.css"></head><body>'
-        '<nav><a data-p="/ui">Ask</a><a data-p="/write">Add</a><a data-p="/documents/ui">Documents</a>'
-        f"{api_link}{account}</nav>"
+        f'<title>ragchat · {title}</title><link rel=stylesheet href="{up}static/style.css"></head>'
+        f"<body class=page-{page}><header class=topbar><span class=brand>ragchat</span>"
+        f"<nav>{nav}{api_link}{account}</nav></header>"
         f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
-        f"<h1>{title}</h1>{signin}<main id=app hidden>{_fill(body)}</main>"
+        f"<div class=page>{heading}{signin}<main id=app hidden>{_fill(body)}</main></div>"
         f'<script src="{up}static/common.js"></script><script src="{up}static/{page}.js"></script>'
         "</body></html>"
     )

@@ -1,45 +1,269 @@
-// The Ask page (loaded after common.js).
-$('f').onsubmit = e => { e.preventDefault();
-  const out = $('answer'), list = $('sources');
-  out.hidden = false; out.textContent = '…'; list.replaceChildren();
-  api('/?text=' + encodeURIComponent($('q').value)).then(r => {
-    out.textContent = r.answer; list.replaceChildren(...sourceList(r.sources).childNodes);
-  }).catch(err => out.textContent = 'Error: ' + err.message); };
-let current = null;
+// The Chat page (loaded after common.js): one-shot ask, conversations, answers streamed over SSE
+// (fetch + ReadableStream), Stop, edit-and-resend, citation chips, Copy. Everything the server sends
+// is inserted with textContent (el()), never as HTML.
+let current = null;   // the open conversation's id
+let busy = null;      // the answer being streamed: {controller, convId}
+let canRename = false; // PATCH /chat/conversations/{id} is in /openapi.json
 const convs = $('convs'), messages = $('messages'), chatError = $('chat-error'), chatForm = $('chat-form');
-function fail(err) { chatError.textContent = 'Error: ' + err.message; }
+const input = $('message'), sendButton = $('send'), stopButton = $('stop'), scroller = $('scroller');
+const SHOWN_SOURCES = 3;
+const TAG = /\[source:\s*([A-Za-z0-9_-]+)\]/g;
+const SOURCES_LINE = /\n*[ \t]*Sources:[ \t]*[A-Za-z0-9_-]+(?:[ \t]*,[ \t]*[A-Za-z0-9_-]+)*[ \t]*$/;
+const enc = encodeURIComponent;
+let uid = 0;
+
+// ------------------------------------------------------------------ answer text and sources
+function plainText(text) {  // what Copy puts on the clipboard: no [source: …] tags, no Sources line
+  return text.replace(SOURCES_LINE, '').replace(/[ \t]*\[source:\s*[A-Za-z0-9_-]+\]/g, '')
+    .replace(/[ \t]+([.,;:!?])/g, '$1').replace(/[ \t]{2,}/g, ' ').trim(); }
+function sourceLabel(s) { return (s.title || s.id) + (s.page ? ' · p. ' + s.page : ''); }
+// The answer's text with each [source: id] tag shown as a numbered button opening that source.
+function renderContent(box, text, msgEl) {
+  const body = text.replace(SOURCES_LINE, ''), order = (msgEl.sources || []).map(s => s.id);
+  box.replaceChildren(); let last = 0;
+  for (const m of body.matchAll(TAG)) {
+    box.append(body.slice(last, m.index).replace(/[ \t]+$/, '')); last = m.index + m[0].length;
+    const id = m[1]; let n = order.indexOf(id); if (n < 0) { order.push(id); n = order.length - 1; }
+    const cite = el('button', String(n + 1), 'cite'); cite.type = 'button';
+    cite.setAttribute('aria-label', 'Source ' + (n + 1)); cite.onclick = () => openSource(msgEl, id);
+    box.append(cite); }
+  box.append(body.slice(last)); }
+function openSource(msgEl, id) {
+  for (const li of msgEl.querySelectorAll('.sources li')) if (li.dataset.id === id) {
+    li.hidden = false; const chip = li.querySelector('.chip');
+    if (chip.getAttribute('aria-expanded') !== 'true') chip.click(); chip.focus(); } }
+function sourceItem(s, n) {
+  const li = el('li'); li.dataset.id = s.id;
+  const chip = el('button', null, 'chip'), detail = el('div', null, 'source-detail');
+  chip.type = 'button'; chip.append(el('span', String(n), 'n'), el('span', sourceLabel(s), 't'));
+  chip.title = sourceLabel(s); detail.id = 'source-' + (++uid); detail.hidden = true;
+  chip.setAttribute('aria-expanded', 'false'); chip.setAttribute('aria-controls', detail.id);
+  detail.append(el('div', s.title || 'Note', 'title'));
+  if (s.page) detail.append(el('div', 'Page ' + s.page, 'muted small page'));
+  detail.append(el('p', s.text, 'snippet'), el('code', s.id));
+  chip.onclick = () => { const open = chip.getAttribute('aria-expanded') !== 'true';
+    chip.setAttribute('aria-expanded', String(open)); detail.hidden = !open; };
+  li.append(chip, detail); return li; }
+function fillSources(ol, sources) {
+  ol.replaceChildren(); const items = (sources || []).map((s, i) => sourceItem(s, i + 1));
+  items.forEach((li, i) => { li.hidden = i >= SHOWN_SOURCES; ol.append(li); });
+  if (items.length > SHOWN_SOURCES) {
+    const li = el('li', null, 'more'), more = el('button', 'Show more sources (' +
+      (items.length - SHOWN_SOURCES) + ')', 'more-sources');
+    more.type = 'button'; more.onclick = () => { for (const i of items) i.hidden = false; li.remove(); };
+    li.append(more); ol.append(li); } }
+
+// ------------------------------------------------------------------ one-shot ask
+$('f').onsubmit = e => { e.preventDefault();
+  const box = $('answer-box'), out = $('answer'), list = $('sources');
+  box.hidden = false; box.classList.remove('failed'); out.textContent = 'Thinking…'; list.replaceChildren();
+  api('/?text=' + encodeURIComponent($('q').value)).then(r => {
+    box.sources = r.sources || []; renderContent(out, r.answer, box); fillSources(list, box.sources);
+  }).catch(err => { box.classList.add('failed'); out.textContent = describe(err); }); };
+
+// ------------------------------------------------------------------ messages
 function who(role) { return role === 'user' ? 'You' : role === 'assistant' ? 'Assistant' : 'Summary'; }
-function addMessage(m) { const div = el('div', null, 'msg ' + m.role);
-  div.append(el('div', who(m.role), 'who'), el('p', m.content));
-  if (m.sources && m.sources.length) div.append(sourceList(m.sources));
-  messages.append(div); div.scrollIntoView({block: 'nearest'}); return div; }
+function nearBottom() { return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80; }
+function toBottom() { scroller.scrollTop = scroller.scrollHeight; }
+function addMessage(m) {
+  const div = el('div', null, 'msg ' + m.role); div.dataset.id = m.id || m.messageId || '';
+  div.append(el('div', who(m.role), m.role === 'user' ? 'who sr-only' : 'who'), el('div', null, 'content'));
+  messages.append(div); showMessage(div, m); setEmpty(false); return div; }
+function setEmpty(on) { const p = $('empty'); if (p) p.hidden = !on; }
+function showMessage(div, m) {  // (re)draws a message from its stored form
+  div.content = m.content || ''; div.sources = m.sources || [];
+  const content = div.querySelector('.content');
+  for (const old of div.querySelectorAll(':scope > .sources, :scope > .msg-actions, :scope > .note')) old.remove();
+  if (m.role !== 'assistant') { content.textContent = div.content; }
+  else { renderContent(content, div.content, div);
+    if (div.sources.length) { const ol = el('ol', null, 'sources'); fillSources(ol, div.sources); div.append(ol); } }
+  if (m.interrupted) div.append(el('p', 'Stopped: this answer was cut short.', 'note'));
+  const actions = el('div', null, 'msg-actions');
+  if (m.role === 'assistant') actions.append(copyButton(div));
+  if (m.role === 'user') actions.append(editButton(div));
+  if (actions.childNodes.length) div.append(actions); }
+function copyButton(div) {
+  const b = el('button', 'Copy', 'btn small ghost'), said = el('span', '', 'muted small');
+  b.type = 'button'; said.setAttribute('role', 'status');
+  b.onclick = () => writeClipboard(plainText(div.content))
+    .then(() => { said.textContent = 'Copied'; setTimeout(() => { said.textContent = ''; }, 2000); })
+    .catch(() => { said.textContent = 'Copy failed: select the text instead'; });
+  const span = el('span'); span.append(b, said); return span; }
+function writeClipboard(text) {  // navigator.clipboard exists only in secure contexts (https, localhost)
+  if (navigator.clipboard) return navigator.clipboard.writeText(text);
+  const area = el('textarea'); area.value = text; area.className = 'sr-only'; document.body.append(area);
+  area.select(); const ok = document.execCommand('copy'); area.remove();
+  return ok ? Promise.resolve() : Promise.reject(new Error('copy refused')); }
+function editButton(div) {
+  const b = el('button', 'Edit', 'btn small ghost'); b.type = 'button';
+  b.title = 'Edit and send again'; b.onclick = () => startEdit(div); return b; }
+function startEdit(div) {
+  if (busy || div.querySelector('.edit-box')) return;
+  const content = div.querySelector('.content'), actions = div.querySelector('.msg-actions');
+  const box = el('form', null, 'edit-box'), area = el('textarea'), row = el('div', null, 'row');
+  const save = el('button', 'Save and send', 'btn primary small'), cancel = el('button', 'Cancel', 'btn small');
+  area.value = div.content; area.rows = 3; area.setAttribute('aria-label', 'Edited text'); cancel.type = 'button';
+  row.append(cancel, save); box.append(area, row); content.hidden = true; actions.hidden = true; div.append(box);
+  const close = () => { box.remove(); content.hidden = false; actions.hidden = false; };
+  cancel.onclick = () => { close(); div.querySelector('.msg-actions button').focus(); };
+  area.onkeydown = e => { if (e.key === 'Escape') { e.stopPropagation(); cancel.click(); }
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); box.requestSubmit(); } };
+  box.onsubmit = e => { e.preventDefault(); if (!area.value.trim()) return; close(); edit(div, area.value); };
+  area.focus(); }
+
+// ------------------------------------------------------------------ server-sent events
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader(), decoder = new TextDecoder(); let buffer = '';
+  for (;;) { const {value, done} = await reader.read(); if (done) break;
+    buffer += decoder.decode(value, {stream: true}).replace(/\r\n/g, '\n'); let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end); buffer = buffer.slice(end + 2); dispatch(block, onEvent); } } }
+function dispatch(block, onEvent) {  // one SSE frame; comment lines (": keep-alive") are skipped
+  let name = 'message'; const data = [];
+  for (const line of block.split('\n')) { if (!line || line[0] === ':') continue;
+    const k = line.indexOf(':'), field = k < 0 ? line : line.slice(0, k);
+    let value = k < 0 ? '' : line.slice(k + 1); if (value[0] === ' ') value = value.slice(1);
+    if (field === 'event') name = value; else if (field === 'data') data.push(value); }
+  if (data.length) onEvent(name, JSON.parse(data.join('\n'))); }
+
+// ------------------------------------------------------------------ a turn
+function newMessageId() { return 'web-' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 10); }
+function setBusy(on) {
+  const hadFocus = document.activeElement === stopButton;
+  sendButton.hidden = on; stopButton.hidden = !on; stopButton.disabled = false; $('chat-status').textContent = on ? 'Answering…' : '';
+  if (!on && hadFocus) input.focus(); }
+const STOP_GRACE_MS = 3000;  // how long a stopped stream may take to end by itself before we hang up
+function stop() {
+  if (!busy || busy.stopping) return; const {controller, convId} = busy; busy.stopping = true;
+  stopButton.disabled = true; $('chat-status').textContent = 'Stopping…';
+  // The stop route ends the answer on the server (its stream still closes with sources and
+  // answer_end, interrupted); hanging up stops it too, so that is the fallback.
+  const hangUp = () => controller.abort();
+  fetch(base + '/chat/conversations/' + enc(convId) + '/stop', withAuth({method: 'POST'}))
+    .then(r => r.json().then(body => { if (!r.ok || !body.inFlight) hangUp(); else setTimeout(hangUp, STOP_GRACE_MS); }))
+    .catch(hangUp); }
+function answerEvents(bot, state) {  // SPEC §10 events → the message on screen
+  const content = bot.querySelector('.content');
+  const redraw = () => { bot.content = state.text; bot.sources = state.sources; renderContent(content, state.text, bot); };
+  const on = {
+    answer_start: data => { bot.dataset.id = data.messageId || ''; },
+    answer_delta: data => { state.text += data.text; redraw(); },
+    sources: data => { state.sources = data.sources || []; redraw(); },
+    answer_end: data => { state.done = true; state.interrupted = !!data.interrupted;
+      if (typeof data.content === 'string') state.text = data.content; },
+    refusal: data => { state.refusal = data; state.done = true; },
+    error: data => { state.error = data; state.done = true; }};
+  return (name, data) => { const follow = nearBottom(); if (on[name]) on[name](data); if (follow) toBottom(); }; }
+function finishAnswer(bot, state) {
+  bot.classList.remove('streaming');
+  if (state.refusal) { bot.classList.add('refusal'); showMessage(bot, {role: 'assistant', content: state.refusal.message});
+    const tips = state.refusal.suggestions || [];
+    if (tips.length) { const ul = el('ul', null, 'suggestions'); for (const t of tips) ul.append(el('li', t));
+      bot.querySelector('.msg-actions').before(ul); }
+    return; }
+  showMessage(bot, {role: 'assistant', content: state.text, sources: state.sources,
+    interrupted: !state.done || state.interrupted});
+  if (state.error) { bot.classList.add('failed');
+    bot.querySelector('.msg-actions').before(el('p', state.error.message || 'The answer failed.', 'note warn')); } }
+async function turn(path, method, payload, userEl, restore) {
+  const convId = current, controller = new AbortController();
+  const bot = addMessage({role: 'assistant', content: ''}); bot.classList.add('streaming');
+  const state = {text: '', sources: [], done: false};
+  busy = {controller, convId}; setBusy(true); chatError.textContent = ''; toBottom();
+  try {
+    const r = await fetch(base + path, withAuth({method, signal: controller.signal, body: JSON.stringify(payload),
+      headers: {'Content-Type': 'application/json', Accept: 'text/event-stream'}}));
+    if (!r.ok) throw httpError(r.status, await r.json().catch(() => ({})));
+    userEl.classList.remove('pending');
+    if ((r.headers.get('Content-Type') || '').includes('text/event-stream')) await readEvents(r, answerEvents(bot, state));
+    else { const j = await r.json(); Object.assign(state, {text: j.content, sources: j.sources || [], done: true});
+      if (j.guardUsed) state.refusal = {message: j.content, suggestions: []}; }
+    finishAnswer(bot, state);
+  } catch (err) {
+    if (err.name === 'AbortError') { userEl.classList.remove('pending'); finishAnswer(bot, state); }
+    else if (!state.text) { bot.remove(); userEl.remove(); restore(); chatError.textContent = describe(err);
+      if (!messages.querySelector('.msg')) setEmpty(true); }
+    else { state.error = {message: describe(err)}; finishAnswer(bot, state); }
+  } finally {
+    busy = null; setBusy(false); loadConversations(); syncIds(convId); } }
+// The ids the server gave the messages (an edit needs the user message's), matched by position.
+function syncIds(convId) { api('/chat/conversations/' + enc(convId)).then(c => {
+  const shown = messages.querySelectorAll('.msg');
+  if (convId !== current || busy || shown.length !== c.messages.length) return;
+  c.messages.forEach((m, i) => { if (shown[i].classList.contains(m.role)) shown[i].dataset.id = m.id; }); }).catch(() => {}); }
+function send(content) {
+  const id = newMessageId(), userEl = addMessage({role: 'user', content, messageId: id});
+  userEl.classList.add('pending'); input.value = ''; autosize();
+  const path = '/chat/conversations/' + enc(current) + '/messages';
+  return turn(path, 'POST', {content, messageId: id}, userEl, () => { input.value = content; autosize(); }); }
+function edit(div, content) {  // the server deletes every later message, then answers the new version
+  if (busy) return; const id = div.dataset.id;
+  let next = div.nextElementSibling; while (next) { const n = next.nextElementSibling; next.remove(); next = n; }
+  const old = div.content; showMessage(div, {role: 'user', content}); div.classList.add('pending');
+  const path = '/chat/conversations/' + enc(current) + '/messages/' + enc(id);
+  return turn(path, 'PUT', {content}, div, () => { input.value = content; autosize(); open(current, old); }); }
+
+// ------------------------------------------------------------------ conversations
 function showTitle(c) {
-  $('conv-title').textContent = (c.title || 'New conversation') +
-    (c.collection ? ' · ' + c.collection : ''); }
+  $('conv-title').textContent = (c.title || 'New conversation') + (c.collection ? ' · ' + c.collection : ''); }
+function convItem(c) {
+  const li = el('li', null, 'conv' + (c.id === current ? ' current' : ''));
+  const b = el('button', null, 'open'); b.type = 'button'; b.onclick = () => open(c.id);
+  if (c.id === current) b.setAttribute('aria-current', 'true');
+  b.append(el('span', c.title || 'New conversation'),
+    el('span', c.messageCount + ' messages' + (c.collection ? ' · ' + c.collection : ''), 'muted'));
+  const tools = el('span', null, 'tools');
+  if (canRename) { const r = el('button', 'Rename', 'icon-btn'); r.type = 'button';
+    r.setAttribute('aria-label', 'Rename ' + (c.title || 'New conversation')); r.onclick = () => rename(li, c);
+    tools.append(r); }
+  const d = el('button', 'Delete', 'icon-btn'); d.type = 'button';
+  d.setAttribute('aria-label', 'Delete ' + (c.title || 'New conversation')); d.onclick = () => remove(c);
+  tools.append(d); li.append(b, tools); return li; }
+function rename(li, c) {
+  const form = el('form', null, 'conv-edit'), field = el('input'), ok = el('button', 'Save', 'btn small');
+  field.value = c.title || ''; field.setAttribute('aria-label', 'New title'); field.maxLength = 200;
+  form.append(field, ok); li.replaceChildren(form); field.focus(); field.select();
+  field.onkeydown = e => { if (e.key === 'Escape') { e.stopPropagation(); loadConversations(); } };
+  form.onsubmit = e => { e.preventDefault();
+    api('/chat/conversations/' + enc(c.id), {method: 'PATCH', headers: JSON_HEADERS,
+      body: JSON.stringify({title: field.value.trim()})}).then(loadConversations).catch(fail); }; }
+function remove(c) {
+  if (!confirm('Delete the conversation "' + (c.title || 'New conversation') + '"?')) return;
+  api('/chat/conversations/' + enc(c.id), {method: 'DELETE'}).then(() => {
+    if (c.id === current) home(); return loadConversations(); }).catch(fail); }
+function fail(err) { chatError.textContent = describe(err); }
 function loadConversations() { return api('/chat/conversations?limit=50').then(p => {
-  convs.replaceChildren();
-  for (const c of p.items) { const li = el('li', null, c.id === current ? 'current' : '');
-    if (c.id === current) showTitle(c);
-    const b = el('button', c.title || 'New conversation'); b.type = 'button'; b.onclick = () => open(c.id);
-    b.append(el('span', c.messageCount + ' messages' + (c.collection ? ' · ' + c.collection : ''), 'muted'));
-    li.append(b); convs.append(li); } }).catch(fail); }
-function open(id) { return api('/chat/conversations/' + encodeURIComponent(id)).then(c => {
-  current = c.id; chatError.textContent = '';
-  showTitle(c);
-  messages.replaceChildren(); for (const m of c.messages) addMessage(m);
-  chatForm.hidden = false; $('message').focus(); return loadConversations(); }).catch(fail); }
+  convs.replaceChildren(...p.items.map(convItem)); $('convs-empty').hidden = p.items.length > 0;
+  const c = p.items.find(i => i.id === current); if (c) showTitle(c); }).catch(fail); }
+function open(id, draft) { if (busy && busy.convId !== id) stop(); return api('/chat/conversations/' + enc(id)).then(c => {
+  current = c.id; if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar();
+  $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);
+  chatForm.hidden = false; input.focus(); toBottom(); return loadConversations(); }).catch(fail); }
+function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
+  (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
+function home() { if (busy) stop(); current = null; messages.replaceChildren(); chatForm.hidden = true; $('welcome').hidden = false;
+  $('conv-title').textContent = 'Ask your notes'; closeSidebar(); loadConversations(); }
 $('new-conv').onsubmit = e => { e.preventDefault(); const body = {};
   const collection = $('collection').value.trim(); if (collection) body.collection = collection;
   api('/chat/conversations', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(body)})
     .then(c => open(c.id)).catch(fail); };
-chatForm.onsubmit = e => { e.preventDefault(); if (!current) return;
-  const input = $('message'), send = $('send'), content = input.value;
-  const pending = addMessage({role: 'user', content}); pending.classList.add('pending');
-  chatError.textContent = ''; send.disabled = true; input.value = '';
-  api('/chat/conversations/' + encodeURIComponent(current) + '/messages',
-      {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({content})})
-    .then(r => { pending.classList.remove('pending'); addMessage(r); loadConversations(); })
-    .catch(err => { pending.remove(); input.value = content; fail(err); })
-    .finally(() => { send.disabled = false; }); };
-function start() { loadConversations(); }
+$('ask-once').onclick = () => { home(); $('q').focus(); };
+
+// ------------------------------------------------------------------ composer, keyboard, layout
+function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 192) + 'px'; }
+input.oninput = autosize;
+input.onkeydown = e => { if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); chatForm.requestSubmit(); } };
+chatForm.onsubmit = e => { e.preventDefault(); if (!current || busy || !input.value) return; send(input.value); };
+stopButton.onclick = stop;
+document.addEventListener('keydown', e => { if (e.key === 'Escape' && busy) { e.preventDefault(); stop(); }
+  else if (e.key === 'Escape') closeSidebar(); });
+function closeSidebar() { $('sidebar').classList.remove('open'); $('scrim').hidden = true;
+  $('menu').setAttribute('aria-expanded', 'false'); }
+$('menu').onclick = () => { const open = !$('sidebar').classList.contains('open');
+  $('sidebar').classList.toggle('open', open); $('scrim').hidden = !open; $('menu').setAttribute('aria-expanded', String(open)); };
+$('scrim').onclick = closeSidebar;
+function start() {
+  api('/openapi.json').then(doc => {
+    canRename = Object.entries(doc.paths || {}).some(([p, ops]) => /^\/chat\/conversations\/\{[^/]+\}$/.test(p) && ops.patch);
+  }).catch(() => {}).finally(loadConversations); }
 boot();

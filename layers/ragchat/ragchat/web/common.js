@@ -9,9 +9,20 @@ function withAuth(opts) { const o = Object.assign({}, opts), headers = new Heade
   const auth = authorization(); if (auth) headers.set('Authorization', auth); o.headers = headers; return o; }
 function api(path, opts) { return fetch(base + path, withAuth(opts)).then(async r => {
   const body = r.status === 204 ? {} : await r.json().catch(() => ({}));
-  if (r.status === 401 && CONFIG.auth !== 'none') showSignIn('Signed out: please sign in again');
-  if (!r.ok) throw new Error((body.error || body.message || ('HTTP ' + r.status)) +
-    (body.retryAfter ? ' (retry after ' + body.retryAfter + ' s)' : '')); return body; }); }
+  if (!r.ok) throw httpError(r.status, body); return body; }); }
+// An API refusal as an Error carrying the status, said in plain words (a 401 also signs out).
+function httpError(status, body) {
+  if (status === 401 && CONFIG.auth !== 'none') showSignIn('Signed out: please sign in again');
+  let text = String(body.error || body.message || ('HTTP ' + status));
+  if (status === 429) text = text.replace(/\.?$/, '.') + (body.retryAfter ?
+    ' Please wait ' + body.retryAfter + ' s and try again.' : ' Please wait a moment and try again.');
+  const err = new Error(text); err.status = status; err.retryAfter = body.retryAfter; return err; }
+// What to tell the user about a failed call.
+function describe(err) {
+  if (err instanceof TypeError) return 'Could not reach the server. Check the connection and try again.';
+  if (err.status === 429) return err.message;
+  if (err.status >= 500) return 'Something went wrong on the server (' + err.message + '). Please try again.';
+  return 'Error: ' + err.message; }
 function showSignIn(note) { sessionStorage.removeItem(AUTH_KEY);
   $('app').hidden = true; $('account').hidden = true; $('signin').hidden = false;
   $('signin-note').textContent = note || ''; $('signin-error').textContent = ''; }
@@ -54,7 +65,4 @@ function boot() { if (CONFIG.auth !== 'none') {
 function el(tag, text, cls) { const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
 function $(id) { return document.getElementById(id); }
-function sourceList(sources) { const ol = el('ol', null, 'sources');
-  for (const s of sources || []) { const li = el('li'); li.append(el('code', s.id), el('div', s.text));
-    ol.append(li); } return ol; }
 for (const a of document.querySelectorAll('nav a')) a.href = base + a.dataset.p;

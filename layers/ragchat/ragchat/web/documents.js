@@ -1,9 +1,10 @@
 // The Documents page (loaded after common.js).
 let cursor = null;
 const rows = $('rows'), more = $('more'), docError = $('doc-error');
-function fail(err) { docError.textContent = 'Error: ' + err.message; }
+function fail(err) { docError.textContent = describe(err); }
+function button(text, cls) { const b = el('button', text, 'btn small ' + (cls || '')); b.type = 'button'; return b; }
 function row(d) { const tr = el('tr'); tr.dataset.id = d.id;
-  const toggle = el('button', d.enabled ? 'Disable' : 'Enable'), del = el('button', 'Delete');
+  const toggle = button(d.enabled ? 'Disable' : 'Enable'), del = button('Delete', 'danger');
   toggle.onclick = () => api('/documents/' + encodeURIComponent(d.id), {method: 'PATCH',
     headers: JSON_HEADERS, body: JSON.stringify({enabled: !d.enabled})})
     .then(n => { docError.textContent = ''; tr.replaceWith(row(n)); }).catch(fail);
@@ -11,13 +12,19 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id;
     api('/documents/' + encodeURIComponent(d.id), {method: 'DELETE'})
       .then(() => { docError.textContent = ''; tr.remove(); }).catch(fail); };
   const actions = el('td'); actions.append(toggle, ' ', del);
-  tr.append(el('td', d.title || d.id), el('td', d.status), el('td', String(d.chunkCount)),
-    el('td', d.error || ''), el('td', d.enabled ? 'yes' : 'no'), el('td', d.createdAt), actions);
+  const state = el('td'); state.append(el('span', d.status, 'badge ' + d.status));
+  const created = el('td', (d.createdAt || '').replace('T', ' ').replace(/\.\d+/, '').replace(/Z$/, ' UTC'), 'muted');
+  const chunks = el('td', String(d.chunkCount)), enabled = el('td', d.enabled ? 'yes' : 'no');
+  chunks.dataset.label = 'Chunks:'; enabled.dataset.label = 'Enabled:';  // shown on narrow screens
+  tr.append(el('td', d.title || d.id), state, chunks, el('td', d.error || '', d.error ? 'error' : ''), enabled,
+    created, actions);
   return tr; }
 function load(reset) { if (reset) cursor = null;
   api('/documents?limit=50' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {
     if (reset) rows.replaceChildren(); docError.textContent = '';
     for (const d of p.items) rows.append(row(d));
+    if (reset && !p.items.length) { const tr = el('tr'), td = el('td', 'No documents yet: add one on the Add page.', 'muted');
+      td.colSpan = 7; tr.append(td); rows.append(tr); }
     cursor = p.cursor; more.hidden = !cursor; }).catch(fail); }
 more.onclick = () => load(false); $('refresh').onclick = () => load(true);
 function start() { load(true); }

@@ -1,24 +1,50 @@
-// The Add a note page (loaded after common.js).
-const status = $('status');
-function show(text, isError) { status.textContent = text; status.className = isError ? 'error' : 'muted'; }
+// The Add a note page (loaded after common.js): a note, or a file uploaded with progress; then the
+// document's status until READY / FAILED.
+const status = $('status'), progress = $('progress');
+let presigned = false;  // POST /uploads is in /openapi.json: upload through a presigned POST
+function show(text, kind) { status.textContent = text; status.className = 'status ' + (kind || 'muted');
+  status.scrollIntoView({block: 'nearest'}); }
 function follow(id) { show('Document ' + id + ': PENDING');
   const poll = () => api('/documents/' + encodeURIComponent(id)).then(d => {
-    show('Document ' + id + ': ' + d.status + (d.error ? ' — ' + d.error : ''), d.status === 'FAILED');
+    const done = d.status === 'READY' ? 'ok' : d.status === 'FAILED' ? 'error' : 'muted';
+    show('Document ' + id + ': ' + d.status + (d.error ? ' — ' + d.error : ''), done);
     if (d.status === 'PENDING' || d.status === 'PROCESSING') setTimeout(poll, 500);
-  }).catch(err => show('Error: ' + err.message, true)); poll(); }
+  }).catch(err => show(describe(err), 'error')); poll(); }
 function collection() { return $('collection').value.trim(); }
 $('f').onsubmit = e => { e.preventDefault();
   const body = {text: $('text').value};
   const title = $('title').value.trim(); if (title) body.title = title;
   if (collection()) body.collection = collection();
   api('/notes', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(body)})
-    .then(r => follow(r.documentId)).catch(err => show('Error: ' + err.message, true)); };
+    .then(r => follow(r.documentId)).catch(err => show(describe(err), 'error')); };
+// XMLHttpRequest (fetch reports no upload progress); resolves with the parsed reply.
+function send(method, url, body, headers) { return new Promise((resolve, reject) => {
+  const xhr = new XMLHttpRequest(); xhr.open(method, url);
+  for (const [k, v] of Object.entries(headers || {})) xhr.setRequestHeader(k, v);
+  xhr.upload.onprogress = e => { if (!e.lengthComputable) return;
+    const pct = Math.round(100 * e.loaded / e.total); progress.value = pct; show('Uploading… ' + pct + ' %'); };
+  xhr.onload = () => { let reply = {}; try { reply = JSON.parse(xhr.responseText || '{}'); } catch (err) { reply = {}; }
+    if (xhr.status >= 200 && xhr.status < 300) resolve(reply); else reject(httpError(xhr.status, reply)); };
+  xhr.onerror = () => reject(new TypeError('network')); xhr.send(body); }); }
+function authHeaders() { const auth = authorization(); return auth ? {Authorization: auth} : {}; }
+async function upload(file) {
+  const type = file.type || 'application/octet-stream';
+  if (!presigned) {
+    const q = 'filename=' + encodeURIComponent(file.name) +
+      (collection() ? '&collection=' + encodeURIComponent(collection()) : '');
+    return (await send('POST', base + '/documents?' + q, file, {...authHeaders(), 'Content-Type': type})).documentId; }
+  const ask = {filename: file.name, contentType: type}; if (collection()) ask.collection = collection();
+  const grant = await api('/uploads', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(ask)});
+  const form = new FormData(); for (const [k, v] of Object.entries(grant.fields || {})) form.append(k, v);
+  form.append('file', file);
+  const url = new URL(grant.url, location.href), same = url.origin === location.origin;
+  await send('POST', url.href, form, same ? authHeaders() : {}); return grant.documentId; }
 $('u').onsubmit = e => { e.preventDefault();
-  const file = $('file').files[0]; if (!file) return;
-  const q = 'filename=' + encodeURIComponent(file.name) +
-    (collection() ? '&collection=' + encodeURIComponent(collection()) : '');
-  api('/documents?' + q, {method: 'POST', body: file,
-    headers: {'Content-Type': file.type || 'application/octet-stream'}})
-    .then(r => follow(r.documentId)).catch(err => show('Error: ' + err.message, true)); };
-function start() {}
+  const file = $('file').files[0]; if (!file) { show('Choose a file first.', 'error'); return; }
+  const button = $('upload'); button.disabled = true; progress.value = 0; progress.hidden = false;
+  show('Uploading… 0 %');
+  upload(file).then(id => { progress.value = 100; follow(id); })
+    .catch(err => show(describe(err), 'error')).finally(() => { button.disabled = false; }); };
+function start() { api('/openapi.json').then(doc => { presigned = !!((doc.paths || {})['/uploads'] || {}).post; })
+  .catch(() => {}); }
 boot();

@@ -1,0 +1,139 @@
+"""Screenshots of the three pages (``/ui``, ``/write``, ``/documents/ui``) at 1280 px and 375 px wide,
+written to ``docs/screenshots/*.png``.
+
+Runs ``ragchat serve --samples`` (extractive answerer, SQLite, the MiniLM model of ``make model``) in a
+throwaway data directory, asks two questions in a conversation, and photographs the pages in headless
+Chromium (Playwright driving Debian's ``/usr/bin/chromium``, as the browser tests do)::
+
+    PYTHONPATH=layers/ragchat .venv/bin/python scripts/screenshots.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "docs" / "screenshots"
+QUESTIONS = ("How does ingestion work?", "How are citations checked?")
+SIZES = {"1280": {"width": 1280, "height": 800}, "375": {"width": 375, "height": 760}}
+
+
+def _call(url: str, method: str = "GET", body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def _wait(what: str, check: Any, seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"gave up waiting for {what}")
+        time.sleep(0.2)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return bool(_call(url + "/health"))
+    except OSError:
+        return False
+
+
+def _all_ingested(url: str) -> bool:
+    items = _call(url + "/documents?limit=50")["items"]
+    return bool(items) and all(d["status"] in ("READY", "FAILED") for d in items)
+
+
+def start_server(data: Path) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, "RAGCHAT_DATA_DIR": str(data), "RAGCHAT_CHAT_MODEL": "extractive"}
+    env.setdefault("RAGCHAT_MODEL_DIR", str(REPO / ".ragchat" / "models"))
+    for name in ("RAGCHAT_API_TOKEN", "ANTHROPIC_API_KEY", "COGNITO_CLIENT_ID"):
+        env.pop(name, None)
+    cli = Path(sys.executable).with_name("ragchat")
+    log = (data / "server.log").open("wb")
+    args = [str(cli), "serve", "--samples", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data)
+    url = f"http://127.0.0.1:{port}"
+    _wait("ragchat serve", lambda: _ready(url))
+    _wait("the samples", lambda: _all_ingested(url))
+    return proc, url
+
+
+def seed_conversation(url: str) -> None:
+    conv = _call(url + "/chat/conversations", "POST", {})
+    for question in QUESTIONS:
+        _call(f"{url}/chat/conversations/{conv['id']}/messages", "POST", {"content": question})
+    _call(url + "/chat/conversations", "POST", {"collection": "handbook"})
+
+
+def shoot(url: str) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+    OUT.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        for size, viewport in SIZES.items():
+            page = browser.new_context(base_url=url, viewport=viewport).new_page()
+            page.goto("/ui")
+            if viewport["width"] < 700:  # the conversation list is a drawer behind the menu button
+                page.get_by_role("button", name="Conversations").click()
+            page.locator("#convs li", has_text=QUESTIONS[0]).locator("button.open").click()
+            page.locator(".msg.assistant .chip").first.wait_for()
+            page.locator(".msg.assistant").last.locator(".chip").first.click()
+            page.locator("#scroller").evaluate("s => { s.scrollTop = s.scrollHeight; }")
+            page.get_by_label("Message", exact=True).fill("What file types can I upload?")
+            written.append(_save(page, f"chat-{size}.png"))
+            page.goto("/write")
+            page.fill("#title", "Team handbook")
+            page.fill("#text", "Expenses are approved by the team lead within five working days.")
+            page.fill("#collection", "handbook")
+            if size == "1280":  # added once; the narrow shot shows the filled form
+                page.get_by_role("button", name="Add note").click()
+                page.locator("#status").filter(has_text="READY").wait_for()
+            written.append(_save(page, f"write-{size}.png"))
+            page.goto("/documents/ui")
+            page.locator("#rows tr").first.wait_for()
+            written.append(_save(page, f"documents-{size}.png"))
+            page.context.close()
+        browser.close()
+    return written
+
+
+def _save(page: Any, name: str) -> Path:
+    path = OUT / name
+    page.screenshot(path=str(path))
+    return path
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="ragchat-shots-") as tmp:
+        proc, url = start_server(Path(tmp))
+        try:
+            seed_conversation(url)
+            for path in shoot(url):
+                print(f"{path.relative_to(REPO)}  {path.stat().st_size // 1024} KiB")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()
