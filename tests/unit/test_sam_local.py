@@ -1,0 +1,128 @@
+"""The template ``sam local`` runs (``scripts/sam-local/local_template.py``) and the local sign-in
+(``scripts/sam-local/authorizer``): what a user of ``make sam-local`` / ``start-api`` relies on."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts" / "sam-local"
+
+
+def _module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def lt() -> ModuleType:
+    return _module(SCRIPTS / "local_template.py", "sam_local_template")
+
+
+@pytest.fixture(scope="module")
+def local(lt: ModuleType) -> dict[str, Any]:
+    out: dict[str, Any] = lt.local_template(lt.load(ROOT / "template.yaml"))
+    return out
+
+
+def _functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        k: v["Properties"]
+        for k, v in template["Resources"].items()
+        if v["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def _routes(template: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [
+        (name, e["Properties"]["Method"].upper(), e["Properties"]["Path"])
+        for name, props in _functions(template).items()
+        for e in (props.get("Events") or {}).values()
+        if e["Type"] == "Api"
+    ]
+
+
+def test_every_route_is_served_once_and_none_by_the_machine_api(local: dict[str, Any]) -> None:
+    routes = _routes(local)
+    keys = [(method, path) for _, method, path in routes]
+    assert len(keys) == len(set(keys))
+    assert "MachineApi" not in local["Resources"]
+    assert "MachineApi" not in json.dumps(local["Resources"])
+
+
+def test_chat_turns_are_served_by_the_chat_api_function(local: dict[str, Any]) -> None:
+    turn = ("POST", "/chat/conversations/{id}/messages")
+    assert [name for name, m, p in _routes(local) if (m, p) == turn] == ["ChatApiFunction"]
+    stream = _functions(local)["ChatStreamFunction"]
+    assert "Layers" not in stream and not stream.get("Events")
+
+
+def test_everything_runs_on_x86_64_with_no_layer_to_mount(local: dict[str, Any]) -> None:
+    globals_ = local["Globals"]["Function"]
+    assert globals_["Architectures"] == ["x86_64"]
+    assert "Layers" not in globals_
+    assert all("Layers" not in props for props in _functions(local).values())
+    layer = local["Resources"]["RagchatLayer"]
+    assert layer["Metadata"]["BuildArchitecture"] == "x86_64"
+
+
+def test_the_variables_env_local_json_sets_are_declared(local: dict[str, Any]) -> None:
+    declared = set(local["Globals"]["Function"]["Environment"]["Variables"])
+    for props in _functions(local).values():
+        declared |= set((props.get("Environment") or {}).get("Variables") or {})
+    wanted = set(json.loads((ROOT / "env.local.json").read_text())["Parameters"])
+    assert wanted <= declared
+    assert local["Globals"]["Function"]["Environment"]["Variables"]["RAGCHAT_DATA_DIR"].startswith("/tmp")
+
+
+def test_the_api_signs_in_with_the_local_token(local: dict[str, Any]) -> None:
+    auth = local["Resources"]["RagchatApi"]["Properties"]["Auth"]
+    assert auth["DefaultAuthorizer"] == "LocalTokenAuthorizer"
+    assert list(auth["Authorizers"]) == ["LocalTokenAuthorizer"]
+    code = Path(_functions(local)["LocalTokenAuthorizerFunction"]["CodeUri"])
+    assert (code / "app.py").is_file()
+
+
+def test_paths_are_absolute_so_the_copy_builds_from_anywhere(local: dict[str, Any]) -> None:
+    for props in _functions(local).values():
+        assert Path(props["CodeUri"]).is_absolute() and Path(props["CodeUri"]).is_dir()
+
+
+@pytest.fixture
+def authorizer(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.setenv("RAGCHAT_API_TOKEN", "s3cret")
+    monkeypatch.setenv("RAGCHAT_LOCAL_USER", "alice")
+    return _module(SCRIPTS / "authorizer" / "app.py", "sam_local_authorizer")
+
+
+@pytest.mark.parametrize(
+    ("header", "effect"),
+    [
+        ("Bearer s3cret", "Allow"),
+        ("bearer s3cret", "Allow"),
+        ("Bearer nope", "Deny"),
+        ("s3cret", "Deny"),
+        ("", "Deny"),
+    ],
+)
+def test_the_local_authorizer_admits_only_the_token(authorizer: ModuleType, header: str, effect: str) -> None:
+    policy = authorizer.handler({"authorizationToken": header, "methodArn": "arn:x"}, None)
+    assert policy["policyDocument"]["Statement"][0]["Effect"] == effect
+    assert policy["principalId"] == "alice"
+
+
+def test_without_a_token_configured_nobody_signs_in(
+    authorizer: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGCHAT_API_TOKEN", "")
+    policy = authorizer.handler({"authorizationToken": "Bearer ", "methodArn": "arn:x"}, None)
+    assert policy["policyDocument"]["Statement"][0]["Effect"] == "Deny"
