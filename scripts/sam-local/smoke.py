@@ -174,6 +174,17 @@ def wait_until_listening(port: int, proc: subprocess.Popen[str], deadline_s: flo
     raise RuntimeError(f"sam local start-api did not listen on {port} within {deadline_s:.0f} s")
 
 
+def wait_for_status(base: str, path: str, token: str, deadline_s: float = 120) -> tuple[int, Any]:
+    """Poll a document until its ingestion (inline, in the function's container) leaves PENDING."""
+    end = time.monotonic() + deadline_s
+    while True:
+        got = request(base, "GET", path, token)
+        state = got[1].get("status") if isinstance(got[1], dict) else None
+        if got[0] != 200 or state not in ("PENDING", "PROCESSING") or time.monotonic() > end:
+            return got
+        time.sleep(1)
+
+
 def api_requests(base: str, token: str) -> list[str]:
     """The smoke requests; a list of what went wrong."""
     failures: list[str] = []
@@ -189,10 +200,13 @@ def api_requests(base: str, token: str) -> list[str]:
     expect("GET /notes without a token", request(base, "GET", "/notes"), 401)
     expect("GET /notes with a wrong token", request(base, "GET", "/notes", "not-the-token"), 403)
     note = {"title": "Eiffel Tower", "text": "The Eiffel Tower is 330 metres tall. It opened in 1889."}
-    expect("POST /notes (signed in)", request(base, "POST", "/notes", token, note), 201, "Eiffel")
+    posted = expect("POST /notes (signed in)", request(base, "POST", "/notes", token, note), 202, "PENDING")
+    doc = f"/documents/{posted.get('documentId') if isinstance(posted, dict) else None}"
+    status = wait_for_status(base, doc, token)
+    expect(f"GET {doc} until ingested", status, 200, '"READY"')
     expect("GET /notes", request(base, "GET", "/notes", token), 200, "Eiffel Tower")
     ask = "/?text=How%20tall%20is%20the%20Eiffel%20Tower%3F"
-    expect("GET /?text=... (answered from the note)", request(base, "GET", ask, token), 200, "330")
+    expect("GET /?text=... (answered from the note)", request(base, "GET", ask, token), 200, "330 metres")
     conv = expect(
         "POST /chat/conversations",
         request(base, "POST", "/chat/conversations", token, {"title": "Smoke"}),
