@@ -114,7 +114,7 @@ def invoke(template: Path, env_vars: Path, image: str, function: str, event: Pat
 
 
 def run_invokes(template: Path, env_vars: Path, image: str) -> list[str]:
-    """Every event, ``SAM_LOCAL_JOBS`` (default 2) at a time; a line per event, in order."""
+    """Every event, ``SAM_LOCAL_JOBS`` (default 2) at a time; a line per event as it finishes."""
     events = sorted(p for p in (ROOT / "events").glob("*.json") if p.name not in NOT_LAMBDA_EVENTS)
     failures = [f"{e.name}: no expected response in smoke.py CASES" for e in events if e.name not in CASES]
 

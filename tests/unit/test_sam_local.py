@@ -126,3 +126,36 @@ def test_without_a_token_configured_nobody_signs_in(
     monkeypatch.setenv("RAGCHAT_API_TOKEN", "")
     policy = authorizer.handler({"authorizationToken": "Bearer ", "methodArn": "arn:x"}, None)
     assert policy["policyDocument"]["Statement"][0]["Effect"] == "Deny"
+
+
+def test_env_for_a_deployed_stack_points_every_store_at_the_stack() -> None:
+    module = _module(SCRIPTS / "env_from_stack.py", "sam_local_env_from_stack")
+    outputs = {
+        "DocumentsTableName": "ragchat-dev-documents",
+        "ConversationsTableName": "ragchat-dev-conversations",
+        "CountersTableName": "ragchat-dev-counters",
+        "IdempotencyTableName": "ragchat-dev-idempotency",
+        "DocumentsBucketName": "ragchat-dev-documents-1-us-east-1",
+        "IngestStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:x",
+        "OpenSearchEndpoint": "https://abc.us-east-1.aoss.amazonaws.com",
+        "ApiUrl": "https://x.execute-api.us-east-1.amazonaws.com/dev",
+    }
+    env = module.env_from_outputs(outputs, "tok", "me")["Parameters"]
+    assert env["RAGCHAT_BACKEND"] == "aws"
+    assert env["DOCUMENTS_TABLE"] == "ragchat-dev-documents"
+    assert env["DOCUMENTS_BUCKET"] == "ragchat-dev-documents-1-us-east-1"
+    assert env["OPENSEARCH_SERVICE"] == "aoss"
+    assert (env["RAGCHAT_API_TOKEN"], env["RAGCHAT_LOCAL_USER"]) == ("tok", "me")
+    from ragchat.config import load_settings
+
+    settings = load_settings(env)
+    assert settings.backend == "aws" and settings.page_auth == "token"
+
+
+def test_env_local_json_is_the_local_backend_signed_in_with_a_token() -> None:
+    from ragchat.config import load_settings
+
+    env = json.loads((ROOT / "env.local.json").read_text())["Parameters"]
+    settings = load_settings(env)
+    assert settings.backend == "local" and settings.embedder_kind == "minilm"
+    assert str(settings.data_dir).startswith("/tmp/") and settings.page_auth == "token"
