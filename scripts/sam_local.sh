@@ -69,7 +69,7 @@ extras() {
 build() {
   [[ "${SAM_LOCAL_SKIP_IMAGE:-0}" == 1 ]] || bash scripts/sam-local/base-image.sh
   extras
-  "$PY" scripts/sam-local/local_template.py "$OUT/template.yaml"
+  "$PY" scripts/sam-local/local_template.py "$OUT/template.yaml" --layer-out "$OUT/layer-id"
   local start; start=$(date +%s)
   bash scripts/sam.sh build --template-file "$OUT/template.yaml" --build-dir "$OUT/build" \
     --cache-dir "$OUT/cache" >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log" >&2; exit 1; }
@@ -81,7 +81,7 @@ build() {
 # under /opt as `sam local` would mount layers (it would rebuild its image on every invocation).
 # One repository per content hash: `sam local` derives its own image's name from the repository.
 runtime_image() {
-  local layer="$OUT/build/RagchatLayer" base key image
+  local layer="$OUT/build/$(cat "$OUT/layer-id")" base key image
   base="$(docker image inspect -f '{{.Id}}' public.ecr.aws/lambda/python:3.12-x86_64)"
   key="$( (echo "$base $EXTRAS"; tar -c --sort=name --mtime=@0 --owner=0 --group=0 -C "$layer" .) | sha1sum | cut -c1-12)"
   image="ragchat-sam-local/runtime-$key:latest"

@@ -24,7 +24,6 @@ OUTPUTS = {
     "DocumentsTableName": "DOCUMENTS_TABLE",
     "ConversationsTableName": "CONVERSATIONS_TABLE",
     "CountersTableName": "COUNTERS_TABLE",
-    "IdempotencyTableName": "IDEMPOTENCY_TABLE",
     "DocumentsBucketName": "DOCUMENTS_BUCKET",
     "IngestStateMachineArn": "STATE_MACHINE_ARN",
     "OpenSearchEndpoint": "OPENSEARCH_ENDPOINT",
@@ -36,9 +35,15 @@ def env_from_outputs(outputs: dict[str, str], token: str, user: str) -> dict[str
     """The ``--env-vars`` document for a stack with these outputs."""
     variables = {var: outputs[key] for key, var in OUTPUTS.items() if outputs.get(key)}
     endpoint = variables.get("OPENSEARCH_ENDPOINT", "")
+    # arn:aws:s3vectors:<region>:<account>:bucket/<bucket>/index/<index>
+    index_arn = outputs.get("S3VectorsIndexArn", "")
+    if "/index/" in index_arn:
+        bucket, _, index = index_arn.split(":bucket/", 1)[1].partition("/index/")
+        variables.update({"S3VECTORS_BUCKET": bucket, "S3VECTORS_INDEX": index})
     variables.update(
         {
             "RAGCHAT_BACKEND": "aws",
+            "RAGCHAT_VECTOR_INDEX": "s3vectors" if "/index/" in index_arn else "opensearch",
             "OPENSEARCH_SERVICE": "aoss" if ".aoss." in endpoint else "es",
             # the pages under start-api sign in with the local token, not Cognito
             "COGNITO_CLIENT_ID": "",

@@ -4,8 +4,9 @@
 
 ``template.yaml`` stays the deployed truth; this copy changes only what ``sam local`` cannot do:
 
-* every function and the layer are built and run for ``--arch`` (x86_64: the stand-in base image
-  and the machine's Python are x86_64);
+* every function and the ragchat layer are built and run for ``--arch`` (x86_64: the stand-in
+  base image and the machine's Python are x86_64): the ``Architecture`` parameter defaults to it
+  and only the layer built for it is kept;
 * the machine API (API-key clients) is left out: ``start-api`` keeps one route per path and
   method, the last defined, so its routes would replace the main API's;
 * the Cognito authorizer becomes a local Lambda TOKEN authorizer (``authorizer/app.py``): sign in
@@ -112,19 +113,32 @@ def functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in template["Resources"].items() if v.get("Type") == "AWS::Serverless::Function"}
 
 
-def set_architecture(template: dict[str, Any], arch: str) -> None:
+def set_architecture(template: dict[str, Any], arch: str) -> str:
+    """Everything built and run for ``arch``; returns the logical id of the ragchat layer kept.
+
+    The template has one layer per architecture (``Architecture`` parameter; the wheels are
+    compiled): the copy keeps the one built for ``arch``, unconditionally, and drops the others (so
+    ``sam build`` does not build them). A template with a single layer has it rebuilt for ``arch``.
+    """
     template.setdefault("Globals", {}).setdefault("Function", {})["Architectures"] = [arch]
     if "Architecture" in (template.get("Parameters") or {}):
         template["Parameters"]["Architecture"]["Default"] = arch
-    for resource in template["Resources"].values():
-        props = resource.get("Properties") or {}
-        if resource.get("Type") == "AWS::Serverless::Function" and "Architectures" in props:
+    resources = template["Resources"]
+    for props in (f.get("Properties") or {} for f in functions(template).values()):
+        if "Architectures" in props:
             props["Architectures"] = [arch]
-        if resource.get("Type") == "AWS::Serverless::LayerVersion":
-            if "CompatibleArchitectures" in props:
-                props["CompatibleArchitectures"] = [arch]
-            if "BuildArchitecture" in (resource.get("Metadata") or {}):
-                resource["Metadata"]["BuildArchitecture"] = arch
+    layers: list[str] = [k for k, v in resources.items() if v.get("Type") == "AWS::Serverless::LayerVersion"]
+    if not layers:
+        raise SystemExit("template.yaml has no AWS::Serverless::LayerVersion (the ragchat layer)")
+    built_for = {k: (resources[k].get("Metadata") or {}).get("BuildArchitecture") for k in layers}
+    keep = next((k for k in layers if built_for[k] == arch), layers[0])
+    for other in (k for k in layers if k != keep):
+        del resources[other]
+    layer = resources[keep]
+    layer.pop("Condition", None)
+    layer.setdefault("Properties", {})["CompatibleArchitectures"] = [arch]
+    layer.setdefault("Metadata", {})["BuildArchitecture"] = arch
+    return keep
 
 
 def drop_machine_api(template: dict[str, Any]) -> None:
@@ -204,9 +218,10 @@ def absolute_paths(template: dict[str, Any], root: Path) -> None:
 
 
 def local_template(template: dict[str, Any], arch: str = "x86_64") -> dict[str, Any]:
+    """The local copy; ``Metadata.RagchatLocalLayer`` names the layer to bake into the image."""
     out = copy.deepcopy(template)
     absolute_paths(out, ROOT)
-    set_architecture(out, arch)
+    out.setdefault("Metadata", {})["RagchatLocalLayer"] = set_architecture(out, arch)
     drop_machine_api(out)
     serve_chat_turns_without_adapter(out)
     local_authorizer(out)
@@ -219,8 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--template", type=Path, default=ROOT / "template.yaml")
     parser.add_argument("--arch", default="x86_64", choices=["x86_64", "arm64"])
+    parser.add_argument("--layer-out", type=Path, help="write the kept layer's logical id here")
     args = parser.parse_args(argv)
     out = local_template(load(args.template), args.arch)
+    if args.layer_out:
+        args.layer_out.write_text(out["Metadata"]["RagchatLocalLayer"] + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(yaml.safe_dump(out, sort_keys=False, width=120))
     return 0

@@ -71,8 +71,12 @@ def test_everything_runs_on_x86_64_with_no_layer_to_mount(local: dict[str, Any])
     assert globals_["Architectures"] == ["x86_64"]
     assert "Layers" not in globals_
     assert all("Layers" not in props for props in _functions(local).values())
-    layer = local["Resources"]["RagchatLayer"]
-    assert layer["Metadata"]["BuildArchitecture"] == "x86_64"
+    layers = [k for k, v in local["Resources"].items() if v["Type"] == "AWS::Serverless::LayerVersion"]
+    assert layers == [local["Metadata"]["RagchatLocalLayer"]]
+    layer = local["Resources"][layers[0]]
+    assert layer["Metadata"]["BuildArchitecture"] == "x86_64" and "Condition" not in layer
+    if "Architecture" in local["Parameters"]:
+        assert local["Parameters"]["Architecture"]["Default"] == "x86_64"
 
 
 def test_the_variables_env_local_json_sets_are_declared(local: dict[str, Any]) -> None:
@@ -134,7 +138,6 @@ def test_env_for_a_deployed_stack_points_every_store_at_the_stack() -> None:
         "DocumentsTableName": "ragchat-dev-documents",
         "ConversationsTableName": "ragchat-dev-conversations",
         "CountersTableName": "ragchat-dev-counters",
-        "IdempotencyTableName": "ragchat-dev-idempotency",
         "DocumentsBucketName": "ragchat-dev-documents-1-us-east-1",
         "IngestStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:x",
         "OpenSearchEndpoint": "https://abc.us-east-1.aoss.amazonaws.com",
@@ -150,6 +153,15 @@ def test_env_for_a_deployed_stack_points_every_store_at_the_stack() -> None:
 
     settings = load_settings(env)
     assert settings.backend == "aws" and settings.page_auth == "token"
+    assert settings.vector_index_kind == "opensearch" and not settings.missing()
+
+    s3v = dict(
+        outputs, S3VectorsIndexArn="arn:aws:s3vectors:us-east-1:1:bucket/ragchat-dev-vectors-1/index/notes"
+    )
+    del s3v["OpenSearchEndpoint"]
+    env = module.env_from_outputs(s3v, "tok", "me")["Parameters"]
+    assert (env["S3VECTORS_BUCKET"], env["S3VECTORS_INDEX"]) == ("ragchat-dev-vectors-1", "notes")
+    assert load_settings(env).vector_index_kind == "s3vectors" and not load_settings(env).missing()
 
 
 def test_env_local_json_is_the_local_backend_signed_in_with_a_token() -> None:
@@ -159,3 +171,4 @@ def test_env_local_json_is_the_local_backend_signed_in_with_a_token() -> None:
     settings = load_settings(env)
     assert settings.backend == "local" and settings.embedder_kind == "minilm"
     assert str(settings.data_dir).startswith("/tmp/") and settings.page_auth == "token"
+    assert settings.vector_index_kind == "sqlite" and not settings.missing()
