@@ -91,7 +91,8 @@ runtime_image() {
       >"$OUT/Dockerfile.runtime"
     tar -c -C "$OUT" --transform 's|^Dockerfile.runtime$|Dockerfile|' Dockerfile.runtime \
       -C "$ROOT/$layer" python -C "$EXTRAS" python models \
-      | DOCKER_BUILDKIT=0 docker build -q -t "$image" - >/dev/null
+      | DOCKER_BUILDKIT=0 docker build -q -t "$image" - >"$OUT/runtime-image.log" 2>&1 \
+      || { tail -n 30 "$OUT/runtime-image.log" >&2; exit 1; }
     # older runtime images (and the rapid images `sam local` built on them) are dead weight now
     docker images --format '{{.Repository}}:{{.Tag}}' | grep '^ragchat-sam-local/runtime-' \
       | grep -v "^ragchat-sam-local/runtime-$key:" | xargs -r docker rmi -f >/dev/null 2>&1 || true
