@@ -7,7 +7,6 @@
 # ${SAM_LOCAL_CACHE}/dockerd.log. It stays up for later runs.
 set -euo pipefail
 CACHE="${SAM_LOCAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ragchat-sam-local}"
-mkdir -p "$CACHE"
 
 if docker info >/dev/null 2>&1; then
   exit 0
@@ -16,6 +15,7 @@ if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
   echo "sam-local: no Docker engine answers and none can be installed here (needs root and apt-get)" >&2
   exit 3
 fi
+mkdir -p "$CACHE"
 if ! command -v dockerd >/dev/null 2>&1; then
   echo "sam-local: installing docker.io (apt-get)..." >&2
   export DEBIAN_FRONTEND=noninteractive
