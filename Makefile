@@ -85,5 +85,14 @@ bench: install
 build: $(STAMP)
 	bash scripts/sam.sh build
 
+# The functions in real Lambda containers on the LOCAL backend (scripts/sam_local.sh): Docker engine
+# (installed as root with apt-get; skipped with a message elsewhere), the Lambda python3.12 base
+# image (pulled, or built offline and cached), `sam build` for x86_64, `sam local invoke` of every
+# event in events/ with its response checked, and a `sam local start-api` smoke test. Also run by
+# `make test` (tests/integration/test_sam_local.py).
+.PHONY: sam-local
+sam-local: install
+	bash scripts/sam_local.sh
+
 clean:
 	rm -rf $(VENV) .venv-sam .venv-export .mypy_cache .ruff_cache .pytest_cache .aws-sam
