@@ -37,7 +37,7 @@ from ragchat.services.chat.state import Accepted, Replayed, Turn, TurnResult, sp
 from ragchat.services.chat.stops import StopFlags
 from ragchat.services.chat.streaming import Event, TurnStream, answer_events, error_event, replay_events
 from ragchat.services.chat.tools import ScopedNoteTools
-from ragchat.services.logs import log_error
+from ragchat.services.logs import log_error, message_of
 from ragchat.services.sources import locate_sources
 
 if TYPE_CHECKING:
@@ -297,6 +297,17 @@ class Turns:
     def _log_circuit_open(turn: Turn) -> None:
         log_error(turn.conv.id, "CircuitOpen", "circuit breaker open")
 
+    def _store_summary(self, turn: Turn) -> None:
+        """The summary written for this turn's window goes after its answer (question, answer,
+        summary); a failure to store it costs nothing but a later summary."""
+        if turn.summary_stored or turn.window.pending is None:
+            return
+        turn.summary_stored = True
+        try:
+            turn.conv = self.p.history.store_pending(turn.conv, turn.window, turn.timings)
+        except Exception as exc:
+            log_error(turn.conv.id, type(exc).__name__, f"summary not stored: {message_of(exc)}")
+
     def _located(self, turn: Turn, answer: Answer) -> list[SourceRef]:
         """The answer's sources with title and page: the turn's one extra round trip when it cites
         something (why a read and not the vector metadata: :mod:`ragchat.services.sources`)."""
@@ -334,6 +345,7 @@ class Turns:
             if replay is None:
                 raise
             return replay
+        self._store_summary(turn)
         self.p.metrics.log_turn(turn.conv.id, turn.timings, turn.started)
         return TurnResult(
             message=stored, model=answer.model, guard_used=answer.guard_used, user_message_id=turn.user.id
