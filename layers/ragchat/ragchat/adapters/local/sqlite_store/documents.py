@@ -228,8 +228,10 @@ class SqliteDocumentStore:
             for start in range(0, len(wanted), BATCH):
                 batch = wanted[start : start + BATCH]
                 for row in conn.execute(
+                    # ``+owner``: look the ids up by primary key (a plain ``owner = ?`` lets the
+                    # planner scan the owner's index: every note of the owner, ~10 ms at 10k notes)
                     f"SELECT {_NOTE_COLUMNS} FROM notes "
-                    f"WHERE owner = ? AND id IN ({placeholders(len(batch))})",
+                    f"WHERE +owner = ? AND id IN ({placeholders(len(batch))})",
                     (owner, *batch),
                 ):
                     found[row["id"]] = _row_to_note(row)
@@ -244,8 +246,8 @@ class SqliteDocumentStore:
         if wanted:
             with self.db.read() as conn:
                 for row in conn.execute(
-                    f"SELECT {_DOC_COLUMNS} FROM documents "
-                    f"WHERE owner = ? AND id IN ({placeholders(len(wanted))})",
+                    f"SELECT {_DOC_COLUMNS} FROM documents "  # by primary key, as in get_notes
+                    f"WHERE +owner = ? AND id IN ({placeholders(len(wanted))})",
                     (owner, *wanted),
                 ):
                     docs[row["id"]] = _row_to_document(row)
