@@ -321,3 +321,19 @@ def test_counter_retries_when_a_competing_reset_wins(aws):
     aws._client.update_item = update_item  # type: ignore[method-assign]
     assert counters.increment("k", amount=1, ttl_seconds=5, now=50.0) == 11
     assert counters.get("k", now=54.0) == 11
+
+
+def test_messages_stored_before_sources_said_where_still_load(convs, aws):
+    convs.create_conversation(Conversation(id="C1", owner="alice"))
+    convs.add_message(
+        Message(id="A1", conversation_id="C1", owner="alice", role="assistant", content="a", sources=[])
+    )
+    [item] = [i for i in aws._client.scan(TableName="convs")["Items"] if i.get("id", {}).get("S") == "A1"]
+    aws._client.update_item(
+        TableName="convs",
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="SET sources = :s",
+        ExpressionAttributeValues={":s": {"S": '[{"id": "n1", "text": "old"}]'}},
+    )
+    [src] = convs.get_message("alice", "C1", "A1").sources
+    assert (src.id, src.text, src.document_id, src.title, src.page) == ("n1", "old", None, None, None)

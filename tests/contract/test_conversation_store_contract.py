@@ -70,6 +70,17 @@ def test_add_message_returns_it_as_stored_with_sources_and_flags(conversation_st
     assert conversation_store.get_message("alice", conv.id, plain.id).sources is None
 
 
+def test_sources_keep_their_document_title_and_page(conversation_store):
+    conv = new_conv(conversation_store)
+    sources = [
+        SourceRef(id="n1", text="from a PDF", document_id="d1", title="Handbook", page=4),
+        SourceRef(id="n2", text="a legacy note"),
+    ]
+    msg = add(conversation_store, conv, "answer", role="assistant", sources=sources)
+    assert conversation_store.get_message("alice", conv.id, msg.id).sources == sources
+    assert conversation_store.list_messages("alice", conv.id).items[-1].sources == sources
+
+
 def test_adding_a_message_moves_the_conversation_to_the_top(conversation_store, clock: FakeClock):
     older = new_conv(conversation_store, title="older")
     clock.advance(1)

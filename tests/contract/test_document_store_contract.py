@@ -285,3 +285,18 @@ def test_delete_notes_of_document_returns_their_ids(document_store):
     assert document_store.list_notes("alice", document_id=doc.id).items == []
     assert document_store.get_document("alice", doc.id) is not None  # the record itself stays
     assert len(document_store.list_notes("alice", document_id=other.id).items) == 1
+
+
+def test_notes_and_documents_in_one_call_skip_missing_and_foreign(document_store):
+    doc = document_store.create_document(make_doc())
+    other = document_store.create_document(make_doc())
+    theirs = document_store.create_document(make_doc("bob"))
+    notes = document_store.put_notes(make_notes(doc, 3) + make_notes(theirs, 1))
+    wanted = [notes[2].id, "missing", notes[0].id, notes[3].id]
+    got_notes, got_docs = document_store.get_notes_and_documents(
+        "alice", wanted, [other.id, doc.id, theirs.id, "missing"]
+    )
+    assert [n.id for n in got_notes] == [notes[2].id, notes[0].id]
+    assert got_notes[0].metadata == {"page": 3}  # the PDF page a source shows
+    assert [(d.id, d.title) for d in got_docs] == [(other.id, "A title"), (doc.id, "A title")]
+    assert document_store.get_notes_and_documents("alice", [], []) == ([], [])

@@ -350,3 +350,15 @@ def test_hybrid_search_leaves_out_terms_found_in_most_notes_of_a_large_index(db)
     hits = index.hybrid_search("common zeppelin", [0, 0, 1, 0], SearchFilter("alice"), 3)
     assert "rare" in [h.id for h in hits]  # found by keyword: its vector is no nearer than the others
     assert index._informative(["common", "zeppelin", "absent"]) == ["zeppelin", "absent"]
+
+
+def test_messages_stored_before_sources_said_where_still_load(db):
+    store = SqliteConversationStore(db)
+    store.create_conversation(Conversation(id="c1", owner="alice"))
+    store.add_message(
+        Message(id="m1", conversation_id="c1", owner="alice", role="assistant", content="a", sources=[])
+    )
+    with db.write() as conn:
+        conn.execute("UPDATE messages SET sources = ? WHERE id = ?", ('[{"id": "n1", "text": "old"}]', "m1"))
+    [src] = store.get_message("alice", "c1", "m1").sources
+    assert (src.id, src.text, src.document_id, src.title, src.page) == ("n1", "old", None, None, None)

@@ -127,6 +127,17 @@ class FakeDocumentStore:
                 if i in self.notes and self.notes[i].owner == owner
             ]
 
+    def get_notes_and_documents(
+        self, owner: str, note_ids: Sequence[str], document_ids: Sequence[str]
+    ) -> tuple[list[Note], list[Document]]:
+        with self._lock:
+            docs = [
+                dataclasses.replace(self.docs[i])
+                for i in dict.fromkeys(document_ids)
+                if i in self.docs and self.docs[i].owner == owner
+            ]
+        return self.get_notes(owner, note_ids), docs
+
     def list_notes(
         self, owner: str, *, document_id: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> Page[Note]:

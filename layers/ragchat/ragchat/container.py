@@ -347,7 +347,9 @@ class Container:
     def ask(self) -> AskService:
         from ragchat.services.answering import AskService
 
-        return AskService(self.retriever, self.chat_model, self.settings, metrics=self.metrics)
+        return AskService(
+            self.retriever, self.chat_model, self.settings, metrics=self.metrics, documents=self.documents
+        )
 
     @cached_property
     def chat(self) -> ChatService:

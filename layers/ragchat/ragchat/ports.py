@@ -56,6 +56,13 @@ class DocumentStore(Protocol):
         """Batch get; missing or foreign ids are left out; order follows ``ids``."""
         ...
 
+    def get_notes_and_documents(
+        self, owner: str, note_ids: Sequence[str], document_ids: Sequence[str]
+    ) -> tuple[list[Note], list[Document]]:
+        """Notes and documents by id in ONE round trip (where a turn's sources come from: page,
+        title); missing or foreign ids are left out; orders follow the ids."""
+        ...
+
     def list_notes(
         self, owner: str, *, document_id: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> Page[Note]:

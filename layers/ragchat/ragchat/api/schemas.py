@@ -1,8 +1,8 @@
 """Request bodies (pydantic, so Powertools validates them and documents them in OpenAPI) and the
 camelCase JSON shapes the API returns. Responses are the records as stored.
 
-``source_json`` (the one ``SourceRef → {id, text}`` conversion) lives in the domain and is re-exported
-here for the routes."""
+``source_json`` (the one ``SourceRef → {id, documentId, title, page?, text}`` conversion) lives in
+the domain and is re-exported here for the routes."""
 
 from __future__ import annotations
 

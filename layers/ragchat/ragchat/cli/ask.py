@@ -14,17 +14,17 @@ if TYPE_CHECKING:
 
 
 def ask_local(question: str, collection: str | None) -> Answer:
-    from ragchat.cli.client import Answer, Source
+    from ragchat.cli.client import Answer, sources_of
+    from ragchat.domain.models import source_json
 
     container = build_container()
     result = container.ask.ask(container.settings.local_principal, question, collection=collection)
-    sources = [Source(s.id, s.text) for s in result.sources]
     raw = {
         "answer": result.answer,
-        "sources": [{"id": s.id, "text": s.text} for s in sources],
+        "sources": [source_json(s) for s in result.sources],  # the API's shape
         "guardUsed": result.guard_used,
     }
-    return Answer(result.answer, sources, result.guard_used, raw)
+    return Answer(result.answer, sources_of(raw["sources"]), result.guard_used, raw)
 
 
 def print_answer(answer: Answer) -> None:
@@ -33,7 +33,8 @@ def print_answer(answer: Answer) -> None:
         typer.echo("")
         typer.secho("Sources:", bold=True)
         for src in answer.sources:
-            typer.echo(f"  [{src.id}] {src.text}")
+            where = src.where()
+            typer.echo(f"  [{src.id}] {where}: {src.text}" if where else f"  [{src.id}] {src.text}")
 
 
 def ask(

@@ -36,7 +36,7 @@ class LocalChat:
         from ragchat.cli.client import Reply, Source
 
         msg = self.container.chat.send(self.owner, conv_id, text).message
-        return Reply(msg.content, [Source(s.id, s.text) for s in msg.sources or []])
+        return Reply(msg.content, [Source(s.id, s.text, s.title, s.page) for s in msg.sources or []])
 
     def export(self, conv_id: str) -> str:
         from ragchat.domain.export import export_markdown
@@ -65,7 +65,8 @@ def _print_reply(reply: Reply) -> None:
     if reply.sources:
         typer.secho("  sources:", dim=True)
         for src in reply.sources:
-            typer.secho(f"   [{src.id}] {src.text}", dim=True)
+            where = f"{src.where()}: " if src.where() else ""
+            typer.secho(f"   [{src.id}] {where}{src.text}", dim=True)
 
 
 def _read_line() -> str | None:

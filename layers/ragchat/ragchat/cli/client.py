@@ -37,6 +37,15 @@ class ApiError(Exception):
 class Source:
     id: str
     text: str
+    title: str | None = None
+    page: int | None = None
+
+    def where(self) -> str:
+        """``Title, p. 3`` (what is known of it; empty when nothing is)."""
+        parts = [self.title] if self.title else []
+        if self.page is not None:
+            parts.append(f"p. {self.page}")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +95,18 @@ class Transcript:
 
 
 def sources_of(items: Any) -> list[Source]:
-    return [Source(str(s.get("id", "")), str(s.get("text", ""))) for s in items or []]
+    out = []
+    for s in items or []:
+        title, page = s.get("title"), s.get("page")
+        out.append(
+            Source(
+                str(s.get("id", "")),
+                str(s.get("text", "")),
+                title=str(title) if title else None,
+                page=page if isinstance(page, int) and not isinstance(page, bool) else None,
+            )
+        )
+    return out
 
 
 def urllib_transport(req: urllib.request.Request, timeout: float) -> tuple[int, bytes]:

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragchat.domain.models import Conversation, Message
+from ragchat.domain.models import Conversation, Message, SourceRef
 
 _ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system-summary": "Summary"}
+
+
+def _source_line(src: SourceRef) -> str:
+    """``- `id` — Title, p. 3: text``; what is not known is left out (older messages: ``- `id`: text``)."""
+    where = [src.title] if src.title else []
+    if src.page is not None:
+        where.append(f"p. {src.page}")
+    head = f"- `{src.id}` — {', '.join(where)}" if where else f"- `{src.id}`"
+    return f"{head}: {src.text}"
 
 
 def export_markdown(conv: Conversation, messages: Sequence[Message]) -> str:
@@ -30,6 +39,6 @@ def export_markdown(conv: Conversation, messages: Sequence[Message]) -> str:
         lines += [head, "", m.content, ""]
         if m.sources:
             lines.append("Sources:")
-            lines += [f"- `{s.id}`: {s.text}" for s in m.sources]
+            lines += [_source_line(s) for s in m.sources]
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -17,12 +17,24 @@ _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 @dataclass(slots=True, frozen=True)
+class PendingSummary:
+    """A summary written during a turn and not stored yet: it is stored after the turn's answer, so a
+    conversation reads question, answer, summary. ``cursor``: the last message it covers."""
+
+    cursor: str
+    replaced_count: int
+    reason: str
+
+
+@dataclass(slots=True, frozen=True)
 class HistoryWindow:
     """What the model sees of the past: the latest summary (if any) and the messages after its cursor,
-    ascending, ending with the current user message."""
+    ascending, ending with the current user message. ``pending`` is set when ``summary`` was written
+    this turn and is still to be stored."""
 
     summary: Message | None
     messages: list[Message]
+    pending: PendingSummary | None = None
 
     def tokens(self) -> int:
         total = estimate_tokens(self.summary.content) if self.summary else 0
@@ -109,30 +121,83 @@ def _first_sentence(text: str, max_chars: int = 200) -> str:
     return first
 
 
+_EARLIER = re.compile(r"^(?:\s*Earlier:\s*)+")
+_GOALS, _ANSWERS, _IDS = "User asked: ", "Answers given: ", "Relevant source ids: "
+_ITEM_SEP = " | "
+MAX_SUMMARY_IDS = 20
+
+
+@dataclass(slots=True)
+class _SummaryParts:
+    earlier: list[str]
+    goals: list[str]
+    answers: list[str]
+    ids: list[str]
+
+    def text(self) -> str:
+        parts = [f"Earlier: {' '.join(self.earlier)}"] if self.earlier else []
+        if self.goals:
+            parts.append(_GOALS + _ITEM_SEP.join(self.goals))
+        if self.answers:
+            parts.append(_ANSWERS + _ITEM_SEP.join(self.answers))
+        if self.ids:
+            parts.append(_IDS + ", ".join(self.ids[-MAX_SUMMARY_IDS:]))
+        return "\n".join(parts) or "No earlier messages."
+
+    def drop_oldest(self) -> bool:
+        """Leave out the oldest content (free text first, then the oldest question and answer);
+        ``False`` when only the newest question and answer are left."""
+        if self.earlier:
+            self.earlier.clear()
+        elif len(self.goals) > 1 or len(self.answers) > 1:
+            for items in (self.goals, self.answers):
+                if len(items) > 1:
+                    items.pop(0)
+        else:
+            return False
+        return True
+
+
+def _parse_summary(previous: str | None) -> _SummaryParts:
+    """An earlier summary's content, flattened: an extractive one's questions, answers and ids go
+    back into their lists; any other text (an LLM's summary) becomes ``earlier`` without the
+    ``Earlier:`` prefixes it may already carry, so prefixes never nest."""
+    parts = _SummaryParts([], [], [], [])
+    for raw in (previous or "").splitlines():
+        line = _EARLIER.sub("", strip_citation_tags(raw)).strip()
+        if line.startswith(_GOALS.strip()):
+            parts.goals += [g for g in line[len(_GOALS) :].split(_ITEM_SEP.strip()) if g.strip()]
+        elif line.startswith(_ANSWERS.strip()):
+            parts.answers += [a for a in line[len(_ANSWERS) :].split(_ITEM_SEP.strip()) if a.strip()]
+        elif line.startswith(_IDS.strip()):
+            parts.ids += [i.strip() for i in line[len(_IDS) :].split(",") if i.strip()]
+        elif line and line != "No earlier messages.":
+            parts.earlier.append(line)
+    parts.goals = [g.strip() for g in parts.goals]
+    parts.answers = [a.strip() for a in parts.answers]
+    return parts
+
+
 def extractive_summary(
     messages: Sequence[Message], *, previous: str | None = None, max_tokens: int = SUMMARY_MAX_TOKENS
 ) -> str:
-    """A summary without an LLM: the earlier summary, the user's questions (first sentence each), the
-    gist of the answers, and the source ids the answers used. Plain text, no citation tags, at most
-    ``max_tokens`` estimated tokens."""
-    goals = [_first_sentence(m.content) for m in messages if m.role == "user"]
-    answers = [_first_sentence(m.content) for m in messages if m.role == "assistant"]
-    ids: dict[str, None] = {}
+    """A summary without an LLM: the user's questions (first sentence each), the gist of the answers,
+    and the source ids the answers used, merged with the earlier summary's (never nested: one
+    ``User asked:`` line, at most one ``Earlier:`` prefix). Plain text, no citation tags, at most
+    ``max_tokens`` estimated tokens: the oldest content goes first."""
+    parts = _parse_summary(previous)
+    parts.goals += [g for g in (_first_sentence(m.content) for m in messages if m.role == "user") if g]
+    parts.answers += [a for a in (_first_sentence(m.content) for m in messages if m.role == "assistant") if a]
+    ids: dict[str, None] = dict.fromkeys(parts.ids)
     for m in messages:
         for ref in m.sources or []:
             ids.setdefault(ref.id, None)
         for cid in citation_ids(m.content):
             ids.setdefault(cid, None)
-    parts: list[str] = []
-    if previous:
-        parts.append(f"Earlier: {strip_citation_tags(previous)}")
-    if goals:
-        parts.append("User asked: " + " | ".join(g for g in goals if g))
-    if answers:
-        parts.append("Answers given: " + " | ".join(a for a in answers if a))
-    if ids:
-        parts.append("Relevant source ids: " + ", ".join(ids))
-    text = "\n".join(parts) or "No earlier messages."
+    parts.ids = list(ids)
+    text = parts.text()
+    while estimate_tokens(text) > max_tokens and parts.drop_oldest():
+        text = parts.text()
     return _truncate_tokens(text, max_tokens)
 
 

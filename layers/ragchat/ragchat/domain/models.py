@@ -130,15 +130,37 @@ Role = Literal["user", "assistant", "system-summary"]
 
 @dataclass(slots=True)
 class SourceRef:
-    """A citation stored with an assistant message: the note id and up to 160 chars of its text."""
+    """A citation stored with an assistant message: the note id, up to 160 chars of its text, and
+    where it comes from (its document, the document's title, the PDF page when known). Messages
+    stored before sources said where load with ``document_id``/``title``/``page`` left ``None``."""
 
     id: str
     text: str
+    document_id: str | None = None
+    title: str | None = None
+    page: int | None = None
 
 
-def source_json(src: SourceRef) -> dict[str, str]:
-    """The one JSON shape of a source, in API responses, stored messages and exports: ``{id, text}``."""
-    return {"id": src.id, "text": src.text}
+def source_json(src: SourceRef) -> JSON:
+    """The one JSON shape of a source, in API responses, SSE, stored messages, exports and the CLI:
+    ``{id, documentId, title, page?, text}`` (``page`` only when known)."""
+    out: JSON = {"id": src.id, "documentId": src.document_id, "title": src.title}
+    if src.page is not None:
+        out["page"] = src.page
+    out["text"] = src.text
+    return out
+
+
+def source_from_json(data: JSON) -> SourceRef:
+    """A source back from :func:`source_json`'s shape; older records (``{id, text}``) still load."""
+    page = data.get("page")
+    return SourceRef(
+        id=str(data["id"]),
+        text=str(data.get("text") or ""),
+        document_id=data.get("documentId"),
+        title=data.get("title"),
+        page=page if isinstance(page, int) and not isinstance(page, bool) else None,
+    )
 
 
 @dataclass(slots=True)

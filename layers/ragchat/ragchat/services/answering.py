@@ -25,10 +25,11 @@ from ragchat.domain.prompts import GUARD_REPLY, build_system_prompt, detect_inje
 from ragchat.services.logs import log_error
 from ragchat.services.metrics import NO_METRICS, record_turn
 from ragchat.services.model_calls import ModelCaller
+from ragchat.services.sources import locate_sources, with_documents
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import ChatModel, Metrics, NoteTools
+    from ragchat.ports import ChatModel, DocumentStore, Metrics, NoteTools
     from ragchat.services.model_calls import BreakerScope
     from ragchat.services.retrieval import Retrieval, Retriever
 
@@ -128,7 +129,7 @@ class Answerer:
         )
         return Answer(
             text=result.text,
-            sources=source_refs(hits, result.valid_ids),
+            sources=with_documents(source_refs(hits, result.valid_ids), hits),
             guard_used=False,
             model=model,
             citations=result,
@@ -206,10 +207,12 @@ class AskService:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         metrics: Metrics = NO_METRICS,
+        documents: DocumentStore | None = None,  # where sources come from (title, page)
     ) -> None:
         self.retriever = retriever
         self.settings = settings
         self.metrics = metrics
+        self.documents = documents
         caller = ModelCaller(
             model, sleep=sleep, budget_s=settings.model_turn_budget_s, clock=clock, metrics=metrics
         )
@@ -237,4 +240,5 @@ class AskService:
         for phase, ms in ans.timings.items():
             logger.info("chat.metrics", extra={"conversationId": None, "phase": phase, "ms": round(ms, 1)})
         record_turn(self.metrics, ans.timings)
-        return AskResult(answer=ans.text, sources=ans.sources, guard_used=ans.guard_used, model=ans.model)
+        sources = locate_sources(self.documents, owner, ans.sources)
+        return AskResult(answer=ans.text, sources=sources, guard_used=ans.guard_used, model=ans.model)

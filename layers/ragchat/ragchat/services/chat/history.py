@@ -16,6 +16,7 @@ from aws_lambda_powertools import Logger
 from ragchat.domain.citations import strip_citation_tags, strip_citations
 from ragchat.domain.history import (
     HistoryWindow,
+    PendingSummary,
     after_cursor,
     cap_window,
     extractive_summary,
@@ -72,7 +73,8 @@ class ModelSummarizer:
 
 
 class HistoryKeeper:
-    """Builds a turn's :class:`HistoryWindow`, storing a new summary when one is due."""
+    """Builds a turn's :class:`HistoryWindow`, writing a new summary when one is due; the turn stores
+    it after its answer (:meth:`store_pending`)."""
 
     def __init__(
         self,
@@ -116,12 +118,24 @@ class HistoryKeeper:
             return HistoryWindow(window.summary, cap_window(window.messages, self.max_history)), conv
         previous = window.summary.content if window.summary else None
         text = self.summarizer.summarize(plan.to_summarize, previous=previous, deadline=deadline)
-        msg = Message(
+        summary = Message(
             id=new_id(), conversation_id=conv.id, owner=conv.owner, role="system-summary", content=text
         )
+        pending = PendingSummary(plan.to_summarize[-1].id, len(plan.to_summarize), plan.reason)
+        return HistoryWindow(summary, plan.keep, pending), conv
+
+    def store_pending(
+        self, conv: Conversation, window: HistoryWindow, timings: dict[str, float]
+    ) -> Conversation:
+        """Store the summary written this turn (if any) and move the conversation's summary cursor.
+        Called after the turn's answer is stored, so the conversation reads question, answer,
+        summary (the summary gets its id now: ids sort after the answer's)."""
+        pending, summary = window.pending, window.summary
+        if pending is None or summary is None:
+            return conv
+        msg = dataclasses.replace(summary, id=new_id())
         stored = timed(timings, "db_write", lambda: self.conversations.add_message(msg))
-        cursor = plan.to_summarize[-1].id
-        changes: dict[str, object] = {"summary_cursor": cursor, "last_summary_id": stored.id}
+        changes: dict[str, object] = {"summary_cursor": pending.cursor, "last_summary_id": stored.id}
         timed(
             timings, "db_write", lambda: self.conversations.update_conversation(conv.owner, conv.id, changes)
         )
@@ -129,10 +143,9 @@ class HistoryKeeper:
             "chat.summary",
             extra={
                 "conversationId": conv.id,
-                "replacedCount": len(plan.to_summarize),
+                "replacedCount": pending.replaced_count,
                 "summaryId": stored.id,
-                "reason": plan.reason,
+                "reason": pending.reason,
             },
         )
-        conv = dataclasses.replace(conv, summary_cursor=cursor, last_summary_id=stored.id)
-        return HistoryWindow(stored, plan.keep), conv
+        return dataclasses.replace(conv, summary_cursor=pending.cursor, last_summary_id=stored.id)

@@ -56,6 +56,7 @@ class Turn:
     breaker: BreakerScope
     deadline: float  # on the model caller's clock: the turn's model budget ends here
     timings: dict[str, float] = field(default_factory=dict)
+    summary_stored: bool = False  # the window's pending summary was stored (once, after the answer)
 
 
 class Replayed(Exception):

@@ -8,9 +8,11 @@ reinforcement → model (retries; circuit breaker per conversation) → citation
 assistant message with its sources → respond.
 
 Store round trips on a steady-state turn: get conversation, read recent messages, add user message,
-add assistant message (4). The history is read before the user message is written (one read serves
-both the flood check and the window); the window is that history plus the stored user message, so the
-current message reaches the model exactly once.
+add assistant message (4), plus one batched read of the cited notes and their documents (title,
+page) when the answer cites something (5; why: :mod:`ragchat.services.sources`). The history is
+read before the user message is written (one read serves both the flood check and the window); the
+window is that history plus the stored user message, so the current message reaches the model
+exactly once.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from aws_lambda_powertools import Logger
 from ragchat.domain.errors import Conflict, NotFound, ValidationError
 from ragchat.domain.ids import new_id
 from ragchat.domain.messages import FALLBACK_MODEL, make_title, sanitize_message
-from ragchat.domain.models import Conversation, Message, SearchFilter
+from ragchat.domain.models import Conversation, Message, SearchFilter, SourceRef
 from ragchat.domain.prompts import detect_injection
 from ragchat.services.chat.metrics import TurnMetrics, timed
 from ragchat.services.chat.pump import StreamPacing
@@ -35,7 +37,8 @@ from ragchat.services.chat.state import Accepted, Replayed, Turn, TurnResult, sp
 from ragchat.services.chat.stops import StopFlags
 from ragchat.services.chat.streaming import Event, TurnStream, answer_events, error_event, replay_events
 from ragchat.services.chat.tools import ScopedNoteTools
-from ragchat.services.logs import log_error
+from ragchat.services.logs import log_error, message_of
+from ragchat.services.sources import locate_sources
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
@@ -294,6 +297,29 @@ class Turns:
     def _log_circuit_open(turn: Turn) -> None:
         log_error(turn.conv.id, "CircuitOpen", "circuit breaker open")
 
+    def _store_summary(self, turn: Turn) -> None:
+        """The summary written for this turn's window goes after its answer (question, answer,
+        summary); a failure to store it costs nothing but a later summary."""
+        if turn.summary_stored or turn.window.pending is None:
+            return
+        turn.summary_stored = True
+        try:
+            turn.conv = self.p.history.store_pending(turn.conv, turn.window, turn.timings)
+        except Exception as exc:
+            log_error(turn.conv.id, type(exc).__name__, f"summary not stored: {message_of(exc)}")
+
+    def _located(self, turn: Turn, answer: Answer) -> list[SourceRef]:
+        """The answer's sources with title and page: the turn's one extra round trip when it cites
+        something (why a read and not the vector metadata: :mod:`ragchat.services.sources`)."""
+        if not answer.sources:
+            return []
+        conv = turn.conv
+        return timed(
+            turn.timings,
+            "db_read",
+            lambda: locate_sources(self.p.documents, conv.owner, answer.sources, conversation_id=conv.id),
+        )
+
     def _store(
         self, turn: Turn, answer: Answer, *, assistant_id: str | None = None, interrupted: bool = False
     ) -> TurnResult:
@@ -303,7 +329,7 @@ class Turns:
             owner=turn.conv.owner,
             role="assistant",
             content=answer.text,
-            sources=list(answer.sources),
+            sources=self._located(turn, answer),
             model=answer.model,
             client_message_id=turn.client_id,
             interrupted=interrupted,
@@ -319,6 +345,7 @@ class Turns:
             if replay is None:
                 raise
             return replay
+        self._store_summary(turn)
         self.p.metrics.log_turn(turn.conv.id, turn.timings, turn.started)
         return TurnResult(
             message=stored, model=answer.model, guard_used=answer.guard_used, user_message_id=turn.user.id

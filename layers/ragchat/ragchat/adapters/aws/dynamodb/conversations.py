@@ -28,7 +28,7 @@ from ragchat.adapters.aws.dynamodb.table import (
 )
 from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, NotFound, TransientError
-from ragchat.domain.models import Conversation, Message, Page, SourceRef
+from ragchat.domain.models import Conversation, Message, Page, source_from_json, source_json
 
 _CONV_MUTABLE = {"title", "collection", "document_id", "persona", "summary_cursor", "last_summary_id"}
 
@@ -85,7 +85,7 @@ class DynamoConversationStore:
             owner=v["owner"],
             role=v["role"],
             content=v.get("content", ""),
-            sources=None if sources is None else [SourceRef(**s) for s in json.loads(sources)],
+            sources=None if sources is None else [source_from_json(s) for s in json.loads(sources)],
             model=v.get("model"),
             client_message_id=v.get("client_message_id"),
             interrupted=bool(v.get("interrupted", False)),
@@ -242,9 +242,7 @@ class DynamoConversationStore:
                 "owner": msg.owner,
                 "role": msg.role,
                 "content": msg.content,
-                "sources": None
-                if msg.sources is None
-                else json.dumps([{"id": s.id, "text": s.text} for s in msg.sources]),
+                "sources": None if msg.sources is None else json.dumps([source_json(s) for s in msg.sources]),
                 "model": msg.model,
                 "client_message_id": msg.client_message_id,
                 "interrupted": msg.interrupted,

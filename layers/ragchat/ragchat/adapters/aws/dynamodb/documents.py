@@ -299,6 +299,18 @@ class DynamoDocumentStore:
         by_id = {n.id: n for n in (self._note(i) for i in self._t.batch_get(keys))}
         return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
 
+    def get_notes_and_documents(
+        self, owner: str, note_ids: Sequence[str], document_ids: Sequence[str]
+    ) -> tuple[list[Note], list[Document]]:
+        """One BatchGetItem for both (notes and documents share the owner's partition)."""
+        n_ids, d_ids = list(dict.fromkeys(note_ids)), list(dict.fromkeys(document_ids))
+        keys = [item_key(owner_pk(owner), f"NOTE#{i}") for i in n_ids]
+        keys += [item_key(owner_pk(owner), f"DOC#{i}") for i in d_ids]
+        items = self._t.batch_get(keys) if keys else []
+        notes = {n.id: n for n in (self._note(i) for i in items if i["sk"]["S"].startswith("NOTE#"))}
+        docs = {d.id: d for d in (self._doc(i) for i in items if i["sk"]["S"].startswith("DOC#"))}
+        return [notes[i] for i in n_ids if i in notes], [docs[i] for i in d_ids if i in docs]
+
     def list_notes(
         self, owner: str, *, document_id: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> Page[Note]:

@@ -19,7 +19,7 @@ from ragchat.adapters.local.sqlite_store.db import (
 )
 from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, NotFound
-from ragchat.domain.models import Conversation, Message, Page, SourceRef
+from ragchat.domain.models import Conversation, Message, Page, source_from_json, source_json
 
 _CONV_COLUMNS = (
     "id, owner, title, collection, document_id, persona, summary_cursor, last_summary_id, "
@@ -51,7 +51,7 @@ def _row_to_conversation(row: sqlite3.Row) -> Conversation:
 def _row_to_message(row: sqlite3.Row) -> Message:
     sources = None
     if row["sources"] is not None:
-        sources = [SourceRef(id=s["id"], text=s["text"]) for s in json.loads(row["sources"])]
+        sources = [source_from_json(s) for s in json.loads(row["sources"])]
     return Message(
         id=row["id"],
         conversation_id=row["conversation_id"],
@@ -158,9 +158,7 @@ class SqliteConversationStore:
     # ------------------------------------------------------------------ messages
     def add_message(self, msg: Message) -> Message:
         now = self._now()
-        sources = (
-            None if msg.sources is None else json.dumps([{"id": s.id, "text": s.text} for s in msg.sources])
-        )
+        sources = None if msg.sources is None else json.dumps([source_json(s) for s in msg.sources])
         with self.db.write() as conn:
             found = conn.execute(
                 "SELECT 1 FROM conversations WHERE id = ? AND owner = ?", (msg.conversation_id, msg.owner)

@@ -228,12 +228,30 @@ class SqliteDocumentStore:
             for start in range(0, len(wanted), BATCH):
                 batch = wanted[start : start + BATCH]
                 for row in conn.execute(
+                    # ``+owner``: look the ids up by primary key (a plain ``owner = ?`` lets the
+                    # planner scan the owner's index: every note of the owner, ~10 ms at 10k notes)
                     f"SELECT {_NOTE_COLUMNS} FROM notes "
-                    f"WHERE owner = ? AND id IN ({placeholders(len(batch))})",
+                    f"WHERE +owner = ? AND id IN ({placeholders(len(batch))})",
                     (owner, *batch),
                 ):
                     found[row["id"]] = _row_to_note(row)
         return [found[i] for i in wanted if i in found]
+
+    def get_notes_and_documents(
+        self, owner: str, note_ids: Sequence[str], document_ids: Sequence[str]
+    ) -> tuple[list[Note], list[Document]]:
+        notes = self.get_notes(owner, note_ids)
+        wanted = list(dict.fromkeys(document_ids))[:BATCH]  # a turn's sources: a handful of documents
+        docs: dict[str, Document] = {}
+        if wanted:
+            with self.db.read() as conn:
+                for row in conn.execute(
+                    f"SELECT {_DOC_COLUMNS} FROM documents "  # by primary key, as in get_notes
+                    f"WHERE +owner = ? AND id IN ({placeholders(len(wanted))})",
+                    (owner, *wanted),
+                ):
+                    docs[row["id"]] = _row_to_document(row)
+        return notes, [docs[i] for i in wanted if i in docs]
 
     def list_notes(
         self, owner: str, *, document_id: str | None = None, limit: int = 50, cursor: str | None = None

@@ -1,0 +1,75 @@
+"""Sources that say where (SPEC §3, §7): each cited note's document, the document's title and the PDF
+page the note came from.
+
+Where title and page come from — one batched read per answer, not the vector index. A chat turn
+costs 4 store round trips before this (get conversation, read recent messages, add user message, add
+assistant message; ``bench/bench_chat_turn.py`` measures them); an answer that cites something adds
+ONE more (``DocumentStore.get_notes_and_documents``: a single BatchGetItem on DynamoDB — notes and
+documents share the owner's partition — a single read on SQLite). Guard replies and answers that
+cite nothing read nothing. The alternative, copying title and page into the vector metadata at index
+time, would read nothing per turn but: every PATCH of a title would have to rewrite all the
+document's vectors (S3 Vectors has no metadata update: get + put per 100 keys), S3 Vectors' indexes
+fix their non-filterable keys at creation (the title would become a 2 KB filterable key, or the
+index would have to be recreated), the local index would need a schema migration, and vectors
+indexed before the change would carry neither until re-indexed. A read at answer time is always
+current (a renamed document shows its new title in the next answer) and needs no migration; it is a
+few milliseconds of a turn that already spends its time in the model. A failed read degrades to
+sources without title and page (the answer stands).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ragchat.domain.models import Hit, SourceRef
+from ragchat.services.logs import log_error, message_of
+
+if TYPE_CHECKING:
+    from ragchat.ports import DocumentStore
+
+
+def with_documents(sources: Sequence[SourceRef], hits: Sequence[Hit]) -> list[SourceRef]:
+    """Each source with the document id its hit carries (no store read)."""
+    doc_of = {h.id: h.document_id for h in hits}
+    return [
+        s if s.document_id is not None else dataclasses.replace(s, document_id=doc_of.get(s.id))
+        for s in sources
+    ]
+
+
+def locate_sources(
+    documents: DocumentStore | None,
+    owner: str,
+    sources: Sequence[SourceRef],
+    *,
+    conversation_id: str | None = None,
+) -> list[SourceRef]:
+    """``sources`` with ``documentId``, ``title`` and ``page`` filled in from one batched read of
+    their notes and documents; unchanged when there is nothing to look up or the read fails."""
+    out = list(sources)
+    if not out or documents is None:
+        return out
+    doc_ids = list(dict.fromkeys(s.document_id for s in out if s.document_id))
+    try:
+        notes, docs = documents.get_notes_and_documents(owner, [s.id for s in out], doc_ids)
+    except Exception as exc:  # the answer stands without title and page
+        log_error(conversation_id, type(exc).__name__, f"sources: {message_of(exc)}")
+        return out
+    note_by_id = {n.id: n for n in notes}
+    title_of = {d.id: d.title for d in docs}
+    located = []
+    for src in out:
+        note = note_by_id.get(src.id)
+        page = note.metadata.get("page") if note is not None else None
+        doc_id = src.document_id or (note.document_id if note is not None else None)
+        located.append(
+            dataclasses.replace(
+                src,
+                document_id=doc_id,
+                title=title_of.get(doc_id or "", src.title),
+                page=page if isinstance(page, int) and not isinstance(page, bool) else src.page,
+            )
+        )
+    return located
