@@ -40,6 +40,16 @@ if TYPE_CHECKING:
     from ragchat.services.retrieval import Retriever
 
 
+def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> RateLimiter | None:
+    """The per-conversation / per-IP chat limiter, when rate limiting is on."""
+    if not settings.enable_rate_limiting:
+        return None
+    requests, window_s = settings.rate_limit("chat")
+    return RateLimiter(
+        counters, clock, requests=requests, window_s=window_s, ip_requests=settings.rate_limit_ip_requests
+    )
+
+
 class ChatService:
     def __init__(
         self,
@@ -75,16 +85,7 @@ class ChatService:
         )
         self.conversations = Conversations(conversations, documents, self._check_persona)
         self.stops = StopFlags(counters, clock)
-        limiter = None
-        if settings.enable_rate_limiting:
-            requests, window_s = settings.rate_limit("chat")
-            limiter = RateLimiter(
-                counters,
-                clock,
-                requests=requests,
-                window_s=window_s,
-                ip_requests=settings.rate_limit_ip_requests,
-            )
+        limiter = _chat_limiter(counters, clock, settings)
         parts = TurnParts(
             conversations=self.conversations,
             store=conversations,
