@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     model_connect_timeout_s: float = Field(3.0, alias="MODEL_CONNECT_TIMEOUT_SECONDS", gt=0, le=60)
     model_first_token_timeout_s: float = Field(10.0, alias="MODEL_FIRST_TOKEN_TIMEOUT_SECONDS", gt=0, le=120)
     model_turn_budget_s: float = Field(15.0, alias="MODEL_TURN_BUDGET_SECONDS", gt=0, le=120)
+    # A retried messageId whose first attempt stored the question but no answer this long ago is
+    # presumed dead (e.g. its process was killed): the retry answers in its place (issue 8).
+    idempotency_takeover_s: float = Field(60.0, alias="IDEMPOTENCY_TAKEOVER_SECONDS", gt=0, le=3600)
     personas_file: Path | None = Field(None, alias="RAGCHAT_PERSONAS_FILE")
 
     # --- AWS -------------------------------------------------------------------------------------

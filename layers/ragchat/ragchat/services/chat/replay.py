@@ -19,18 +19,29 @@ from ragchat.services.chat.state import Replayed, TurnResult
 if TYPE_CHECKING:
     from ragchat.ports import ConversationStore
 
-IDEMPOTENCY_TAKEOVER_S = 60.0  # a first attempt silent this long is presumed dead: answer in its place
+# A first attempt silent this long is presumed dead: answer in its place (the default of the
+# ``IDEMPOTENCY_TAKEOVER_SECONDS`` setting; a retry waits at most the polls below either way).
+IDEMPOTENCY_TAKEOVER_S = 60.0
+# The longest a retry waits for the first attempt's answer before answering itself: the wait plus the
+# model budget (15 s, which starts after it) fit in the chat function's 29 s.
+IDEMPOTENCY_MAX_WAIT_S = 10.0
 IDEMPOTENCY_POLLS = 400
 IDEMPOTENCY_POLL_S = 0.05
 
 
 class Replays:
     def __init__(
-        self, conversations: ConversationStore, clock: Clock, sleep: Callable[[float], None]
+        self,
+        conversations: ConversationStore,
+        clock: Clock,
+        sleep: Callable[[float], None],
+        *,
+        takeover_s: float = IDEMPOTENCY_TAKEOVER_S,
     ) -> None:
         self.conversations = conversations
         self.clock = clock
         self.sleep = sleep
+        self.takeover_s = takeover_s
 
     def answered(self, conv: Conversation, message_id: str, text: str) -> TurnResult | None:
         """The stored answer to ``message_id``, if there is one (``Conflict`` if the id was used for
@@ -40,9 +51,11 @@ class Replays:
 
     def await_first_attempt(self, conv: Conversation, message_id: str, text: str) -> Message:
         """Another request stored this ``messageId`` first: raise :class:`Replayed` with its answer
-        once it exists (polling, bounded); if it stays unanswered for ``IDEMPOTENCY_TAKEOVER_S``,
-        return its user message so this request answers it (the assistant write is idempotent)."""
+        once it exists (polling, bounded); if it stays unanswered for ``takeover_s`` since it was
+        stored, or for :data:`IDEMPOTENCY_MAX_WAIT_S` of this wait, return its user message so this
+        request answers it (the assistant write is idempotent: the first answer stored stands)."""
         user: Message | None = None
+        began = self.clock()
         for _ in range(IDEMPOTENCY_POLLS):
             found = self.conversations.find_by_client_message_id(conv.owner, conv.id, message_id)
             replay = replay_from(found, text)
@@ -51,7 +64,8 @@ class Replays:
             user = next((m for m in found if m.role == "user"), None)
             if user is None:
                 raise Conflict("messageId is being reused; retry")
-            if self.clock() - parse_iso(user.created_at) >= IDEMPOTENCY_TAKEOVER_S:
+            now = self.clock()
+            if now - parse_iso(user.created_at) >= self.takeover_s or now - began >= IDEMPOTENCY_MAX_WAIT_S:
                 return user
             self.sleep(IDEMPOTENCY_POLL_S)
         assert user is not None

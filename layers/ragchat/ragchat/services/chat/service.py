@@ -101,7 +101,7 @@ class ChatService:
                 summarize=settings.enable_chat_summarization,
             ),
             limiter=limiter,
-            replays=Replays(conversations, clock, sleep),
+            replays=Replays(conversations, clock, sleep, takeover_s=settings.idempotency_takeover_s),
             persona=self._persona_paragraph,
             metrics=TurnMetrics(metrics),
             stops=self.stops,

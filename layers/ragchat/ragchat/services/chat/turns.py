@@ -176,7 +176,6 @@ class Turns:
     ) -> Accepted:
         """Validate, rate limit and store the user message (errors raise here)."""
         started = time.perf_counter()
-        deadline = self.p.caller.deadline()
         text = sanitize_message(content, max_chars=self.settings.max_message_chars)
         if message_id is not None and (not isinstance(message_id, str) or not _CLIENT_ID.match(message_id)):
             raise ValidationError("messageId: use 1-128 letters, digits or . _ : -")
@@ -195,6 +194,9 @@ class Turns:
         if self.p.limiter is not None:
             self.p.limiter.check(conv.id, ip, history)
         user = self._store_user(conv, text, message_id, timings)
+        # The model budget starts now: a retry that waited for (or took over from) an earlier attempt
+        # with the same messageId still gets all of it.
+        deadline = self.p.caller.deadline()
         history = [m for m in history if m.id != user.id]
         conv = self._title(conv, text, timings)
         return Accepted(
