@@ -53,7 +53,11 @@ def seed_samples(container: Container) -> list[str]:
 
 
 def resume_pending(container: Container) -> int:
-    """Queue the local user's documents a previous run left PENDING/PROCESSING."""
+    """Queue the local user's documents a previous run left PENDING/PROCESSING.
+
+    Their vectors are switched off first: a run killed between switching a document's vectors on
+    and marking it READY (two writes) would otherwise leave a PROCESSING document searchable until
+    its re-run clears it. The re-run indexes it again and switches them on when it is READY."""
     from ragchat.domain.models import DocumentStatus
 
     resume = getattr(container.launcher, "resume", None)
@@ -72,6 +76,8 @@ def resume_pending(container: Container) -> int:
         cursor = page.cursor
         if not cursor:
             break
+    for key in pending:
+        container.index.set_enabled(*key, False)
     resume(pending)
     return len(pending)
 
