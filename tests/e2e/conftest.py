@@ -69,6 +69,7 @@ class Server:
     url: str
     token: str | None
     log: Path
+    proc: subprocess.Popen[Any] | None = None  # the ``ragchat serve`` process (to kill it)
 
     def request(
         self,
@@ -116,21 +117,21 @@ def run_server(
     if not model_ready(models):
         pytest.skip(f"the MiniLM model is not prepared in {models} (run `make model`)")
     port = free_port()
+    inherited = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     full_env = {
-        **os.environ,
+        **inherited,
         "RAGCHAT_DATA_DIR": str(data_dir),
         "RAGCHAT_MODEL_DIR": str(models),
         "RAGCHAT_CHAT_MODEL": "extractive",
         "MAX_BODY_BYTES": str(2 * 1024 * 1024),
-        **(env or {}),
+        **(env or {}),  # may set ANTHROPIC_API_KEY (a test's fake Claude)
     }
-    full_env.pop("ANTHROPIC_API_KEY", None)
     full_env.pop("RAGCHAT_API_TOKEN", None)
     if token:
         full_env["RAGCHAT_API_TOKEN"] = token
     log = data_dir / "server.log"
     cli = Path(sys.executable).with_name("ragchat")
-    with log.open("wb") as out:
+    with log.open("ab") as out:  # appended: a restarted server keeps the earlier log
         proc = subprocess.Popen(
             [str(cli), "serve", "--host", "127.0.0.1", "--port", str(port)],
             env=full_env,
@@ -138,7 +139,7 @@ def run_server(
             stderr=subprocess.STDOUT,
             cwd=data_dir,
         )
-    srv = Server(f"http://127.0.0.1:{port}", token, log)
+    srv = Server(f"http://127.0.0.1:{port}", token, log, proc)
     try:
         deadline = time.monotonic() + 60
         while True:
