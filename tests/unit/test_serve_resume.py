@@ -19,7 +19,7 @@ class RecordingLauncher:
         self.started: list[tuple[str, str]] = []
         self.resumed: list[tuple[str, str]] = []
 
-    def start(self, owner: str, document_id: str) -> None:
+    def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
         self.started.append((owner, document_id))
 
     def resume(self, pending: list[tuple[str, str]]) -> None:
