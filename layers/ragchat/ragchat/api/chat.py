@@ -53,6 +53,16 @@ class ConversationIn(BaseModel):
     persona: str | None = Field(None, max_length=64, description="A configured persona (default: `default`).")
 
 
+class ConversationPatch(BaseModel):
+    """``PATCH /chat/conversations/{id}``: rename."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(
+        max_length=1000, description="The new title (one line, not blank, at most 1000 characters)."
+    )
+
+
 class MessageIn(BaseModel):
     """``POST /chat/conversations/{id}/messages``."""
 
@@ -157,6 +167,12 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
             "messages": [message_json(m) for m in page.items],
             "cursor": page.cursor,
         }
+
+    @r.patch("/chat/conversations/<conversation_id>", summary="Rename a conversation", tags=["chat"])
+    def rename_conversation(
+        conversation_id: Annotated[str, Path()], patch: Annotated[ConversationPatch, Body()]
+    ) -> ConversationOut:
+        return ConversationOut.of(container.chat.rename_conversation(_owner(r), conversation_id, patch.title))
 
     @r.delete("/chat/conversations/<conversation_id>", summary="Delete a conversation", tags=["chat"])
     def delete_conversation(conversation_id: Annotated[str, Path()]) -> Response[str]:
