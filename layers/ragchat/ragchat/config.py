@@ -31,6 +31,8 @@ DEFAULT_MIN_SIMILARITY: dict[str, float] = {
 
 MiB = 1024 * 1024
 AWS_REGION_PATTERN = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+# An S3 bucket name (it becomes a host name in the pages' CSP: nothing else may pass).
+S3_BUCKET_PATTERN = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?")
 
 
 # Parts of the wiring that need settings only some functions get (``Settings.require``).
@@ -152,12 +154,37 @@ class Settings(BaseSettings):
         missing = self.missing()
         if missing:
             raise ValueError(f"{', '.join(missing)} must be set ({self._why(missing)})")
+        self._check_bucket()
         if self.cognito_client_id and not AWS_REGION_PATTERN.fullmatch(self.aws_region):
             raise ValueError(
                 f"AWS_REGION must be an AWS region such as eu-west-1 when COGNITO_CLIENT_ID is set "
                 f"(got {self.aws_region!r})"
             )
         return self
+
+    def _check_bucket(self) -> None:
+        """The documents bucket becomes an origin in the pages' CSP (``documents_bucket_origin``)."""
+        if self.backend != "aws" or not self.documents_bucket:
+            return
+        if not S3_BUCKET_PATTERN.fullmatch(self.documents_bucket):
+            raise ValueError(
+                "DOCUMENTS_BUCKET must be an S3 bucket name (lowercase letters, digits, '.' and '-') "
+                f"(got {self.documents_bucket!r})"
+            )
+        if not AWS_REGION_PATTERN.fullmatch(self.aws_region):
+            raise ValueError(
+                f"AWS_REGION must be an AWS region such as eu-west-1 with RAGCHAT_BACKEND=aws "
+                f"(got {self.aws_region!r})"
+            )
+
+    @property
+    def documents_bucket_origin(self) -> str | None:
+        """Where a browser sends a direct upload on AWS: the documents bucket's regional
+        virtual-host origin, the URL ``adapters/aws/s3.py`` presigns POSTs for. ``None`` locally
+        (uploads go to the server itself)."""
+        if self.backend != "aws" or not self.documents_bucket:
+            return None
+        return f"https://{self.documents_bucket}.s3.{self.aws_region}.amazonaws.com"
 
     def rate_limit(self, route: RateLimitedRoute) -> tuple[int, int]:
         """(requests, window seconds) for ``route``: its own ``RATE_LIMIT_<ROUTE>_*`` settings, each
