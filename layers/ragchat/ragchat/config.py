@@ -106,6 +106,12 @@ class Settings(BaseSettings):
     cognito_client_id: str | None = Field(None, alias="COGNITO_CLIENT_ID", pattern=r"^[\w+]{1,128}$")
     # chat_stream function: the port the Lambda Web Adapter forwards to (ragchat.lambda_web)
     lwa_port: int = Field(8080, alias="AWS_LWA_PORT", ge=1, le=65535)
+    # --- the HTTP server of ``ragchat serve`` and the chat_stream function (``serving.asgi.Limits``)
+    serve_max_concurrency: int = Field(128, alias="SERVE_MAX_CONCURRENCY", ge=1, le=10_000)
+    serve_header_timeout_s: float = Field(10.0, alias="SERVE_HEADER_TIMEOUT_SECONDS", gt=0, le=3600)
+    serve_body_timeout_s: float = Field(30.0, alias="SERVE_BODY_TIMEOUT_SECONDS", gt=0, le=3600)
+    serve_keepalive_s: float = Field(5.0, alias="SERVE_KEEPALIVE_SECONDS", gt=0, le=3600)
+    serve_backlog: int = Field(2048, alias="SERVE_BACKLOG", ge=1, le=65535)
 
     # --- chat models -----------------------------------------------------------------------------
     anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)
