@@ -130,6 +130,23 @@ def test_update_conversation(conversation_store, clock: FakeClock):
     assert conversation_store.update_conversation("alice", "missing", {"title": "x"}) is None
 
 
+def test_a_renamed_conversation_keeps_its_messages_and_shows_the_title_in_the_list(
+    conversation_store, clock: FakeClock
+):
+    conv = new_conv(conversation_store, title="Old")
+    add(conversation_store, conv, "hello")
+    add(conversation_store, conv, "hi there", role="assistant")
+    clock.advance(10)
+    renamed = conversation_store.update_conversation("alice", conv.id, {"title": "Sky notes"})
+    assert renamed is not None and (renamed.title, renamed.message_count) == ("Sky notes", 2)
+    listed = conversation_store.list_conversations("alice").items
+    assert [(c.id, c.title, c.message_count) for c in listed] == [(conv.id, "Sky notes", 2)]
+    assert [m.content for m in conversation_store.list_messages("alice", conv.id).items] == [
+        "hello",
+        "hi there",
+    ]
+
+
 def test_update_refuses_fields_that_cannot_change(conversation_store):
     conv = new_conv(conversation_store, title="Kept")
     refused = ({"owner": "bob"}, {"id": "other"}, {"message_count": 9}, {"title": "x", "created_at": "x"})

@@ -324,12 +324,43 @@ def test_conversations_listed_newest_first_and_deleted(browser: Any) -> None:  #
             expect(items).to_have_count(2)
             expect(items.nth(0)).to_contain_text("newer")
             expect(items.nth(1)).to_contain_text("older")
-            expect(items.get_by_role("button", name="Rename")).to_have_count(0)  # no PATCH route (yet)
+            expect(items.get_by_role("button", name="Rename")).to_have_count(2)  # PATCH is in /openapi.json
             page.once("dialog", lambda dialog: dialog.accept())
             items.nth(0).get_by_role("button", name="Delete New conversation").click()
             expect(items).to_have_count(1)
             expect(items.nth(0)).to_contain_text("older")
             status, _, body = served.call("GET", "/chat/conversations")
             assert [c["collection"] for c in json.loads(body)["items"]] == ["older"]
+        finally:
+            _close(page)
+
+
+def test_a_conversation_is_renamed_from_the_list(browser: Any) -> None:  # noqa: F811
+    expect = _expect()
+    with serving("serve", model=PacedModel(FIRST)) as served:
+        status, _, body = served.call("POST", "/chat/conversations", {"title": "Old title"})
+        assert status == 201, body
+        conv_id = json.loads(body)["id"]
+        page = _page(browser, served)
+        try:
+            page.goto("/ui")
+            items = page.locator("#convs li")
+            expect(items).to_have_count(1)
+            items.nth(0).get_by_role("button", name="Rename Old title").click()
+            field = page.get_by_label("New title")
+            expect(field).to_be_focused()
+            field.fill("<b>Sky</b> notes")
+            field.press("Enter")
+            expect(items.nth(0)).to_contain_text("<b>Sky</b> notes")  # shown as text, not markup
+            expect(items.nth(0).locator("b")).to_have_count(0)
+            status, _, body = served.call("GET", f"/chat/conversations/{conv_id}")
+            assert status == 200 and json.loads(body)["title"] == "<b>Sky</b> notes"
+            # a blank title is refused in plain words and the old one stays
+            items.nth(0).get_by_role("button", name="Rename").click()
+            page.get_by_label("New title").fill("   ")
+            page.get_by_label("New title").press("Enter")
+            expect(page.locator("#chat-error")).to_contain_text("blank")
+            status, _, body = served.call("GET", f"/chat/conversations/{conv_id}")
+            assert json.loads(body)["title"] == "<b>Sky</b> notes"
         finally:
             _close(page)

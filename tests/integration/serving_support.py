@@ -82,10 +82,13 @@ class Served:
 
 
 @contextmanager
-def serving(kind: str, *, model: Any = None, limits: Limits | None = None) -> Iterator[Served]:
-    """``ragchat serve``'s server (``kind="serve"``) or the chat_stream function's (``"adapter"``)."""
+def serving(
+    kind: str, *, model: Any = None, limits: Limits | None = None, env: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """``ragchat serve``'s server (``kind="serve"``) or the chat_stream function's (``"adapter"``);
+    without ``limits``, the ``SERVE_*`` settings of ``env`` choose them."""
     overrides = {"chat_model": model} if model is not None else {}
-    api = make_api(**overrides)
+    api = make_api(env, **overrides)
     _index(api, "n-sky", SKY, owner=OWNER)
     if kind == "serve":
         local = LocalServer(api.container, port=0, limits=limits)

@@ -203,3 +203,69 @@ def test_documents_ui_is_not_taken_for_a_document_id():
     api = make_api()
     res = api.call("GET", "/documents/ui")
     assert header(res, "Content-Type").startswith("text/html")
+
+
+AWS_ENV = {
+    "RAGCHAT_BACKEND": "aws",
+    "DOCUMENTS_TABLE": "docs",
+    "CONVERSATIONS_TABLE": "convs",
+    "COUNTERS_TABLE": "counters",
+    "DOCUMENTS_BUCKET": "ragchat-docs-123",
+    "RAGCHAT_VECTOR_INDEX": "sqlite",
+    "AWS_REGION": "eu-west-1",
+    "COGNITO_CLIENT_ID": "abc",
+}
+
+
+def test_on_aws_the_pages_may_post_exactly_to_the_documents_bucket():
+    """``/write``'s presigned POST goes straight to the bucket: its origin is in connect-src."""
+    api = make_api(AWS_ENV)
+    bucket = "https://ragchat-docs-123.s3.eu-west-1.amazonaws.com"
+    for path in (*PAGES, "/static/write.js"):
+        csp = header(api.call("GET", path, principal=None), "Content-Security-Policy")
+        directives = dict(d.strip().split(" ", 1) for d in csp.split(";") if d.strip())
+        connect = directives["connect-src"].split()
+        assert connect == ["'self'", "https://cognito-idp.eu-west-1.amazonaws.com", bucket], path
+        assert directives["form-action"] == "'self'" and directives["default-src"] == "'self'"
+    # locally uploads go to the server itself: no bucket
+    local = header(
+        make_api({"DOCUMENTS_BUCKET": "ragchat-docs-123"}).call("GET", "/write"), "Content-Security-Policy"
+    )
+    assert "amazonaws" not in local
+
+
+def test_the_bucket_origin_is_the_one_the_s3_adapter_presigns_for(monkeypatch: pytest.MonkeyPatch):
+    import boto3
+    from ragchat.adapters.aws.s3 import S3_CLIENT_CONFIG, S3BlobStore
+    from ragchat.config import load_settings
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    for region in ("us-east-1", "eu-west-1", "ap-southeast-2"):
+        settings = load_settings({**AWS_ENV, "AWS_REGION": region})
+        client = boto3.session.Session(region_name=region).client("s3", config=S3_CLIENT_CONFIG)
+        store = S3BlobStore("ragchat-docs-123", client)
+        upload = store.presign_post(
+            "uploads/alice/x.txt",
+            content_type="text/plain",
+            min_bytes=1,
+            max_bytes=10,
+            expires_in=60,
+            metadata={},
+        )
+        assert upload.url.rstrip("/") == settings.documents_bucket_origin, region
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"DOCUMENTS_BUCKET": "docs; connect-src *"}, "DOCUMENTS_BUCKET"),
+        ({"DOCUMENTS_BUCKET": "My.Bucket"}, "DOCUMENTS_BUCKET"),
+        ({"AWS_REGION": "eu-west-1 https://evil.example", "COGNITO_CLIENT_ID": ""}, "AWS_REGION"),
+    ],
+)
+def test_a_bucket_or_region_that_cannot_be_an_origin_stops_start_up(env: dict[str, str], variable: str):
+    from ragchat.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError, match=variable):
+        load_settings({**AWS_ENV, **env})

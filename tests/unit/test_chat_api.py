@@ -191,6 +191,26 @@ def test_stop_route_reports_whether_an_answer_was_in_flight_and_hides_other_owne
     assert "post" in spec["paths"]["/chat/conversations/{conversation_id}/stop"]
 
 
+def test_rename_route_retitles_the_conversation_and_refuses_bad_titles() -> None:
+    api = _api()
+    conv_id = _body(api.call("POST", "/chat/conversations", body={"title": "Old"}))["id"]
+    res = api.call("PATCH", f"/chat/conversations/{conv_id}", body={"title": "  Sky\nnotes\x00 "})
+    assert res["statusCode"] == 200
+    assert _body(res)["id"] == conv_id and _body(res)["title"] == "Sky notes"
+    assert _body(api.call("GET", "/chat/conversations"))["items"][0]["title"] == "Sky notes"
+    assert _body(api.call("GET", f"/chat/conversations/{conv_id}"))["title"] == "Sky notes"
+    for bad in ({"title": "   "}, {"title": "x" * 1001}, {"title": 7}, {}, {"title": "a", "owner": "bob"}):
+        res = api.call("PATCH", f"/chat/conversations/{conv_id}", body=bad)
+        assert res["statusCode"] == 400 and "error" in _body(res), bad
+    res = api.call("PATCH", f"/chat/conversations/{conv_id}", body={"title": "pwned"}, principal="mallory")
+    assert res["statusCode"] == 404 and _body(res) == {"error": "Conversation not found"}
+    res = api.call("PATCH", "/chat/conversations/nope", body={"title": "x"})
+    assert res["statusCode"] == 404
+    assert _body(api.call("GET", f"/chat/conversations/{conv_id}"))["title"] == "Sky notes"
+    spec = _body(api.call("GET", "/openapi.json"))
+    assert "patch" in spec["paths"]["/chat/conversations/{conversation_id}"]
+
+
 def test_keep_alive_is_written_as_a_comment_line() -> None:
     from ragchat.api.chat import sse
     from ragchat.services.chat.streaming import KEEPALIVE

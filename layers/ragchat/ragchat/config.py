@@ -31,6 +31,8 @@ DEFAULT_MIN_SIMILARITY: dict[str, float] = {
 
 MiB = 1024 * 1024
 AWS_REGION_PATTERN = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+# An S3 bucket name (it becomes a host name in the pages' CSP: nothing else may pass).
+S3_BUCKET_PATTERN = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?")
 
 
 # Parts of the wiring that need settings only some functions get (``Settings.require``).
@@ -104,6 +106,12 @@ class Settings(BaseSettings):
     cognito_client_id: str | None = Field(None, alias="COGNITO_CLIENT_ID", pattern=r"^[\w+]{1,128}$")
     # chat_stream function: the port the Lambda Web Adapter forwards to (ragchat.lambda_web)
     lwa_port: int = Field(8080, alias="AWS_LWA_PORT", ge=1, le=65535)
+    # --- the HTTP server of ``ragchat serve`` and the chat_stream function (``serving.asgi.Limits``)
+    serve_max_concurrency: int = Field(128, alias="SERVE_MAX_CONCURRENCY", ge=1, le=10_000)
+    serve_header_timeout_s: float = Field(10.0, alias="SERVE_HEADER_TIMEOUT_SECONDS", gt=0, le=3600)
+    serve_body_timeout_s: float = Field(30.0, alias="SERVE_BODY_TIMEOUT_SECONDS", gt=0, le=3600)
+    serve_keepalive_s: float = Field(5.0, alias="SERVE_KEEPALIVE_SECONDS", gt=0, le=3600)
+    serve_backlog: int = Field(2048, alias="SERVE_BACKLOG", ge=1, le=65535)
 
     # --- chat models -----------------------------------------------------------------------------
     anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)
@@ -152,12 +160,37 @@ class Settings(BaseSettings):
         missing = self.missing()
         if missing:
             raise ValueError(f"{', '.join(missing)} must be set ({self._why(missing)})")
+        self._check_bucket()
         if self.cognito_client_id and not AWS_REGION_PATTERN.fullmatch(self.aws_region):
             raise ValueError(
                 f"AWS_REGION must be an AWS region such as eu-west-1 when COGNITO_CLIENT_ID is set "
                 f"(got {self.aws_region!r})"
             )
         return self
+
+    def _check_bucket(self) -> None:
+        """The documents bucket becomes an origin in the pages' CSP (``documents_bucket_origin``)."""
+        if self.backend != "aws" or not self.documents_bucket:
+            return
+        if not S3_BUCKET_PATTERN.fullmatch(self.documents_bucket):
+            raise ValueError(
+                "DOCUMENTS_BUCKET must be an S3 bucket name (lowercase letters, digits, '.' and '-') "
+                f"(got {self.documents_bucket!r})"
+            )
+        if not AWS_REGION_PATTERN.fullmatch(self.aws_region):
+            raise ValueError(
+                f"AWS_REGION must be an AWS region such as eu-west-1 with RAGCHAT_BACKEND=aws "
+                f"(got {self.aws_region!r})"
+            )
+
+    @property
+    def documents_bucket_origin(self) -> str | None:
+        """Where a browser sends a direct upload on AWS: the documents bucket's regional
+        virtual-host origin, the URL ``adapters/aws/s3.py`` presigns POSTs for. ``None`` locally
+        (uploads go to the server itself)."""
+        if self.backend != "aws" or not self.documents_bucket:
+            return None
+        return f"https://{self.documents_bucket}.s3.{self.aws_region}.amazonaws.com"
 
     def rate_limit(self, route: RateLimitedRoute) -> tuple[int, int]:
         """(requests, window seconds) for ``route``: its own ``RATE_LIMIT_<ROUTE>_*`` settings, each

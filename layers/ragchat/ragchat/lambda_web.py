@@ -154,12 +154,13 @@ class AdapterGateway(Gateway):
 def create_server(
     container: Container, *, port: int, host: str = "127.0.0.1", limits: Limits | None = None
 ) -> HttpServer:
-    """The server over ``container`` (port 0 picks a free one); call ``serve_forever()`` on it."""
+    """The server over ``container`` (port 0 picks a free one); call ``serve_forever()`` on it. Its
+    limits: ``limits``, else the ``SERVE_*`` settings."""
     from ragchat.api.app import create_app
 
     pool = ResolverPool(lambda: create_app(container, areas=AREAS)).prime()
     gateway = AdapterGateway(pool, body_limit=container.settings.body_limit_bytes)
-    return HttpServer(gateway, (host, port), limits)
+    return HttpServer(gateway, (host, port), limits or Limits.of(container.settings))
 
 
 def warm(container: Container) -> None:

@@ -68,7 +68,7 @@ class LocalServer:
             api_token=settings.api_token,
             principal=settings.local_principal,
         )
-        self.httpd = HttpServer(gateway, (host, port), limits)
+        self.httpd = HttpServer(gateway, (host, port), limits or Limits.of(settings))
         self._thread: threading.Thread | None = None
 
     @property

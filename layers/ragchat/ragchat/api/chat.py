@@ -53,6 +53,16 @@ class ConversationIn(BaseModel):
     persona: str | None = Field(None, max_length=64, description="A configured persona (default: `default`).")
 
 
+class ConversationPatch(BaseModel):
+    """``PATCH /chat/conversations/{id}``: rename."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(
+        max_length=1000, description="The new title (one line, not blank, at most 1000 characters)."
+    )
+
+
 class MessageIn(BaseModel):
     """``POST /chat/conversations/{id}/messages``."""
 
@@ -87,6 +97,7 @@ def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
     _conversation_routes(r, container)
     _message_routes(r, container)
+    _stop_route(r, container)
     _export_route(r, container)
     return r
 
@@ -158,6 +169,12 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
             "cursor": page.cursor,
         }
 
+    @r.patch("/chat/conversations/<conversation_id>", summary="Rename a conversation", tags=["chat"])
+    def rename_conversation(
+        conversation_id: Annotated[str, Path()], patch: Annotated[ConversationPatch, Body()]
+    ) -> ConversationOut:
+        return ConversationOut.of(container.chat.rename_conversation(_owner(r), conversation_id, patch.title))
+
     @r.delete("/chat/conversations/<conversation_id>", summary="Delete a conversation", tags=["chat"])
     def delete_conversation(conversation_id: Annotated[str, Path()]) -> Response[str]:
         container.chat.delete_conversation(_owner(r), conversation_id)
@@ -193,6 +210,21 @@ def _message_routes(r: APIGatewayRouter, container: Container) -> None:
             headers={"x-model-used": model},
         )
 
+    @r.put(
+        "/chat/conversations/<conversation_id>/messages/<message_id>",
+        summary="Edit a user message: later messages are deleted and the new version answered",
+        tags=["chat"],
+    )
+    def edit_message(
+        conversation_id: Annotated[str, Path()],
+        message_id: Annotated[str, Path()],
+        edit: Annotated[EditIn, Body()],
+    ) -> Response[dict[str, Any]]:
+        result = container.chat.edit(_owner(r), conversation_id, message_id, edit.content, ip=_source_ip(r))
+        return _reply(result)
+
+
+def _stop_route(r: APIGatewayRouter, container: Container) -> None:
     @r.post(
         "/chat/conversations/<conversation_id>/stop",
         status_code=202,
@@ -212,19 +244,6 @@ def _message_routes(r: APIGatewayRouter, container: Container) -> None:
             content_type=content_types.APPLICATION_JSON,
             body=StopOut(conversation_id=conversation_id, in_flight=in_flight),
         )
-
-    @r.put(
-        "/chat/conversations/<conversation_id>/messages/<message_id>",
-        summary="Edit a user message: later messages are deleted and the new version answered",
-        tags=["chat"],
-    )
-    def edit_message(
-        conversation_id: Annotated[str, Path()],
-        message_id: Annotated[str, Path()],
-        edit: Annotated[EditIn, Body()],
-    ) -> Response[dict[str, Any]]:
-        result = container.chat.edit(_owner(r), conversation_id, message_id, edit.content, ip=_source_ip(r))
-        return _reply(result)
 
 
 def _export_route(r: APIGatewayRouter, container: Container) -> None:

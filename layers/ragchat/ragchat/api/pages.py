@@ -195,20 +195,24 @@ def render(page: str, config: dict[str, str] | None = None) -> str:
     )
 
 
-def content_security_policy(config: dict[str, str]) -> str:
+def content_security_policy(config: dict[str, str], *, upload_origin: str | None = None) -> str:
+    """``upload_origin``: the documents bucket's origin on AWS, where ``/write`` POSTs a presigned
+    direct upload (``Settings.documents_bucket_origin``)."""
     connect = "'self'"
     if config["auth"] == "cognito":
         connect += " " + cognito_origin(config["region"])  # exactly the user pool's endpoint
+    if upload_origin:
+        connect += " " + upload_origin  # exactly the documents bucket's regional endpoint
     return (
         f"default-src 'self'; script-src 'self'; style-src 'self'; connect-src {connect}; img-src 'self'; "
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
 
 
-def security_headers(config: dict[str, str]) -> dict[str, str]:
+def security_headers(config: dict[str, str], *, upload_origin: str | None = None) -> dict[str, str]:
     """What every page and static file carries (SPEC §11)."""
     return {
-        "Content-Security-Policy": content_security_policy(config),
+        "Content-Security-Policy": content_security_policy(config, upload_origin=upload_origin),
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
         "X-Frame-Options": "DENY",
@@ -239,7 +243,7 @@ def router(container: Container) -> APIGatewayRouter:
             status_code=200,
             content_type="text/html; charset=utf-8",
             body=render(name, current),
-            headers=security_headers(current),
+            headers=security_headers(current, upload_origin=container.settings.documents_bucket_origin),
         )
 
     @r.get("/ui", summary="Ask page", tags=["ui"], include_in_schema=False)
@@ -260,7 +264,11 @@ def router(container: Container) -> APIGatewayRouter:
         if found is None:
             raise NotFound("Not found")
         ctype, text = found
-        headers = {**security_headers(config()), "Cache-Control": "public, max-age=300"}
+        upload_origin = container.settings.documents_bucket_origin
+        headers = {
+            **security_headers(config(), upload_origin=upload_origin),
+            "Cache-Control": "public, max-age=300",
+        }
         return Response(status_code=200, content_type=ctype, body=text, headers=headers)
 
     return r

@@ -18,9 +18,12 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.message import Message
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragchat.serving.events import Gateway, response_body, response_headers
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
 
 logger = logging.getLogger("ragchat.serve")
 
@@ -47,6 +50,17 @@ class Limits:
     max_header_bytes: int = 64 * 1024  # all header lines (larger: 431)
     sse_keep_alive: float = 15.0  # an SSE comment after this long without an event
     graceful_shutdown: float = 5.0  # seconds in-flight requests get on shutdown
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        """The limits the ``SERVE_*`` settings choose (the rest at their defaults)."""
+        return cls(
+            backlog=settings.serve_backlog,
+            max_concurrency=settings.serve_max_concurrency,
+            header_timeout=settings.serve_header_timeout_s,
+            body_timeout=settings.serve_body_timeout_s,
+            keep_alive=settings.serve_keepalive_s,
+        )
 
 
 class ClientGone(Exception):

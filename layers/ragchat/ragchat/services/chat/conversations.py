@@ -10,6 +10,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import new_id
+from ragchat.domain.labels import validate_title
 from ragchat.domain.messages import make_title
 from ragchat.domain.models import Conversation, Message, Page
 
@@ -68,6 +69,15 @@ class Conversations:
         self, owner: str, conv_id: str, *, limit: int = 1000, cursor: str | None = None
     ) -> Page[Message]:
         return self.store.list_messages(owner, conv_id, limit=limit, cursor=cursor)
+
+    def rename(self, owner: str, conv_id: str, title: object) -> Conversation:
+        """Give the conversation a title of the caller's choosing (the labels rule: one line, not
+        blank, at most 1000 characters). ``NotFound`` for a conversation that is not the caller's."""
+        clean = validate_title(title)
+        conv = self.store.update_conversation(owner, conv_id, {"title": clean})
+        if conv is None:
+            raise NotFound("Conversation not found")
+        return conv
 
     def delete(self, owner: str, conv_id: str) -> None:
         if not self.store.delete_conversation(owner, conv_id):

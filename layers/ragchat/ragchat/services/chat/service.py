@@ -147,6 +147,9 @@ class ChatService:
     ) -> Page[Message]:
         return self.conversations.messages(owner, conv_id, limit=limit, cursor=cursor)
 
+    def rename_conversation(self, owner: str, conv_id: str, title: object) -> Conversation:
+        return self.conversations.rename(owner, conv_id, title)
+
     def delete_conversation(self, owner: str, conv_id: str) -> None:
         self.conversations.delete(owner, conv_id)
 
