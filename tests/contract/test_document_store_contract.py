@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from ragchat.domain.clock import utc_iso
 from ragchat.domain.errors import Conflict, ValidationError
@@ -300,3 +302,17 @@ def test_notes_and_documents_in_one_call_skip_missing_and_foreign(document_store
     assert got_notes[0].metadata == {"page": 3}  # the PDF page a source shows
     assert [(d.id, d.title) for d in got_docs] == [(other.id, "A title"), (doc.id, "A title")]
     assert document_store.get_notes_and_documents("alice", [], []) == ([], [])
+
+
+def test_the_ingested_version_is_stored_and_updated(document_store):
+    """Issue 8: the submit records the content version being ingested; a replacement changes it, and
+    a record without one reads back as ``None``."""
+    doc = make_doc()
+    assert document_store.create_document(doc).version is None
+    stored = document_store.create_document(replace(doc, version="v1"))
+    assert stored.version == "v1"
+    assert document_store.get_document(doc.owner, doc.id).version == "v1"
+    updated = document_store.update_document(doc.owner, doc.id, {"version": "v2"})
+    assert updated is not None and updated.version == "v2"
+    assert document_store.get_document(doc.owner, doc.id).version == "v2"
+    assert document_store.update_document(doc.owner, doc.id, {"status": DocumentStatus.READY}).version == "v2"

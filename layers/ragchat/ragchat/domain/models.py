@@ -42,6 +42,9 @@ class Document:
     split: bool = True
     created_at: str = ""
     updated_at: str = ""
+    # The content version being ingested (one per upload): a pipeline step of an older version finds
+    # it changed and does nothing (issue 8: a re-upload while a run is in flight). ``None``: unknown.
+    version: str | None = None
 
 
 @dataclass(slots=True)

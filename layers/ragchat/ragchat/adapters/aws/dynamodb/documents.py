@@ -75,6 +75,7 @@ class DynamoDocumentStore:
             "split": doc.split,
             "created_at": doc.created_at,
             "updated_at": doc.updated_at,
+            "version": doc.version,
         }
         if doc.collection is not None:
             values["gsi2pk"] = f"COLL#{doc.owner}#{doc.collection}"
@@ -100,6 +101,7 @@ class DynamoDocumentStore:
             split=bool(v.get("split", True)),
             created_at=v.get("created_at", ""),
             updated_at=v.get("updated_at", ""),
+            version=v.get("version"),
         )
 
     @staticmethod

@@ -26,7 +26,7 @@ from ragchat.domain.models import Document, DocumentStatus, Note, Page
 
 _DOC_COLUMNS = (
     "id, owner, title, content_type, source, body_key, metadata, collection, status, error, "
-    "chunk_count, enabled, split, created_at, updated_at"
+    "chunk_count, enabled, split, created_at, updated_at, version"
 )
 _DOC_CHANGEABLE = {
     "title",
@@ -40,6 +40,7 @@ _DOC_CHANGEABLE = {
     "chunk_count",
     "enabled",
     "split",
+    "version",
 }
 _NOTE_COLUMNS = "id, owner, document_id, chunk_index, text, collection, metadata, created_at"
 
@@ -61,6 +62,7 @@ def _row_to_document(row: sqlite3.Row) -> Document:
         split=bool(row["split"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        version=row["version"],
     )
 
 
@@ -107,7 +109,7 @@ class SqliteDocumentStore:
             if existing is not None and existing["owner"] != doc.owner:
                 raise Conflict("A document with this id already exists")
             conn.execute(
-                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(15)})",
+                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(16)})",
                 (
                     doc.id,
                     doc.owner,
@@ -124,6 +126,7 @@ class SqliteDocumentStore:
                     int(bool(doc.split)),
                     now,
                     now,
+                    doc.version,
                 ),
             )
             row = conn.execute(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id = ?", (doc.id,)).fetchone()

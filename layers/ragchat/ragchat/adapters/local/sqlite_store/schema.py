@@ -117,6 +117,10 @@ MIGRATIONS: list[list[str]] = [
     [
         "CREATE VIRTUAL TABLE vectors_vocab USING fts5vocab(vectors_fts, 'row')",
     ],
+    # 4: the content version a document's ingestion is for (a step of an older one does nothing)
+    [
+        "ALTER TABLE documents ADD COLUMN version TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
