@@ -67,7 +67,7 @@ def test_start_names_the_execution_by_document_and_passes_owner_and_id(sfn):
     (execution,) = _executions(client, arn)
     assert execution["name"] == "01JABCDEF-1"
     described = client.describe_execution(executionArn=execution["executionArn"])
-    assert json.loads(described["input"]) == {"owner": "alice", "documentId": "01JABCDEF"}
+    assert json.loads(described["input"]) == {"owner": "alice", "documentId": "01JABCDEF", "version": None}
 
 
 def test_starting_again_while_running_starts_nothing_and_reingest_after_close_does(sfn):

@@ -38,15 +38,19 @@ class GatedSteps(IngestSteps):
         self._fired = False
         self._first_embed_done = threading.Event()
 
-    def read_batch(self, owner: str, document_id: str, key: str) -> tuple[Any, list[dict[str, Any]]]:
+    def read_batch(
+        self, owner: str, document_id: str, key: str, version: str | None = None
+    ) -> tuple[Any, list[dict[str, Any]]]:
         if not self._fired:
             self._fired = True
             self.during_first_embed()
-        return super().read_batch(owner, document_id, key)
+        return super().read_batch(owner, document_id, key, version)
 
-    def embed_index(self, owner: str, document_id: str, key: str) -> dict[str, Any]:
+    def embed_index(
+        self, owner: str, document_id: str, key: str, version: str | None = None
+    ) -> dict[str, Any]:
         try:
-            return super().embed_index(owner, document_id, key)
+            return super().embed_index(owner, document_id, key, version)
         finally:
             self._first_embed_done.set()
 
@@ -56,10 +60,10 @@ class GatedSteps(IngestSteps):
         finally:
             self._first_embed_done.set()
 
-    def split(self, owner: str, document_id: str) -> dict[str, Any]:
+    def split(self, owner: str, document_id: str, version: str | None = None) -> dict[str, Any]:
         if self._fired:
             assert self._first_embed_done.wait(60), "the first run's step never returned"
-        return super().split(owner, document_id)
+        return super().split(owner, document_id, version)
 
 
 @dataclass

@@ -16,7 +16,7 @@ logger = root_logger()
 
 class IngestStepHandler:
     """Step Functions task: ``{"step": "split"|"embed_index"|"finalize"|"fail", "owner", "documentId",
-    ...}`` → the step's JSON result. Errors propagate so the state machine's Retry/Catch apply (the
+    "version", ...}`` → the step's JSON result. Errors propagate so the state machine's Retry/Catch apply (the
     error type name is the Step Functions error name, e.g. ``TransientError``)."""
 
     def __init__(self, container: ContainerFactory = Container) -> None:
@@ -40,14 +40,16 @@ class IngestStepHandler:
 
 def run_step(steps: IngestSteps, event: dict[str, Any], owner: str, document_id: str) -> dict[str, Any]:
     step = event.get("step")
+    # The content version this execution ingests (``None`` from an execution started before versions).
+    version = str(event["version"]) if event.get("version") else None
     if step == "split":
-        return steps.split(owner, document_id)
+        return steps.split(owner, document_id, version)
     if step == "embed_index":
-        return steps.embed_index(owner, document_id, str(event["key"]))
+        return steps.embed_index(owner, document_id, str(event["key"]), version)
     if step == "finalize":
-        return steps.finalize(owner, document_id, int(event.get("chunkCount") or 0))
+        return steps.finalize(owner, document_id, int(event.get("chunkCount") or 0), version)
     if step == "fail":
-        return steps.fail(owner, document_id, step_error(event.get("error")))
+        return steps.fail(owner, document_id, step_error(event.get("error")), version)
     raise ValueError(f"unknown ingestion step {step!r}")
 
 

@@ -50,6 +50,11 @@ class _Job:
     stored: int = 0  # batches stored so far
     done: bool = False
 
+    @property
+    def version(self) -> str | None:
+        """The content version this job ingests (taken at its split; ``None`` before)."""
+        return None if self.plan is None else self.plan.get("version")
+
 
 @dataclass
 class _Slice:
@@ -141,7 +146,7 @@ class SlicedRunner:
                 if job not in served:
                     served.append(job)
                 try:
-                    doc, chunks = steps.read_batch(job.key[0], job.key[1], item["key"])
+                    doc, chunks = steps.read_batch(job.key[0], job.key[1], item["key"], job.version)
                 except Exception as exc:
                     self._end(steps, job, "embed_index", exc)
                     continue
@@ -171,7 +176,7 @@ class SlicedRunner:
             try:
                 # A failed shared call: embed this batch on its own, the error belongs to one document.
                 mine = s.vectors if s.vectors is not None else steps.embed([str(c["text"]) for c in s.chunks])
-                steps.store_batch(owner, document_id, s.doc, s.chunks, mine)
+                steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
                 self._end(steps, job, "embed_index", exc)
                 continue
@@ -182,7 +187,7 @@ class SlicedRunner:
     def _finalize(self, steps: IngestSteps, job: _Job) -> None:
         assert job.plan is not None
         try:
-            steps.finalize(job.key[0], job.key[1], job.plan["chunkCount"])
+            steps.finalize(job.key[0], job.key[1], job.plan["chunkCount"], job.version)
         except Exception as exc:
             self._end(steps, job, "finalize", exc)
         else:
@@ -196,4 +201,4 @@ class SlicedRunner:
         if isinstance(exc, NotFound) and steps.documents.get_document(owner, document_id) is None:
             steps.abandon(owner, document_id)
         else:
-            steps.record_failure(owner, document_id, phase, exc)
+            steps.record_failure(owner, document_id, phase, exc, job.version)

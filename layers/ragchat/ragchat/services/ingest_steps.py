@@ -40,9 +40,15 @@ BATCH_SIZE = 64
 MAX_UNSPLIT_CHARS = 8000
 
 
-def work_prefix(document_id: str) -> str:
-    """Where a document's batch files live while it is being ingested."""
+def work_prefix(document_id: str, version: str | None = None) -> str:
+    """Where a document's batch files live while it is being ingested: one folder per content
+    version, so the batches of two runs never collide and each run cleans up only its own."""
+    if version:
+        return f"work/{document_id}/{version}/"
     return f"work/{document_id}/"
+
+
+SUPERSEDED = "SUPERSEDED"
 
 
 class IngestSteps:
@@ -76,6 +82,42 @@ class IngestSteps:
             raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
         return doc
 
+    def _current(self, owner: str, document_id: str, version: str | None, step: str) -> Document | None:
+        """The document, or ``None`` when a newer version was submitted since this run began (a
+        re-upload mid-ingestion): the step must then do nothing visible. Logs ``ingest.superseded``."""
+        doc = self._document(owner, document_id)
+        if version is None or doc.version is None or doc.version == version:
+            return doc
+        logger.info(
+            "ingest.superseded",
+            extra={"documentId": document_id, "step": step, "version": version, "current": doc.version},
+        )
+        return None
+
+    def _remove_beyond(self, owner: str, document_id: str, chunk_count: int) -> int:
+        """Remove the notes and vectors of chunk index ``chunk_count`` and up: a step of an older
+        version that was already writing when this version was split may have left some (note ids
+        are per chunk index, so those below ``chunk_count`` were overwritten by this version)."""
+        extra: list[str] = []
+        highest = -1
+        cursor: str | None = None
+        while True:
+            page = self.documents.list_notes(owner, document_id=document_id, limit=1000, cursor=cursor)
+            for note in page.items:
+                highest = max(highest, note.chunk_index)
+                if note.chunk_index >= chunk_count:
+                    extra.append(note.id)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        for nid in extra:
+            self.documents.delete_note(owner, nid)
+        stale = {note_id(document_id, i) for i in range(chunk_count, highest + 1)} | set(extra)
+        if stale:
+            self.index.delete(sorted(stale))
+            logger.info("ingest.stale_chunks_removed", extra={"documentId": document_id, "notes": len(extra)})
+        return len(extra)
+
     def _remove_indexed(self, owner: str, document_id: str) -> None:
         ids = self.documents.delete_notes_of_document(owner, document_id)
         if ids:
@@ -96,9 +138,14 @@ class IngestSteps:
         return split_pages(pages, content_type=doc.content_type, chunk_size=size, overlap=overlap)
 
     # ---------------------------------------------------------------- steps
-    def split(self, owner: str, document_id: str) -> dict[str, Any]:
+    def split(self, owner: str, document_id: str, version: str | None = None) -> dict[str, Any]:
+        """``version``: the content version this run is for (the state machine's input); ``None``
+        takes the document's current one (the local pipeline). Every later step gets it back."""
         started = time.perf_counter()
-        doc = self._document(owner, document_id)
+        doc = self._current(owner, document_id, version, "split")
+        if doc is None:
+            return self._empty_plan(owner, document_id, version)
+        version = version if version is not None else doc.version
         self.documents.update_document(
             owner, document_id, {"status": DocumentStatus.PROCESSING, "error": None}
         )
@@ -109,27 +156,14 @@ class IngestSteps:
         chunks = [c for c in self.chunks_of(doc, body) if c.text.strip()]
         if not chunks:
             raise ValidationError("No text could be extracted from the document")
+        if self._current(owner, document_id, version, "split") is None:  # re-uploaded while extracting
+            return self._empty_plan(owner, document_id, version)
 
         # A re-run or a replacement: the previous notes and vectors go before the new ones arrive.
         self._remove_indexed(owner, document_id)
-        prefix = work_prefix(document_id)
+        prefix = work_prefix(document_id, version)
         self.blobs.delete_prefix(prefix)
-
-        batches: list[dict[str, Any]] = []
-        for n, start in enumerate(range(0, len(chunks), self.batch_size)):
-            key = f"{prefix}batch-{n:05d}.json"
-            payload = {
-                "owner": owner,
-                "documentId": document_id,
-                "chunks": [
-                    {"index": i, "text": c.text, "metadata": c.metadata}
-                    for i, c in enumerate(chunks[start : start + self.batch_size], start=start)
-                ],
-            }
-            self.blobs.put(
-                key, json.dumps(payload, ensure_ascii=False).encode("utf-8"), content_type="application/json"
-            )
-            batches.append({"owner": owner, "documentId": document_id, "key": key})
+        batches = self._write_batches(owner, document_id, version, chunks)
         manifest_key = f"{prefix}manifest.json"
         self.blobs.put(manifest_key, json.dumps(batches).encode("utf-8"), content_type="application/json")
         logger.info(
@@ -144,22 +178,61 @@ class IngestSteps:
         return {
             "owner": owner,
             "documentId": document_id,
+            "version": version,
             "chunkCount": len(chunks),
             "batchCount": len(batches),
             "batches": batches,
             "manifestKey": manifest_key,
         }
 
-    def embed_index(self, owner: str, document_id: str, key: str) -> dict[str, Any]:
+    def _empty_plan(self, owner: str, document_id: str, version: str | None) -> dict[str, Any]:
+        """What a superseded split returns: nothing to embed; ``finalize`` then does nothing either."""
+        prefix = work_prefix(document_id, version)
+        return {
+            "owner": owner,
+            "documentId": document_id,
+            "version": version,
+            "chunkCount": 0,
+            "batchCount": 0,
+            "batches": [],
+            "manifestKey": f"{prefix}manifest.json",
+            "superseded": True,
+        }
+
+    def _write_batches(
+        self, owner: str, document_id: str, version: str | None, chunks: list[Chunk]
+    ) -> list[dict[str, Any]]:
+        prefix = work_prefix(document_id, version)
+        batches: list[dict[str, Any]] = []
+        for n, start in enumerate(range(0, len(chunks), self.batch_size)):
+            key = f"{prefix}batch-{n:05d}.json"
+            payload = {
+                "owner": owner,
+                "documentId": document_id,
+                "version": version,
+                "chunks": [
+                    {"index": i, "text": c.text, "metadata": c.metadata}
+                    for i, c in enumerate(chunks[start : start + self.batch_size], start=start)
+                ],
+            }
+            self.blobs.put(
+                key, json.dumps(payload, ensure_ascii=False).encode("utf-8"), content_type="application/json"
+            )
+            batches.append({"owner": owner, "documentId": document_id, "version": version, "key": key})
+        return batches
+
+    def embed_index(
+        self, owner: str, document_id: str, key: str, version: str | None = None
+    ) -> dict[str, Any]:
         started = time.perf_counter()
-        doc, chunks = self.read_batch(owner, document_id, key)
+        doc, chunks = self.read_batch(owner, document_id, key, version)
         if not chunks:
             return {"indexed": 0}
         texts = [str(c["text"]) for c in chunks]
         t0 = time.perf_counter()
         vectors = self.embed(texts)
         embed_ms = (time.perf_counter() - t0) * 1000
-        indexed = self.store_batch(owner, document_id, doc, chunks, vectors)
+        indexed = self.store_batch(owner, document_id, doc, chunks, vectors, version=version)
         logger.info(
             "ingest.embed_index",
             extra={
@@ -173,8 +246,10 @@ class IngestSteps:
         )
         return {"indexed": indexed}
 
-    def read_batch(self, owner: str, document_id: str, key: str) -> tuple[Document, list[dict[str, Any]]]:
-        if not key.startswith(work_prefix(document_id)):
+    def read_batch(
+        self, owner: str, document_id: str, key: str, version: str | None = None
+    ) -> tuple[Document, list[dict[str, Any]]]:
+        if not key.startswith(work_prefix(document_id, version)):
             raise ValidationError("batch key does not belong to this document")
         doc = self._document(owner, document_id)
         try:
@@ -197,8 +272,13 @@ class IngestSteps:
         doc: Document,
         chunks: list[dict[str, Any]],
         vectors: list[list[float]],
+        *,
+        version: str | None = None,
     ) -> int:
-        """Write one batch's notes and (disabled) vectors; returns how many."""
+        """Write one batch's notes and (disabled) vectors; returns how many (0 when ``version`` was
+        superseded meanwhile: nothing is written)."""
+        if version is not None and self._current(owner, document_id, version, "embed_index") is None:
+            return 0
         notes = [
             Note(
                 id=note_id(document_id, int(c["index"])),
@@ -229,8 +309,14 @@ class IngestSteps:
         )
         return len(notes)
 
-    def finalize(self, owner: str, document_id: str, chunk_count: int) -> dict[str, Any]:
-        doc = self._document(owner, document_id)
+    def finalize(
+        self, owner: str, document_id: str, chunk_count: int, version: str | None = None
+    ) -> dict[str, Any]:
+        doc = self._current(owner, document_id, version, "finalize")
+        if doc is None:
+            self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
+            return {"status": SUPERSEDED, "chunkCount": 0}
+        self._remove_beyond(owner, document_id, int(chunk_count))
         if doc.enabled:
             self.index.set_enabled(owner, document_id, True)
         updated = self.documents.update_document(
@@ -243,7 +329,7 @@ class IngestSteps:
             raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
         if not updated.enabled and doc.enabled:  # disabled while we were switching on
             self.index.set_enabled(owner, document_id, False)
-        self.blobs.delete_prefix(work_prefix(document_id))
+        self.blobs.delete_prefix(work_prefix(document_id, version))
         now = self.clock()
         extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
         try:
@@ -262,15 +348,22 @@ class IngestSteps:
         self.blobs.delete_prefix(work_prefix(document_id))
         logger.info("ingest.cancelled", extra={"documentId": document_id})
 
-    def fail(self, owner: str, document_id: str, error: str) -> dict[str, Any]:
+    def fail(self, owner: str, document_id: str, error: str, version: str | None = None) -> dict[str, Any]:
         message = human_error(error)
+        try:
+            superseded = self._current(owner, document_id, version, "fail") is None
+        except NotFound:  # deleted: still clean up below
+            superseded = False
+        if superseded:
+            self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
+            return {"status": SUPERSEDED, "error": message}
         self.documents.update_document(
             owner,
             document_id,
             {"status": DocumentStatus.FAILED, "error": message, "chunk_count": 0},
         )
         self._remove_indexed(owner, document_id)
-        self.blobs.delete_prefix(work_prefix(document_id))
+        self.blobs.delete_prefix(work_prefix(document_id, version))
         logger.warning("ingest.failed", extra={"documentId": document_id, "error": message})
         self.metrics.add(INGESTION_FAILED)
         return {"status": DocumentStatus.FAILED.value, "error": message}
@@ -281,21 +374,23 @@ class IngestSteps:
         final document (``None`` if it was deleted meanwhile)."""
         timings: dict[str, float] = {}
         phase = "split"
+        version: str | None = None
         try:
             t0 = time.perf_counter()
             plan = self.split(owner, document_id)
+            version = plan.get("version")
             timings["split"] = (time.perf_counter() - t0) * 1000
             phase = "embed_index"
             t1 = time.perf_counter()
             for item in plan["batches"]:
-                self.embed_index(owner, document_id, item["key"])
+                self.embed_index(owner, document_id, item["key"], version)
             timings["embed_index"] = (time.perf_counter() - t1) * 1000
             phase = "finalize"
             t2 = time.perf_counter()
-            self.finalize(owner, document_id, plan["chunkCount"])
+            self.finalize(owner, document_id, plan["chunkCount"], version)
             timings["finalize"] = (time.perf_counter() - t2) * 1000
         except Exception as exc:
-            self.record_failure(owner, document_id, phase, exc)
+            self.record_failure(owner, document_id, phase, exc, version)
         else:
             logger.info(
                 "ingest.durations",
@@ -303,7 +398,9 @@ class IngestSteps:
             )
         return self.documents.get_document(owner, document_id)
 
-    def record_failure(self, owner: str, document_id: str, phase: str, exc: Exception) -> None:
+    def record_failure(
+        self, owner: str, document_id: str, phase: str, exc: Exception, version: str | None = None
+    ) -> None:
         if isinstance(exc, RagchatError) and exc.status < 500:  # bad input (e.g. an unreadable PDF)
             logger.warning(
                 "ingest.error", extra={"documentId": document_id, "phase": phase, "error": exc.message}
@@ -312,7 +409,7 @@ class IngestSteps:
             logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
         prefix = {"split": "", "embed_index": "Embedding/indexing failed: ", "finalize": ""}[phase]
         try:
-            self.fail(owner, document_id, prefix + error_message(exc))
+            self.fail(owner, document_id, prefix + error_message(exc), version)
         except Exception:  # pragma: no cover - storage down: nothing more we can do here
             logger.exception("ingest.fail_error", extra={"documentId": document_id})
 

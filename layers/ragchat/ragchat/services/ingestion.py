@@ -184,6 +184,7 @@ class IngestionService:
             collection=validate_collection(collection),
             status=DocumentStatus.PENDING,
             split=validate_split(split),
+            version=new_id(),  # each upload is a new content version: steps of older runs stand down
         )
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
@@ -215,7 +216,7 @@ class IngestionService:
 
     def _launch(self, doc: Document) -> None:
         try:
-            self.launcher.start(doc.owner, doc.id, version=new_id())  # each upload is a new version
+            self.launcher.start(doc.owner, doc.id, version=doc.version)
         except Exception as exc:
             # The document is kept (nothing is lost) and says why it did not proceed.
             logger.exception("ingest.start_failed", extra={"documentId": doc.id})

@@ -52,8 +52,8 @@ def execution_name(document_id: str, attempt: int) -> str:
 
 
 class StepFunctionsLauncher:
-    """``IngestionLauncher`` that calls ``StartExecution`` with input ``{"owner", "documentId"}`` (and
-    ``"version"`` when given)."""
+    """``IngestionLauncher`` that calls ``StartExecution`` with input ``{"owner", "documentId",
+    "version"}``."""
 
     def __init__(self, state_machine_arn: str, client: Any) -> None:
         self.state_machine_arn = state_machine_arn
@@ -90,9 +90,8 @@ class StepFunctionsLauncher:
         return free
 
     def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
-        fields = {"owner": owner, "documentId": document_id}
-        if version is not None:
-            fields["version"] = version
+        # ``version`` is always present (null when unknown): the state machine passes ``$.version`` on.
+        fields = {"owner": owner, "documentId": document_id, "version": version}
         payload = json.dumps(fields, separators=(",", ":"))
         for _ in range(5):
             attempt = self._first_free_attempt(document_id)
