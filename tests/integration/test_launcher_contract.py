@@ -136,3 +136,81 @@ def test_a_reupload_while_ingesting_ends_with_the_newest_content_ready(rig: Laun
         assert rig.steps_run() == ["split", "embed_index", "split", "embed_index", "finalize"]
     hits = c.index.search(c.embedder.embed_query("Everest Himalayas"), SearchFilter(owner=OWNER), 1)
     assert hits and hits[0].text == V2
+
+
+class StaleSteps(IngestSteps):
+    """The UNSAFE order (issue 8): a step of the first run that was already running when the
+    re-upload came finishes its side effects late. The first run's first ``store_batch`` uploads v2
+    and is held back (nothing written yet); it completes (with the first run's ``finalize`` and
+    ``fail`` after it) only once v2's ``split`` — or v2's ``finalize`` — has returned: exactly what a
+    Lambda invocation outliving its stopped execution does. Same on both twins (the local one never
+    runs a document twice at once, so there the late steps are run from v2's own steps)."""
+
+    reupload: Callable[[], None] = staticmethod(lambda: None)
+
+    def __init__(self, *args: Any, late_after: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.late_after = late_after  # "split" | "finalize": which step of v2 the late writes follow
+        self.held: tuple[tuple[Any, ...], str | None] | None = None
+        self.late_results: list[Any] = []
+
+    def store_batch(self, *args: Any, version: str | None = None, **kwargs: Any) -> int:
+        if self.held is None:
+            self.held = (args, version)
+            self.reupload()
+            return len(args[3])  # "in flight": its writes land later
+        return super().store_batch(*args, version=version, **kwargs)
+
+    def split(self, owner: str, document_id: str, version: str | None = None) -> dict[str, Any]:
+        plan = super().split(owner, document_id, version)
+        if self.late_after == "split":
+            self._late()
+        return plan
+
+    def finalize(
+        self, owner: str, document_id: str, chunk_count: int, version: str | None = None
+    ) -> dict[str, Any]:
+        result = super().finalize(owner, document_id, chunk_count, version)
+        if self.late_after == "finalize" and result["status"] == "READY":
+            self._late()
+        return result
+
+    def _late(self) -> None:
+        if self.held is None or self.late_results:
+            return
+        args, version = self.held
+        owner, document_id = args[0], args[1]
+        self.late_results = [
+            super().store_batch(*args, version=version),
+            super().finalize(owner, document_id, 1, version),
+            super().fail(owner, document_id, "the stale run's error", version),
+        ]
+
+
+@pytest.mark.parametrize("late_after", ["split", "finalize"])
+def test_a_stale_runs_late_writes_never_show(rig: LauncherRig, late_after: str) -> None:
+    c = rig.container
+    steps = StaleSteps(c.documents, c.blobs, c.embedder, c.index, c.settings, late_after=late_after)
+    c.ingest_steps = steps
+    steps.reupload = lambda: c.ingestion.submit(OWNER, text=V2, title="v2", document_id=DOC)
+    c.ingestion.submit(OWNER, text=V1, title="v1", document_id=DOC)
+    rig.wait_idle()
+    rig.wait_idle()
+
+    # the late writes ran, after v2's split / finalize, and did nothing
+    assert steps.late_results == [
+        0,
+        {"status": "SUPERSEDED", "chunkCount": 0},
+        {"status": "SUPERSEDED", "error": "the stale run's error"},
+    ]
+    doc = c.documents.get_document(OWNER, DOC)
+    assert doc is not None and doc.status == DocumentStatus.READY and doc.error is None, rig.closed_runs()
+    assert doc.title == "v2" and doc.chunk_count == 1
+    notes = c.documents.list_notes(OWNER, document_id=DOC, limit=100).items
+    assert [n.text for n in notes] == [V2]
+    assert c.index.count(OWNER) == 1
+    hits = c.index.search(c.embedder.embed_query("Eiffel Tower Paris"), SearchFilter(owner=OWNER), 5)
+    assert [h.text for h in hits] == [V2]
+    runs = rig.closed_runs()
+    if runs:  # Step Functions: the first run was stopped; the second succeeded
+        assert len(runs) == 2 and runs[0] != "SUCCEEDED" and runs[1] == "SUCCEEDED", runs
