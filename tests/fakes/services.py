@@ -130,11 +130,13 @@ class FakeLauncher:
     def __init__(self, run: Callable[[str, str], Any] | None = None) -> None:
         self.run = run
         self.started: list[tuple[str, str]] = []
+        self.versions: list[str | None] = []  # the content version of each start
         self._running: set[tuple[str, str]] = set()
 
     def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
         key = (owner, document_id)
         self.started.append(key)
+        self.versions.append(version)
         if self.run is None or key in self._running:
             return
         self._running.add(key)
