@@ -87,3 +87,54 @@ def test_a_large_document_fans_out_through_the_distributed_map(stack: Stack) -> 
     assert [i["step"] for i in stack.invocations].count("embed_index") == output["split"]["batchCount"]
     notes = stack.container.documents.list_notes(OWNER, document_id=doc.id, limit=100).items
     assert " ".join(n.text for n in notes).split() == words
+
+
+def test_an_execution_of_a_superseded_version_ends_cleanly_and_changes_nothing(stack: Stack) -> None:
+    """A run started for an older content version (its re-upload came since) stands down at every
+    step: the execution succeeds with status SUPERSEDED and the document keeps the newer content."""
+    doc = stack.container.ingestion.submit(OWNER, text="\n\n".join(PARAGRAPHS), title="Facts")
+    (first,) = stack.wait_for_all(1)
+    assert first["status"] == "SUCCEEDED"
+    before = stack.container.documents.get_document(OWNER, doc.id)
+    assert before is not None and before.status == DocumentStatus.READY and before.version
+    notes_before = stack.container.documents.list_notes(OWNER, document_id=doc.id, limit=100).items
+
+    stale = json.dumps({"owner": OWNER, "documentId": doc.id, "version": "01OLDERVERSION"})
+    started = stack.sfn.start_execution(
+        stateMachineArn=stack.state_machine_arn, name="stale-run", input=stale
+    )
+    execution = stack.wait_for(started["executionArn"])
+    assert execution["status"] == "SUCCEEDED", execution
+    output = json.loads(execution["output"])
+    assert output["split"]["batchCount"] == 0 and output["result"]["status"] == "SUPERSEDED"
+
+    after = stack.container.documents.get_document(OWNER, doc.id)
+    assert after is not None and after.status == DocumentStatus.READY
+    assert after.version == before.version and after.chunk_count == before.chunk_count
+    assert stack.container.documents.list_notes(OWNER, document_id=doc.id, limit=100).items == notes_before
+    assert stack.container.index.count(OWNER) == before.chunk_count
+
+
+def test_every_step_of_the_definition_gets_the_version_in_jsonpath() -> None:
+    from pathlib import Path
+
+    definition = json.loads((Path(__file__).parents[2] / "statemachine" / "ingest.asl.json").read_text())
+    text = json.dumps(definition).replace(definition["Comment"], "")
+    assert '"QueryLanguage"' not in text and '"Assign"' not in text and "{%" not in text  # JSONPath only
+
+    def tasks(states: dict[str, object]) -> list[dict[str, object]]:
+        found: list[dict[str, object]] = []
+        for state in states.values():
+            assert isinstance(state, dict)
+            if state["Type"] == "Task":
+                found.append(state)
+            processor = state.get("ItemProcessor")
+            if isinstance(processor, dict):
+                found += tasks(processor["States"])
+        return found
+
+    steps = tasks(definition["States"])
+    assert len(steps) == 5
+    for state in steps:
+        payload = state["Parameters"]["Payload"]  # type: ignore[index]
+        assert payload.get("version.$") in ("$.version", "$.split.version"), payload

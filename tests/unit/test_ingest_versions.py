@@ -181,7 +181,11 @@ class RecordingSteps:
         self.calls: list[tuple[Any, ...]] = []
 
     def __getattr__(self, name: str) -> Any:
-        return lambda *args: self.calls.append((name, *args)) or {}
+        def step(*args: Any) -> dict[str, Any]:
+            self.calls.append((name, *args))
+            return {}
+
+        return step
 
 
 def test_the_step_handler_passes_the_executions_version_to_every_step() -> None:
