@@ -203,3 +203,21 @@ def test_the_step_handler_passes_the_executions_version_to_every_step() -> None:
         ("fail", OWNER, DOC, "x", "v9"),
         ("split", OWNER, DOC, None),
     ]
+
+
+def test_the_local_runner_drops_a_reuploaded_documents_job_at_its_next_batch() -> None:
+    from ragchat.services.ingest_runner import SlicedRunner
+
+    w = World()
+    w.upload(OLD)
+    runner = SlicedRunner(coalesce_texts=1)
+    runner.add([(OWNER, DOC)])
+    runner.round(w.steps)  # split + the first of three batches
+    assert w.embedder.document_calls == 1
+    w.upload(NEW)
+    assert runner.round(w.steps) == [(OWNER, DOC)]  # the next batch finds a newer version: job over
+    assert not runner.active() and w.embedder.document_calls == 2  # the third batch is never embedded
+    doc = w.docs.get_document(OWNER, DOC)
+    assert doc is not None and doc.status == DocumentStatus.PENDING and doc.error is None
+    w.steps.run(OWNER, DOC)  # the run the launcher queued for the new content
+    assert w.note_texts() == [NEW] and w.searchable("Eiffel") == [NEW]

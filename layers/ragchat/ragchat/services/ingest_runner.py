@@ -10,7 +10,10 @@ of the next round, a small one, whatever is ahead of it (issue 8: first-in first
 for the whole big document), and a stream of new notes still leaves every other round to the rest.
 
 A document deleted while it is ingested is noticed at its next slice: its job ends, and whatever
-notes, vectors or batch files it had are removed (nothing more is embedded for it).
+notes, vectors or batch files it had are removed (nothing more is embedded for it). One re-uploaded
+while it is ingested (issue 8) is noticed the same way: each job carries the content version its
+split took, the steps of an older version write nothing, and the job ends without a trace; the
+launcher has queued a new run for the newest content.
 
 The outcome per document is the same as :meth:`IngestSteps.run`'s: one that fails is ``FAILED``
 on its own; if a shared embedder call fails, each batch in it is embedded again on its own, so
@@ -176,9 +179,12 @@ class SlicedRunner:
             try:
                 # A failed shared call: embed this batch on its own, the error belongs to one document.
                 mine = s.vectors if s.vectors is not None else steps.embed([str(c["text"]) for c in s.chunks])
-                steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
+                stored = steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
                 self._end(steps, job, "embed_index", exc)
+                continue
+            if stored == 0 and s.chunks:  # re-uploaded meanwhile: finalize stands down and ends the job
+                self._finalize(steps, job)
                 continue
             job.stored += 1
             if job.plan is not None and job.stored == len(job.plan["batches"]):

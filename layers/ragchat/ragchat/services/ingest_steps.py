@@ -9,6 +9,15 @@ States: ``PENDING`` (accepted, body stored) â†’ ``PROCESSING`` (split started) â
 chunk embedded and indexed, vectors switched on) or ``FAILED`` (error recorded, nothing of the
 document left in the notes or the index). Vectors are written disabled and only switched on by
 :meth:`IngestSteps.finalize`, so a half-indexed document is never retrievable.
+
+Versions (issue 8): every upload is a content version (``Document.version``, written by the submit).
+A run is for one version; every step that writes (``split``'s cleanup, ``store_batch``, ``finalize``,
+``fail``) checks the document's version first and, if a newer one was submitted meanwhile, does
+nothing visible (logs ``ingest.superseded``) and returns normally, so the run ends cleanly. Batch
+files live under a per-version prefix, so runs never touch each other's. Note ids are per (document,
+chunk index): a write of the old version that passed its check just before the re-upload is
+overwritten by the new version's batch of the same index, or removed by its ``finalize`` (chunks at
+or beyond its count).
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ class InlineIngestionLauncher:
     # ------------------------------------------------------------------ IngestionLauncher
     def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
         # ``version`` is not needed here: a start while running always queues one more run, which
-        # reads the newest body.
+        # reads the newest body; the run in hand took the document's version at its split, and its
+        # later steps stand down once the submit records a newer one (IngestSteps checks it).
         key = (owner, document_id)
         with self._cond:
             if self._closed:
