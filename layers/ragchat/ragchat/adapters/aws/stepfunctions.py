@@ -10,7 +10,10 @@ workflow) execution name unique for 90 days, which gives us the launcher contrac
 - a start for a *newer* version while an older one runs (a re-upload mid-ingestion) stops the
   running attempt and starts the next one, which reads the newest body: the newest content ends
   READY, never the stale one (the local pipeline gets there by re-queueing; one contract suite,
-  ``tests/integration/test_launcher_contract.py``, holds both launchers to it);
+  ``tests/integration/test_launcher_contract.py``, holds both launchers to it). A Lambda step of
+  the stopped run that is still in flight finishes on its own, but every step checks the version
+  the document records and stands down when it is not its own (``IngestSteps``), and batch files
+  live under a per-version prefix, so the stale run can neither overwrite nor clean up the new one;
 - a *re-ingest* of the same document after its run closed (an S3 re-upload of the same key, an
   edit) finds attempt ``n`` closed and starts ``n + 1``, so it is never refused. The first free
   attempt is found with ``DescribeExecution`` by galloping then bisecting: O(log n) look-ups.
