@@ -138,3 +138,26 @@ def test_every_step_of_the_definition_gets_the_version_in_jsonpath() -> None:
     for state in steps:
         payload = state["Parameters"]["Payload"]  # type: ignore[index]
         assert payload.get("version.$") in ("$.version", "$.split.version"), payload
+
+
+def test_a_superseded_run_that_fails_ends_cleanly_and_leaves_the_newer_content(stack: Stack) -> None:
+    doc = stack.container.ingestion.submit(OWNER, text="\n\n".join(PARAGRAPHS), title="Facts")
+    (first,) = stack.wait_for_all(1)
+    assert first["status"] == "SUCCEEDED"
+    c = stack.container
+
+    class BrokenSplit(IngestSteps):
+        def split(self, owner: str, document_id: str, version: str | None = None) -> dict[str, object]:
+            raise RuntimeError("the stale run's split broke")
+
+    c.ingest_steps = BrokenSplit(c.documents, c.blobs, c.embedder, c.index, c.settings)
+    stale = json.dumps({"owner": OWNER, "documentId": doc.id, "version": "01OLDERVERSION"})
+    started = stack.sfn.start_execution(
+        stateMachineArn=stack.state_machine_arn, name="stale-fail", input=stale
+    )
+    execution = stack.wait_for(started["executionArn"])
+    assert execution["status"] == "SUCCEEDED", execution
+    assert json.loads(execution["output"])["result"]["status"] == "SUPERSEDED"
+    after = c.documents.get_document(OWNER, doc.id)
+    assert after is not None and after.status == DocumentStatus.READY and after.error is None
+    assert c.index.count(OWNER) == after.chunk_count > 0
