@@ -135,7 +135,6 @@ class Settings(BaseSettings):
     documents_table: str | None = Field(None, alias="DOCUMENTS_TABLE")
     conversations_table: str | None = Field(None, alias="CONVERSATIONS_TABLE")
     counters_table: str | None = Field(None, alias="COUNTERS_TABLE")
-    idempotency_table: str | None = Field(None, alias="IDEMPOTENCY_TABLE")
     documents_bucket: str | None = Field(None, alias="DOCUMENTS_BUCKET")
     state_machine_arn: str | None = Field(None, alias="STATE_MACHINE_ARN")
     opensearch_endpoint: str | None = Field(None, alias="OPENSEARCH_ENDPOINT")
