@@ -1,0 +1,135 @@
+"""Big documents in the cloud (issue 8): the same 1,000-page PDF as the local test
+(``test_big_documents.py``: 1,000 pages, 40 lines each, ~3.2 MB, ~3,900 chunks) uploaded to S3 and
+run through the real ``statemachine/ingest.asl.json`` on moto, calling the real step handler, with a
+fast fake embedder (the model is not the subject).
+
+What it proves: the document ends READY with every chunk indexed and searchable; every batch went
+through ``embed_index`` once; more than 40 batches take the Distributed Map branch (the batch list
+read from the S3 manifest by the ItemReader); and no state's input or output comes near the Step
+Functions payload limit (256 KB), measured two ways: what the step function received and returned
+(the dispatcher is instrumented) and every state's input/output in the execution history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from ragchat.domain.models import DocumentStatus, SearchFilter
+
+from tests.integration.moto_stack import Stack
+from tests.pdfs import book_pdf
+
+pytestmark = pytest.mark.slow
+
+OWNER = "alice"
+PAGES = 1000
+PAYLOAD_LIMIT = 256 * 1024  # bytes: the Step Functions limit on a state's input, output and result
+INLINE_MAX_BATCHES = 40  # the HowManyBatches choice: more than this go through the Distributed Map
+
+
+def _instrument(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Wrap the fixture's in-process Lambda dispatcher: record each call's step, payload sizes in
+    and out (bytes of UTF-8 JSON, as Step Functions counts them) and duration."""
+    from moto.awslambda.models import LambdaFunction
+
+    dispatch = LambdaFunction._invoke_lambda  # the fixture's in-process handler call
+    calls: list[dict[str, Any]] = []
+
+    def measured(self: Any, event: Any = None) -> tuple[str, bool, str]:
+        received = event if isinstance(event, str) else json.dumps(event or {})
+        started = time.perf_counter()
+        result, failed, logs = dispatch(self, event)
+        calls.append(
+            {
+                "step": json.loads(received).get("step"),
+                "in": len(received.encode("utf-8")),
+                "out": len(result.encode("utf-8")),
+                "failed": failed,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+        return result, failed, logs
+
+    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", measured)
+    return calls
+
+
+def _history_payloads(stack: Stack, execution_arn: str) -> tuple[list[str], list[int]]:
+    """The states entered (by name) and event types seen, and the byte size of every state
+    input/output in the history."""
+    entered: list[str] = []
+    sizes: list[int] = []
+    kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
+    while True:
+        page = stack.sfn.get_execution_history(**kwargs)
+        for event in page["events"]:
+            entered.append(event["type"])
+            entered.append(event.get("stateEnteredEventDetails", {}).get("name", ""))
+            for details in event.values():
+                if isinstance(details, dict):
+                    for name in ("input", "output"):
+                        if isinstance(details.get(name), str):
+                            sizes.append(len(details[name].encode("utf-8")))
+        if not page.get("nextToken"):
+            return entered, sizes
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def test_a_1000_page_pdf_runs_through_the_state_machine_within_the_payload_limits(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _instrument(stack, monkeypatch)
+    pdf = book_pdf(PAGES)
+    assert len(pdf) > 3_000_000
+
+    doc = stack.container.ingestion.submit(OWNER, body=pdf, filename="annual-report.pdf")
+    (execution,) = stack.wait_for_all(1, timeout_s=300)
+    assert execution["status"] == "SUCCEEDED", execution
+    output = json.loads(execution["output"])
+    split = output["split"]
+    chunk_count = split["chunkCount"]
+
+    # READY with the right chunk count: every page's chunks stored, indexed and searchable
+    stored = stack.container.documents.get_document(OWNER, doc.id)
+    assert stored is not None and stored.status == DocumentStatus.READY, stored
+    assert output["result"] == {"status": "READY", "chunkCount": chunk_count}
+    assert stored.chunk_count == chunk_count > 3 * PAGES
+    assert stack.container.index.count(OWNER) == chunk_count
+    notes = stack.container.documents.list_notes(OWNER, document_id=doc.id, limit=10_000).items
+    assert [n.chunk_index for n in notes] == list(range(chunk_count))
+    assert {n.metadata["page"] for n in notes} == set(range(1, PAGES + 1))
+    everything = stack.container.index.search(
+        stack.embedder.embed_query(notes[-1].text), SearchFilter(owner=OWNER), chunk_count
+    )
+    assert {h.id for h in everything} == {n.id for n in notes}  # every chunk switched on, searchable
+
+    # every batch embedded and indexed once, through the Distributed Map (ItemReader on the manifest)
+    assert split["batchCount"] > INLINE_MAX_BATCHES
+    embeds = [c for c in calls if c["step"] == "embed_index"]
+    assert len(embeds) == split["batchCount"] and not any(c["failed"] for c in calls)
+    assert sorted(i["key"] for i in stack.invocations if i["step"] == "embed_index") == sorted(
+        b["key"] for b in split["batches"]
+    )
+    entered, sizes = _history_payloads(stack, execution["executionArn"])
+    assert "MapRunStarted" in entered, sorted(set(entered))  # the Distributed Map ran ...
+    assert "EmbedIndexDistributed" in entered and "EmbedIndexInline" not in entered  # ... alone
+    assert calls[0]["step"] == "split" and calls[-1]["step"] == "finalize"
+
+    # no payload near the 256 KB limit: what the steps received and returned, and every state's
+    # input/output recorded in the history
+    largest_step = max(max(c["in"], c["out"]) for c in calls)
+    largest_state = max(sizes)
+    assert largest_step < PAYLOAD_LIMIT and largest_state < PAYLOAD_LIMIT
+    split_seconds = next(c["seconds"] for c in calls if c["step"] == "split")
+    print(  # the figures for the README (pytest -s); no timed assertion
+        f"\n{PAGES} pages, {len(pdf):,} bytes, {chunk_count:,} chunks, {split['batchCount']} batches;"
+        f" largest step payload {largest_step:,} B, largest state input/output {largest_state:,} B;"
+        f" split step {split_seconds:.1f} s"
+    )
+
+    # the batch files are cleaned up once the document is READY
+    listed = stack.s3.list_objects_v2(Bucket=stack.container.settings.documents_bucket, Prefix="work/")
+    assert listed.get("KeyCount", 0) == 0
