@@ -1,5 +1,5 @@
 """Calibrate MIN_SIMILARITY for all-MiniLM-L6-v2 on SQuAD 2.0 dev (read at run time from
-``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``).
+``RAGCHAT_BENCH_DATA`` or ``../shared/bench-data``).
 
 Two folds: the paragraphs of half the articles (even positions, then odd) are the knowledge base,
 searched by exact cosine with numpy. For every question we record the top-1 similarity:
@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from bench_scifact import _models_path, embed_cached
+from benchdata import bench_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "squad2-dev.json"
+DATA = bench_data_dir() / "squad2-dev.json"
 COMPARE = (0.35, 0.65)  # the previous placeholder and the seeds' value (for a 768-d BGE model)
 
 

@@ -2,7 +2,7 @@
 real MiniLM query embedding, SQLite + embedded vector index holding 10,000 chunks) and the number of
 store round trips a turn makes.
 
-Corpus: SciFact abstracts (``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``) cut into chunks of
+Corpus: SciFact abstracts (``RAGCHAT_BENCH_DATA`` or ``../shared/bench-data``) cut into chunks of
 about 800 characters at sentence ends, the first 10,000 kept. The chunks of the documents relevant
 to the 20 benchmark queries are embedded with MiniLM; the others get random unit vectors (embedding
 10k chunks on this machine takes many minutes, and an exact index costs the same per search whatever
@@ -29,8 +29,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir
+
 RESULTS = Path(__file__).resolve().parent / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "scifact"
+DATA = bench_data_dir() / "scifact"
 REPO = Path(__file__).resolve().parents[1]
 N_CHUNKS = 10_000
 N_QUERIES = 20

@@ -1,7 +1,7 @@
 """Raw throughput and parity of the local embedder (all-MiniLM-L6-v2, ONNX, onnxruntime + tokenizers).
 
 Embeds the first N SciFact abstracts (title + " " + text; read at run time from
-``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``, never copied) in calls of 256 passages, and
+``RAGCHAT_BENCH_DATA`` or ``../shared/bench-data``, never copied) in calls of 256 passages, and
 records passages/s, tokens/s, model load time, peak RSS and the parity with the reference
 embeddings made by sentence-transformers at export time. Needs ``make model``.
 
@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "scifact"
+DATA = bench_data_dir() / "scifact"
 
 
 def machine_info() -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Extractive answerer quality on SQuAD 2.0 dev (answerable questions; read from
-``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``).
+``RAGCHAT_BENCH_DATA`` or ``../shared/bench-data``).
 
 Retrieval is taken out of the picture: each question gets three "hits", its own paragraph first
 and the next two paragraphs of the same article as distractors (the answerer sees what a top-3
@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir
 from ragchat.domain.extractive import extractive_answer
 from ragchat.domain.models import Hit
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "squad2-dev.json"
+DATA = bench_data_dir() / "squad2-dev.json"
 
 
 def _cases() -> list[tuple[str, list[Hit], list[str]]]:

@@ -1,7 +1,7 @@
 """Local ingestion: pipeline overhead over the raw embedder on the same chunks, peak memory, and
 one-shot question latency.
 
-SciFact abstracts (read from ``/work/shared/bench-data`` or ``RAGCHAT_BENCH_DATA`` at run time,
+SciFact abstracts (read from ``../shared/bench-data`` or ``RAGCHAT_BENCH_DATA`` at run time,
 never copied) go through the real local stack. Three phases, each in a fresh subprocess with the
 same warm-up (its own peak RSS; onnxruntime speeds up as it meets more input shapes, so variants
 measured one after another in one process would favour the later):
@@ -39,9 +39,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "scifact"
+DATA = bench_data_dir() / "scifact"
 GOAL_OVERHEAD_PCT = 15.0
 
 

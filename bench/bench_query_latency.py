@@ -30,10 +30,12 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 RESULTS = BENCH_DIR / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data"))
+DATA = bench_data_dir()
 NAME = "query_latency"
 CHUNKS_PER_DOC = 50
 NOISE_SIGMA = 0.01  # per dimension; cosine to the base vector stays around 0.98

@@ -5,7 +5,7 @@ the published figure: nDCG@10 = 0.645 for all-MiniLM-L6-v2), queries as they are
 search with numpy; nDCG@10, recall@10 and recall@100 against ``qrels/test.tsv``. Then the same
 through the real chunking pipeline (``ragchat.domain.splitting.split_text`` with the default
 CHUNK_SIZE/CHUNK_OVERLAP; a document scores as its best chunk). Data is read at run time from
-``RAGCHAT_BENCH_DATA`` or ``/work/shared/bench-data``; vectors are cached in the temp folder so a
+``RAGCHAT_BENCH_DATA`` or ``../shared/bench-data``; vectors are cached in the temp folder so a
 rerun is quick. Needs ``make model``.
 
 ``--mode hybrid`` (included in the default ``all``) also runs ``RETRIEVAL_MODE=hybrid`` over the
@@ -31,9 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "scifact"
+DATA = bench_data_dir() / "scifact"
 CACHE = Path(tempfile.gettempdir()) / "ragchat-bench-cache"
 PUBLISHED_NDCG10 = 0.645
 # labels whose vectors came from the cache (their "seconds" are then not embedding time)

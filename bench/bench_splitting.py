@@ -1,7 +1,7 @@
 """Splitter comparison: semantic-text-splitter (what ragchat uses) vs langchain-text-splitters.
 
 Splits every SciFact abstract (title + blank line + text; read from ``RAGCHAT_BENCH_DATA`` or
-``/work/shared/bench-data``) at 1000 characters with 100 of overlap and records, per splitter:
+``../shared/bench-data``) at 1000 characters with 100 of overlap and records, per splitter:
 install size (the distribution and everything it requires), import time (fresh interpreter, median
 of 5), split time (best of 3), chunk counts and sizes, and how much consecutive chunks overlap.
 
@@ -31,8 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir
+
 RESULTS = Path(__file__).resolve().parent / "results"
-DATA = Path(os.environ.get("RAGCHAT_BENCH_DATA", "/work/shared/bench-data")) / "scifact" / "corpus.jsonl"
+DATA = bench_data_dir() / "scifact" / "corpus.jsonl"
 CHUNK, OVERLAP = 1000, 100
 
 SPLITTERS = {

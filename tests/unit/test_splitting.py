@@ -20,7 +20,6 @@ def _bench_data() -> Path | None:
     for candidate in (
         os.environ.get("RAGCHAT_BENCH_DATA", ""),
         str(REPO.parent / "shared" / "bench-data"),
-        "/work/shared/bench-data",
     ):
         if candidate and (Path(candidate) / "scifact" / "corpus.jsonl").is_file():
             return Path(candidate)

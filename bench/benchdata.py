@@ -1,0 +1,13 @@
+"""Where the benchmark data sets are: ``RAGCHAT_BENCH_DATA`` when set, otherwise ``../shared/bench-data``
+next to the repository (how the README says to lay them out). Read at run time, never copied in."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench_data_dir() -> Path:
+    return Path(os.environ.get("RAGCHAT_BENCH_DATA") or REPO.parent / "shared" / "bench-data")
