@@ -237,9 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layer-out", type=Path, help="write the kept layer's logical id here")
     args = parser.parse_args(argv)
     out = local_template(load(args.template), args.arch)
-    if args.layer_out:
-        args.layer_out.write_text(out["Metadata"]["RagchatLocalLayer"] + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.layer_out:  # a fresh clone has no .aws-sam/local yet
+        args.layer_out.parent.mkdir(parents=True, exist_ok=True)
+        args.layer_out.write_text(out["Metadata"]["RagchatLocalLayer"] + "\n")
     args.out.write_text(yaml.safe_dump(out, sort_keys=False, width=120))
     return 0
 

@@ -349,6 +349,9 @@ def test_a_rejected_token_mid_session_signs_out(browser: Any, server: Server) ->
         page.fill("#signin-secret", TOKEN)
         page.click("#signin-button")
         _signed_in(page)
+        # the page's own first calls (conversation list, API description) finish with the good token;
+        # under load they could otherwise land after the swap below and sign out before the click
+        page.wait_for_load_state("networkidle")
         # what an expired ID token looks like to the page: the next call gets a 401
         page.evaluate(f"sessionStorage.setItem('{AUTH_KEY}', 'Bearer revoked')")
         page.click("#new-conv-button")
