@@ -54,7 +54,8 @@ def build(tmp: str) -> Any:
     from ragchat.container import Container
 
     models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
-    env = {k: v for k, v in os.environ.items() if k.startswith(("RAGCHAT_", "AWS_", "COHERE_", "TITAN_"))}
+    passed = ("RAGCHAT_", "AWS_", "COHERE_", "TITAN_", "CHUNK_")
+    env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}
     container = Container(load_settings(env))
     names: dict[str, str] = {}

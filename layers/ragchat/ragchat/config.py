@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     context_chars: int = Field(1200, alias="CONTEXT_CHARS", ge=100)
     chunk_size: int = Field(1000, alias="CHUNK_SIZE", ge=100)
     chunk_overlap: int = Field(100, alias="CHUNK_OVERLAP", ge=0)
+    # Embed each chunk as "title — nearest heading" + newline + text (the note stores the text
+    # only); changing it needs a re-ingest for the stored vectors to follow.
+    chunk_headers: bool = Field(True, alias="CHUNK_HEADERS")
 
     # --- limits ------------------------------------------------------------------------------
     # 25 MiB after the x1.2 safety factor: a body is accepted while size * 1.2 <= 25 MiB.
