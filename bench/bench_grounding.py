@@ -285,7 +285,8 @@ def write_md(result: dict[str, Any]) -> None:
         "Answered right = not refused and the right document among the cited sources. The calibrated "
         "decision combines the top-1 similarity, the best two-sentence passage's similarity and the "
         "share of the question's words found in one sentence (logistic model fitted on the dev split: "
-        "`python bench/bench_grounding.py --fit`).",
+        "`python bench/bench_grounding.py --fit`). Chunks are embedded with their contextual header "
+        "(document title and nearest heading, `CHUNK_HEADERS`, the default).",
     ]
     (RESULTS / "grounding.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
