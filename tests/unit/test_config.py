@@ -13,7 +13,7 @@ def test_defaults_match_the_spec() -> None:
     assert s.enable_rate_limiting is False
     assert s.enable_citation_validation is True
     assert s.max_chat_history == 12
-    assert s.retrieval_mode == "vector"
+    assert s.retrieval_mode == "hybrid"
     assert s.chat_mode == "rag"
     assert s.backend == "local"
     assert str(s.data_dir) == ".ragchat"

@@ -187,7 +187,7 @@ def test_the_worker_makes_a_short_note_ready_while_a_big_document_is_processing(
         assert embedder.entered.get(timeout=WAIT)
         calls += 1
         assert calls <= 3, "the note waited behind the big document"
-    assert any(NOTE in texts for texts in embedder.texts)
+    assert any(NOTE in text for texts in embedder.texts for text in texts)
     assert w.status(big) == DocumentStatus.PROCESSING
 
     for _ in range(1000):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 from ragchat.config import Settings, load_settings
+from ragchat.domain.context import chunk_header, embedding_text
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
 from ragchat.domain.ids import note_id, stable_document_id
 from ragchat.domain.models import Document, DocumentStatus, SearchFilter
@@ -322,8 +323,11 @@ def test_run_many_embeds_several_documents_together_with_the_same_outcome_as_run
         texts_a = [n.text for n in one_by_one.docs.list_notes(OWNER, document_id=a, limit=1000).items]
         texts_b = [n.text for n in together.docs.list_notes(OWNER, document_id=b, limit=1000).items]
         assert texts_b == texts_a
-        for i, text in enumerate(texts_b):  # each vector belongs to its own chunk's text
-            assert together.index.records[note_id(b, i)].vector == together.embedder.vector_for(text)
+        for i, text in enumerate(texts_b):  # each vector belongs to its own chunk (header + text)
+            embedded = embedding_text(chunk_header(doc_b.title, text=text), text)
+            vector = together.index.records[note_id(b, i)].vector
+            assert vector == together.embedder.vector_for(embedded)
+            assert vector == one_by_one.index.records[note_id(a, i)].vector
     total = sum(one_by_one.docs.get_document(OWNER, d).chunk_count for d in ids)  # type: ignore[union-attr]
     assert together.index.count(OWNER) == one_by_one.index.count(OWNER) == total > len(bodies)
     assert together.blobs.keys("work/") == []

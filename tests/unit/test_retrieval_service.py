@@ -42,7 +42,7 @@ def logs() -> Iterator[Capture]:
 
 
 def make(env: dict[str, str] | None = None) -> tuple[Retriever, FakeEmbedder, FakeVectorIndex]:
-    settings = load_settings({"MIN_SIMILARITY": "0.35", **(env or {})})
+    settings = load_settings({"MIN_SIMILARITY": "0.35", "RETRIEVAL_MODE": "vector", **(env or {})})
     embedder = FakeEmbedder()
     index = FakeVectorIndex(dimension=embedder.dimension)
     return Retriever(embedder, index, settings), embedder, index

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound
+from ragchat.services.ingest_steps import embedding_texts
 
 if TYPE_CHECKING:
     from ragchat.domain.models import Document
@@ -162,7 +163,7 @@ class SlicedRunner:
         return slices
 
     def _store(self, steps: IngestSteps, slices: list[_Slice]) -> None:
-        texts = [str(c["text"]) for s in slices for c in s.chunks]
+        texts = embedding_texts([c for s in slices for c in s.chunks])
         try:
             vectors = steps.embed(texts) if texts else []
         except Exception:
@@ -178,7 +179,7 @@ class SlicedRunner:
             owner, document_id = job.key
             try:
                 # A failed shared call: embed this batch on its own, the error belongs to one document.
-                mine = s.vectors if s.vectors is not None else steps.embed([str(c["text"]) for c in s.chunks])
+                mine = s.vectors if s.vectors is not None else steps.embed(embedding_texts(s.chunks))
                 stored = steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
                 self._end(steps, job, "embed_index", exc)

@@ -49,6 +49,14 @@ BATCH_SIZE = 64
 MAX_UNSPLIT_CHARS = 8000
 
 
+def embedding_texts(chunks: Sequence[dict[str, Any]]) -> list[str]:
+    """What a batch's chunks are embedded as: header + text (plain text for batches written before
+    headers existed, or with ``CHUNK_HEADERS`` off)."""
+    from ragchat.domain.context import embedding_text
+
+    return [embedding_text(str(c.get("header") or ""), str(c["text"])) for c in chunks]
+
+
 def work_prefix(document_id: str, version: str | None = None) -> str:
     """Where a document's batch files live while it is being ingested: one folder per content
     version, so the batches of two runs never collide and each run cleans up only its own."""
@@ -135,16 +143,32 @@ class IngestSteps:
 
     def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
         """Extract the text (per content type) and cut it into chunks."""
+        return self._chunks_and_text(doc, body)[0]
+
+    def _chunks_and_text(self, doc: Document, body: bytes) -> tuple[list[Chunk], str]:
+        """The chunks (blank ones dropped) and the whole extracted text (pages joined)."""
         from ragchat.domain.extraction import extract
         from ragchat.domain.splitting import split_pages
 
         pages = extract(body, content_type=doc.content_type)
+        text = "\n".join(page for page, _ in pages)
         if self.settings.enable_text_splitting and doc.split:
             size, overlap = self.settings.chunk_size, self.settings.chunk_overlap
         else:
             # No splitting: one chunk per page (or the whole text), capped at MAX_UNSPLIT_CHARS.
             size, overlap = MAX_UNSPLIT_CHARS, 0
-        return split_pages(pages, content_type=doc.content_type, chunk_size=size, overlap=overlap)
+        chunks = split_pages(pages, content_type=doc.content_type, chunk_size=size, overlap=overlap)
+        return [c for c in chunks if c.text.strip()], text
+
+    def headers_of(self, doc: Document, text: str, chunks: list[Chunk]) -> list[str]:
+        """Each chunk's contextual header (:mod:`ragchat.domain.context`): the title and the nearest
+        Markdown heading; "" for all when ``CHUNK_HEADERS`` is off."""
+        from ragchat.domain.context import chunk_header, nearest_headings
+
+        if not self.settings.chunk_headers:
+            return [""] * len(chunks)
+        headings = nearest_headings(text, [c.text for c in chunks])
+        return [chunk_header(doc.title, h, c.text) for c, h in zip(chunks, headings, strict=True)]
 
     # ---------------------------------------------------------------- steps
     def split(self, owner: str, document_id: str, version: str | None = None) -> dict[str, Any]:
@@ -162,9 +186,10 @@ class IngestSteps:
             body = self.blobs.get(doc.body_key)
         except KeyError:
             raise NotFound("The document's body is missing from storage") from None
-        chunks = [c for c in self.chunks_of(doc, body) if c.text.strip()]
+        chunks, text = self._chunks_and_text(doc, body)
         if not chunks:
             raise ValidationError("No text could be extracted from the document")
+        headers = self.headers_of(doc, text, chunks)
         if self._current(owner, document_id, version, "split") is None:  # re-uploaded while extracting
             return self._empty_plan(owner, document_id, version)
 
@@ -172,7 +197,7 @@ class IngestSteps:
         self._remove_indexed(owner, document_id)
         prefix = work_prefix(document_id, version)
         self.blobs.delete_prefix(prefix)
-        batches = self._write_batches(owner, document_id, version, chunks)
+        batches = self._write_batches(owner, document_id, version, chunks, headers)
         manifest_key = f"{prefix}manifest.json"
         self.blobs.put(manifest_key, json.dumps(batches).encode("utf-8"), content_type="application/json")
         logger.info(
@@ -209,7 +234,12 @@ class IngestSteps:
         }
 
     def _write_batches(
-        self, owner: str, document_id: str, version: str | None, chunks: list[Chunk]
+        self,
+        owner: str,
+        document_id: str,
+        version: str | None,
+        chunks: list[Chunk],
+        headers: list[str],
     ) -> list[dict[str, Any]]:
         prefix = work_prefix(document_id, version)
         batches: list[dict[str, Any]] = []
@@ -220,7 +250,7 @@ class IngestSteps:
                 "documentId": document_id,
                 "version": version,
                 "chunks": [
-                    {"index": i, "text": c.text, "metadata": c.metadata}
+                    {"index": i, "text": c.text, "metadata": c.metadata, "header": headers[i]}
                     for i, c in enumerate(chunks[start : start + self.batch_size], start=start)
                 ],
             }
@@ -237,7 +267,7 @@ class IngestSteps:
         doc, chunks = self.read_batch(owner, document_id, key, version)
         if not chunks:
             return {"indexed": 0}
-        texts = [str(c["text"]) for c in chunks]
+        texts = embedding_texts(chunks)
         t0 = time.perf_counter()
         vectors = self.embed(texts)
         embed_ms = (time.perf_counter() - t0) * 1000

@@ -1,0 +1,68 @@
+"""Contextual chunk headers: what a chunk's vector is computed from.
+
+A 1,000-character chunk cut from the middle of a document often never names what it is about
+("Otherwise the delivery is retried …" says nothing of webhooks). Its vector is computed from a short
+header — the document's title and the nearest Markdown heading above the chunk — followed by the
+chunk's text; the note stores and shows the plain text only. Questions phrased with the document's
+topic words then land on every chunk of that document, not only on its first one.
+
+Vectors stored before this header existed were computed from the plain text: re-ingest documents
+(or rebuild the index) to give them the header.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+#: headers longer than this are cut (a heading is a line, not a paragraph)
+MAX_HEADER_CHARS = 200
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_EXTENSION = re.compile(r"\.(md|markdown|txt|html?|pdf|csv|json|rst)$", re.IGNORECASE)
+_PROBE = 60  # characters of a chunk's start used to find it in the text
+
+
+def title_words(title: str) -> str:
+    """A document title as words: a file name loses its extension and its ``-``/``_`` separators
+    ("expense-policy.md" → "expense policy")."""
+    stem = _EXTENSION.sub("", title.strip())
+    return " ".join(re.sub(r"[-_]+", " ", stem).split())
+
+
+def nearest_headings(text: str, chunks: Sequence[str]) -> list[str]:
+    """For each chunk of ``text`` (in order), the last Markdown heading starting before the chunk
+    ("" when there is none, when the chunk starts with its own heading, or when it is not found)."""
+    headings = [(m.start(), m.group(2).strip()) for m in _HEADING.finditer(text)]
+    out: list[str] = []
+    cursor = 0
+    for chunk in chunks:
+        probe = chunk.strip()[:_PROBE]
+        at = text.find(probe, cursor) if probe else -1
+        if at < 0:
+            at = text.find(probe) if probe else -1
+        if at < 0:
+            out.append("")
+            continue
+        cursor = at
+        above = [h for start, h in headings if start < at]
+        starts_with_heading = _HEADING.match(chunk.strip()) is not None
+        out.append(above[-1] if above and not starts_with_heading else "")
+    return out
+
+
+def chunk_header(title: str, heading: str = "", text: str = "") -> str:
+    """The header line: the title's words, then the heading unless it repeats the title. A title the
+    chunk's text already starts with (a note titled by its first line) is not repeated."""
+    words = title_words(title)
+    start = " ".join(text.lstrip(" \t\n#").split()[:40]).casefold()
+    if words and start.startswith(words.rstrip("…").strip().casefold()):
+        words = ""
+    parts = [words]
+    if heading and heading.casefold() != words.casefold():
+        parts.append(heading)
+    return " — ".join(p for p in parts if p)[:MAX_HEADER_CHARS]
+
+
+def embedding_text(header: str, text: str) -> str:
+    """What is embedded for a chunk: its header, a newline, its text (the text alone without one)."""
+    return f"{header}\n{text}" if header else text
