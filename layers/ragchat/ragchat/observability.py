@@ -228,7 +228,11 @@ def lambda_entry(fn: Handler, *, name: str, correlation_id_path: str | None = No
 
 
 # ------------------------------------------------------------------------------------ local lines
-_RECORD_KEYS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+_RECORD_KEYS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "color_message",  # uvicorn's coloured copy of the message: not a field
+}
 
 
 def _field(value: Any) -> str:
