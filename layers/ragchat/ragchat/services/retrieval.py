@@ -15,8 +15,10 @@ and the decision's reason.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -64,14 +66,52 @@ def similarity_of(hit: Hit) -> float:
     return hit.similarity if hit.similarity is not None else hit.score
 
 
+PASSAGE_CACHE_SIZE = 4096  # passage vectors kept in memory (~6 MB at 384 dimensions)
+
+
+class PassageVectors:
+    """The answerability decision's passage embeddings, remembered by text (an embedding is a pure
+    function of its text): a question that lands on chunks asked about before embeds nothing new.
+    Bounded (least recently used out first) and safe across the server's threads."""
+
+    def __init__(self, embedder: Embedder, size: int = PASSAGE_CACHE_SIZE) -> None:
+        self._embedder = embedder
+        self._size = max(0, size)
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, passages: Sequence[str]) -> list[list[float]]:
+        with self._lock:
+            known = {p: self._vectors[p] for p in passages if p in self._vectors}
+            for p in known:
+                self._vectors.move_to_end(p)
+        missing = list(dict.fromkeys(p for p in passages if p not in known))
+        if missing:
+            fresh = self._embedder.embed_documents(missing)
+            known.update(zip(missing, fresh, strict=True))
+            with self._lock:
+                for p, v in zip(missing, fresh, strict=True):
+                    self._vectors[p] = v
+                while len(self._vectors) > self._size:
+                    self._vectors.popitem(last=False)
+        return [known[p] for p in passages]
+
+
 class Retriever:
     def __init__(
-        self, embedder: Embedder, index: VectorIndex, settings: Settings, *, metrics: Metrics = NO_METRICS
+        self,
+        embedder: Embedder,
+        index: VectorIndex,
+        settings: Settings,
+        *,
+        metrics: Metrics = NO_METRICS,
+        passage_cache_size: int = PASSAGE_CACHE_SIZE,
     ) -> None:
         self.embedder = embedder
         self.index = index
         self.settings = settings
         self.metrics = metrics
+        self.passage_vectors = PassageVectors(embedder, passage_cache_size)
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -198,7 +238,7 @@ class Retriever:
             passages = evidence_passages(texts)
             if passages:
                 t = time.perf_counter()
-                vectors = self._retry_once("embed_passages", lambda: self.embedder.embed_documents(passages))
+                vectors = self._retry_once("embed_passages", lambda: self.passage_vectors(passages))
                 passage_scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
                 timings["answerability"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
