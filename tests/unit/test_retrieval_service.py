@@ -264,3 +264,18 @@ def test_a_calibrated_embedder_embeds_the_top_passages_and_can_refuse_on_weak_ev
     lenient = answerability.Coefficients(0.35, 5.0, {"passage": 1.0}, 0.5)
     monkeypatch.setitem(answerability.CALIBRATED, "fake-embedder", lenient)
     assert not retriever.retrieve("solar panels", SearchFilter(owner=OWNER)).guard
+
+
+def test_answerability_similarity_skips_the_passages_and_reads_the_top_similarity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ragchat.domain import answerability
+
+    strict = answerability.Coefficients(0.35, -5.0, {"passage": 1.0}, 0.5)  # would refuse
+    monkeypatch.setitem(answerability.CALIBRATED, "fake-embedder", strict)
+    retriever, embedder, index = make({"ANSWERABILITY": "similarity"})
+    add(index, embedder, "n1", "Solar panels convert sunlight. They last decades.", score=0.9)
+    before = embedder.document_calls
+    result = retriever.retrieve("solar panels", SearchFilter(owner=OWNER))
+    assert embedder.document_calls == before  # no passage embedded: the cheap path
+    assert not result.guard  # 0.9 ≥ MIN_SIMILARITY 0.35

@@ -231,7 +231,9 @@ class Retriever:
         """The answerability decision over the vector similarities and the texts answered from; the
         top chunks' passages are embedded only for an embedding model with calibrated coefficients."""
         threshold = self.settings.similarity_threshold
-        coefficients = CALIBRATED.get(getattr(self.embedder, "model_id", ""))
+        coefficients = None
+        if self.settings.answerability == "calibrated":
+            coefficients = CALIBRATED.get(getattr(self.embedder, "model_id", ""))
         texts = [strip_citations(h.text) for h in vector_hits]
         passage_scores: list[float] | None = None
         if coefficients is not None and vector_hits:
