@@ -41,16 +41,19 @@ def _pct(values: Any) -> dict[str, float]:
     }
 
 
-def passage_table(embedder: Any, paragraphs: list[str]) -> tuple[Any, list[list[int]], list[list[set[str]]]]:
-    """Every paragraph's two-sentence passages (embedded once, cached), and its sentences' words."""
+def passage_table(
+    embedder: Any, paragraphs: list[str], titles: list[str]
+) -> tuple[Any, list[list[int]], list[list[set[str]]]]:
+    """Every paragraph's two-sentence passages prefixed with its article's title, as the retriever
+    prefixes a passage with its document's title (embedded once, cached), and its sentences' words."""
     from ragchat.domain.answerability import content_words, evidence_passages
     from ragchat.domain.extractive import split_sentences
 
     texts: list[str] = []
     owned: list[list[int]] = []
     words: list[list[set[str]]] = []
-    for para in paragraphs:
-        passages = evidence_passages([para], limit=10_000)
+    for para, title in zip(paragraphs, titles, strict=True):
+        passages = evidence_passages([para], limit=10_000, titles=[title])
         owned.append(list(range(len(texts), len(texts) + len(passages))))
         texts.extend(passages)
         words.append([content_words(s) for s in split_sentences(para)])
@@ -140,6 +143,47 @@ def fold_figures(
     }
 
 
+def squad_signals() -> list[tuple[list[dict[str, float]], Any]]:
+    """For each fold (even / odd articles indexed): every question's answerability signals (as
+    :func:`decision_answers` computes them) and its class: ``in`` (answerable, in the KB), ``out``
+    (about an article not indexed) or ``unans`` (unanswerable, in the KB). Used by
+    ``bench_grounding.py --select`` to keep SQuAD's balanced accuracy while choosing signals."""
+    import numpy as np
+    from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+    from ragchat.domain.answerability import MAX_PASSAGES, content_words
+
+    articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
+    paragraphs, para_article, questions, q_article, _, q_answerable = load_squad(articles)
+    embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+    p_vecs = embed_cached(embedder, indexed_texts(articles, paragraphs, para_article), "squad-paragraphs")
+    q_vecs = embed_cached(embedder, questions, "squad-questions")
+    pv, owned, words = passage_table(embedder, paragraphs, [articles[a]["title"] for a in para_article])
+    pa, qa, ans = np.asarray(para_article), np.asarray(q_article), np.asarray(q_answerable)
+    folds = []
+    for parity in (0, 1):
+        kb = np.flatnonzero(np.isin(pa, [a for a in range(len(articles)) if a % 2 == parity]))
+        scores = q_vecs @ p_vecs[kb].T
+        top3 = np.argsort(-scores, axis=1)[:, :3]
+        signals = []
+        for i, question in enumerate(questions):
+            paras, sims = kb[top3[i]], scores[i, top3[i]]
+            rows = [r for p in paras for r in owned[p]][:MAX_PASSAGES]
+            asked = content_words(question)
+            cover = max((len(asked & w) / len(asked) for p in paras for w in words[p]), default=0.0)
+            signals.append(
+                {
+                    "top": float(sims[0]),
+                    "passage": float((pv[rows] @ q_vecs[i]).max()),
+                    "coverage": 0.0,
+                    "sentence_coverage": cover if asked else 0.0,
+                    "margin": float(sims[0] - sims[1:].mean()),
+                }
+            )
+        in_kb = np.isin(qa, pa[kb])
+        folds.append((signals, np.where(in_kb & ans, "in", np.where(~in_kb, "out", "unans"))))
+    return folds
+
+
 SquadLists = tuple[list[str], list[int], list[str], list[int], list[int], list[bool]]
 
 
@@ -212,7 +256,7 @@ def main() -> None:
     pa, qa_art = np.asarray(para_article), np.asarray(q_article)
     qp, ans = np.asarray(q_para), np.asarray(q_answerable)
     grid = np.round(np.arange(0.0, 1.0001, 0.01), 2)
-    table = passage_table(embedder, paragraphs)
+    table = passage_table(embedder, paragraphs, [articles[a]["title"] for a in para_article])
     folds = [
         fold_figures(parity, len(articles), (pa, qa_art, qp, ans), p_vecs, q_vecs, questions, table, grid)
         for parity in (0, 1)

@@ -303,8 +303,15 @@ class Container:
     @cached_property
     def retriever(self) -> Retriever:
         from ragchat.services.retrieval import Retriever
+        from ragchat.services.titles import DocumentTitles
 
-        return Retriever(self.embedder, self.index, self.settings, metrics=self.metrics)
+        return Retriever(
+            self.embedder,
+            self.index,
+            self.settings,
+            metrics=self.metrics,
+            titles=DocumentTitles(self.documents),
+        )
 
     @cached_property
     def ingestion(self) -> IngestionService:

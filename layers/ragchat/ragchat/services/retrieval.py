@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.answerability import CALIBRATED, Decision, compute_signals, decide, evidence_passages
+from ragchat.domain.answerability import (
+    CALIBRATED,
+    EVIDENCE_CHUNKS,
+    Decision,
+    compute_signals,
+    decide,
+    evidence_passages,
+)
 from ragchat.domain.citations import strip_citations
 from ragchat.domain.errors import TransientError, ValidationError
 from ragchat.domain.models import Hit, SearchFilter
@@ -33,6 +40,7 @@ from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
 if TYPE_CHECKING:
     from ragchat.config import Settings
     from ragchat.ports import Embedder, Metrics, VectorIndex
+    from ragchat.services.titles import DocumentTitles
 
 logger = Logger(service="ragchat", child=True)
 
@@ -106,8 +114,10 @@ class Retriever:
         *,
         metrics: Metrics = NO_METRICS,
         passage_cache_size: int = PASSAGE_CACHE_SIZE,
+        titles: DocumentTitles | None = None,
     ) -> None:
         self.embedder = embedder
+        self.titles = titles
         self.index = index
         self.settings = settings
         self.metrics = metrics
@@ -190,7 +200,7 @@ class Retriever:
         ):
             top_k = adaptive_k
             vector_hits = ranked[:top_k]
-        decision = self._decide(q, vector, vector_hits, timings)
+        decision = self._decide(q, vector, vector_hits, timings, flt.owner)
         top1 = decision.signals.top if vector_hits else None
         if not decision.answer:
             self._log_retrieval(conversation_id, vector_hits, decision)
@@ -227,9 +237,11 @@ class Retriever:
         query: list[float],
         vector_hits: list[Hit],
         timings: dict[str, float],
+        owner: str,
     ) -> Decision:
         """The answerability decision over the vector similarities and the texts answered from; the
-        top chunks' passages are embedded only for an embedding model with calibrated coefficients."""
+        top chunks' passages (with their documents' titles) are embedded only for an embedding
+        model with calibrated coefficients."""
         threshold = self.settings.similarity_threshold
         coefficients = None
         if self.settings.answerability == "calibrated":
@@ -237,15 +249,23 @@ class Retriever:
         texts = [strip_citations(h.text) for h in vector_hits]
         passage_scores: list[float] | None = None
         if coefficients is not None and vector_hits:
-            passages = evidence_passages(texts)
+            t = time.perf_counter()
+            passages = evidence_passages(texts, titles=self._titles(owner, vector_hits))
             if passages:
-                t = time.perf_counter()
                 vectors = self._retry_once("embed_passages", lambda: self.passage_vectors(passages))
                 passage_scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
-                timings["answerability"] = (time.perf_counter() - t) * 1000
+            timings["answerability"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
         signals = compute_signals(q, similarities, texts, passage_scores)
         return decide(signals, threshold, coefficients)
+
+    def _titles(self, owner: str, hits: list[Hit]) -> list[str | None] | None:
+        """The evidence chunks' document titles (``None`` when titles are not wired or unknown)."""
+        if self.titles is None:
+            return None
+        evidence = hits[:EVIDENCE_CHUNKS]
+        known = self.titles(owner, [h.document_id for h in evidence if h.document_id])
+        return [known.get(h.document_id or "") for h in evidence]
 
     @staticmethod
     def _log_retrieval(conversation_id: str | None, hits: list[Hit], decision: Decision) -> None:
