@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ragchat.services.documents import DocumentService
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.limits import RequestLimiter
-    from ragchat.services.retrieval import Retriever
+    from ragchat.services.retrieval import PassageVectors, Retriever
 
 logger = logging.getLogger("ragchat.container")
 
@@ -280,7 +280,11 @@ class Container:
             )
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 
-        return ExtractiveChatModel()
+        if self.settings.embedder_kind != "minilm":
+            return ExtractiveChatModel()  # a Bedrock embedder would bill every answer's sentences
+        # Sentences by meaning with the local embedder, through the retriever's passage cache (what
+        # the answerability decision embedded is not embedded twice).
+        return ExtractiveChatModel(self.passage_vectors, query_embedder=self.embedder)
 
     def _anthropic_key(self) -> str | None:
         if self.settings.anthropic_api_key:
@@ -301,6 +305,14 @@ class Container:
 
     # ------------------------------------------------------------------ services
     @cached_property
+    def passage_vectors(self) -> PassageVectors:
+        """Embeddings of passages and sentences by text, shared by the retriever's answerability
+        decision and the extractive answerer."""
+        from ragchat.services.retrieval import PassageVectors
+
+        return PassageVectors(self.embedder)
+
+    @cached_property
     def retriever(self) -> Retriever:
         from ragchat.services.retrieval import Retriever
         from ragchat.services.titles import DocumentTitles
@@ -311,6 +323,7 @@ class Container:
             self.settings,
             metrics=self.metrics,
             titles=DocumentTitles(self.documents),
+            passage_vectors=self.passage_vectors,
         )
 
     @cached_property

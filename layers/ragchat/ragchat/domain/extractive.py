@@ -10,6 +10,14 @@ position. Each is plain text — Markdown emphasis, code spans, links, quote mar
 removed — followed by ``[source: <id>]``, then the ``Sources: id1, id2`` line. When no sentence
 shares a word with the question (retrieval already judged the notes relevant) the first sentence of
 the top note is given. Deterministic, and the output passes ``validate_citations`` unchanged.
+
+By meaning: given a ``relevance`` callable (each candidate sentence's similarity to the question,
+e.g. the cosine of sentence embeddings; the caller supplies it, this module imports nothing outer)
+a sentence scores its similarity + ``LEXICAL_WEIGHT`` × its BM25 over the best BM25 (0 without a
+shared word), so a question in the user's own words finds the sentence that means it, while an
+exact identifier or error code still wins a near-tie. The sentences within ``RELATIVE_MARGIN`` of
+the best score are kept (at most ``max_sentences``), near-duplicates skipped, in reading order, as
+above.
 """
 
 from __future__ import annotations
@@ -59,6 +67,13 @@ _EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
 _CODE = re.compile(r"`+([^`]*)`+")
 _QUOTE = re.compile(r"^(\s*>)+\s?")
 NEAR_DUPLICATE = 0.8  # share of common words (Jaccard) above which two sentences say the same
+# By meaning (``relevance`` given): the weight of the normalised BM25 added to the similarity, and
+# how far below the best score a sentence may be and still be quoted.
+LEXICAL_WEIGHT = 0.1
+RELATIVE_MARGIN = 0.10
+
+Relevance = Callable[[list[str]], list[float]]
+"""Each candidate sentence's similarity to the question (the question is the caller's to embed)."""
 
 
 def plain_text(sentence: str) -> str:
@@ -159,12 +174,19 @@ def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
 
 
 def extractive_answer(
-    question: str, hits: Sequence[Hit], *, max_sentences: int = 3, min_relative: float = 0.25
+    question: str,
+    hits: Sequence[Hit],
+    *,
+    max_sentences: int = 3,
+    min_relative: float = 0.25,
+    relevance: Relevance | None = None,
 ) -> str:
     """An answer made of at most ``max_sentences`` sentences of ``hits`` (best first by retrieval).
 
-    Sentences scoring below ``min_relative`` × the best score are left out. Without hits the guard
-    reply is returned (the caller normally guards first)."""
+    Without ``relevance``, sentences scoring below ``min_relative`` × the best BM25 are left out;
+    with it, sentences more than ``RELATIVE_MARGIN`` below the best score by meaning (see the module
+    docstring). Without hits the guard reply is returned (the caller normally guards first). Errors
+    of ``relevance`` propagate (the caller decides on a fallback)."""
     ranked = _unique_hits(hits)
     if not ranked:
         return GUARD_REPLY
@@ -177,18 +199,45 @@ def extractive_answer(
     if not candidates:
         return GUARD_REPLY
     _score(candidates, set(tokens(question)))
-    ordered = sorted(candidates, key=lambda c: (-c.score, c.hit_rank, c.position))
-    best = ordered[0].score
-    if best > 0:
-        chosen = _distinct([c for c in ordered if c.score >= min_relative * best], max_sentences)
+    if relevance is not None:
+        chosen = _by_meaning(candidates, relevance, max_sentences)
     else:
-        chosen = [min(candidates, key=lambda c: (c.hit_rank, c.position))]
+        chosen = _by_words(candidates, min_relative, max_sentences)
     chosen.sort(key=_reading_order(ranked))
     parts = [
         f"{truncate_at_word(c.text, MAX_SENTENCE_CHARS)} [source: {ranked[c.hit_rank].id}]" for c in chosen
     ]
     used = list(dict.fromkeys(ranked[c.hit_rank].id for c in chosen))
     return with_sources_line(" ".join(parts), used)
+
+
+def _best_first(candidates: list[_Candidate]) -> list[_Candidate]:
+    """By score; ties: the better-ranked hit, then the earlier sentence."""
+    return sorted(candidates, key=lambda c: (-c.score, c.hit_rank, c.position))
+
+
+def _by_words(candidates: list[_Candidate], min_relative: float, limit: int) -> list[_Candidate]:
+    """The best sentences by BM25 (the top note's first sentence when none shares a word)."""
+    ordered = _best_first(candidates)
+    best = ordered[0].score
+    if best <= 0:
+        return [min(candidates, key=lambda c: (c.hit_rank, c.position))]
+    return _distinct([c for c in ordered if c.score >= min_relative * best], limit)
+
+
+def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) -> list[_Candidate]:
+    """The best sentences by similarity + ``LEXICAL_WEIGHT`` × normalised BM25, within
+    ``RELATIVE_MARGIN`` of the best."""
+    similarities = relevance([c.text for c in candidates])
+    if len(similarities) != len(candidates):
+        raise ValueError(f"relevance gave {len(similarities)} scores for {len(candidates)} sentences")
+    top_bm25 = max(c.score for c in candidates)
+    for c, similarity in zip(candidates, similarities, strict=True):
+        lexical = c.score / top_bm25 if top_bm25 > 0 else 0.0
+        c.score = float(similarity) + LEXICAL_WEIGHT * lexical
+    ordered = _best_first(candidates)
+    floor = ordered[0].score - RELATIVE_MARGIN
+    return _distinct([c for c in ordered if c.score >= floor], limit)
 
 
 def _score(candidates: list[_Candidate], query: set[str]) -> None:

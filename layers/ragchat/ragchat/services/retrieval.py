@@ -115,13 +115,18 @@ class Retriever:
         metrics: Metrics = NO_METRICS,
         passage_cache_size: int = PASSAGE_CACHE_SIZE,
         titles: DocumentTitles | None = None,
+        passage_vectors: PassageVectors | None = None,
     ) -> None:
+        """``passage_vectors``: a cache shared with others embedding texts with the same embedder
+        (the extractive answerer's sentences); by default one of ``passage_cache_size`` of its own."""
         self.embedder = embedder
         self.titles = titles
         self.index = index
         self.settings = settings
         self.metrics = metrics
-        self.passage_vectors = PassageVectors(embedder, passage_cache_size)
+        self.passage_vectors = (
+            passage_vectors if passage_vectors is not None else PassageVectors(embedder, passage_cache_size)
+        )
 
     # ------------------------------------------------------------------ helpers
     @staticmethod

@@ -3,26 +3,68 @@
 It answers from the retrieved notes alone: the best sentences of the top qualifying chunks (at most
 three), each followed by its ``[source: id]``, then the ``Sources:`` line. Deterministic. Used
 locally when no Claude key is configured.
+
+Given sentence vectors (``relevance_vectors``: unit vectors by text, e.g. the retriever's
+``PassageVectors`` cache) and the embedder of the question (``query_embedder``), it picks sentences
+by meaning — cosine similarity to the question, BM25 breaking near-ties
+(:mod:`ragchat.domain.extractive`). When embedding fails that answer falls back to BM25 alone (a
+warning is logged); an answer never fails because of it.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from ragchat.domain.models import Completion, ModelRequest
+
+logger = logging.getLogger("ragchat.extractive")
 
 _PIECES = re.compile(r"\S+\s*")
 WORDS_PER_DELTA = 6
 
 
+class TextVectors(Protocol):
+    """Unit vectors of texts, one per text, in order (``ragchat.services.retrieval.PassageVectors``)."""
+
+    def __call__(self, texts: Sequence[str], /) -> list[list[float]]: ...
+
+
+class QueryEmbedder(Protocol):
+    """The part of the ``Embedder`` port that embeds a question (a unit vector)."""
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
 class ExtractiveChatModel:
     model_id = "extractive"
+
+    def __init__(
+        self, relevance_vectors: TextVectors | None = None, *, query_embedder: QueryEmbedder | None = None
+    ) -> None:
+        if (relevance_vectors is None) != (query_embedder is None):
+            raise ValueError("relevance_vectors and query_embedder go together")
+        self.relevance_vectors = relevance_vectors
+        self.query_embedder = query_embedder
 
     def complete(self, request: ModelRequest) -> Completion:
         from ragchat.domain.extractive import extractive_answer
 
-        return Completion(text=extractive_answer(request.question, request.sources), model=self.model_id)
+        question, hits = request.question, request.sources
+        if self.relevance_vectors is not None:
+            try:
+                text = extractive_answer(question, hits, relevance=self._relevance(question))
+                return Completion(text=text, model=self.model_id)
+            except Exception as exc:  # by meaning is a refinement: BM25 still answers
+                reason = f"{type(exc).__name__}: {exc}"
+                logger.warning("extractive: sentence relevance failed (%s); BM25 only", reason)
+        return Completion(text=extractive_answer(question, hits), model=self.model_id)
+
+    def _relevance(self, question: str) -> _Relevance:
+        assert self.relevance_vectors is not None and self.query_embedder is not None
+        return _Relevance(question, self.relevance_vectors, self.query_embedder)
 
     def stream(self, request: ModelRequest) -> Iterator[str]:
         """The same answer, in deltas of a few words (their concatenation is the answer)."""
@@ -33,3 +75,18 @@ class ExtractiveChatModel:
             yield lead
         for i in range(0, len(pieces), WORDS_PER_DELTA):
             yield "".join(pieces[i : i + WORDS_PER_DELTA])
+
+
+class _Relevance:
+    """Cosine similarity of each sentence to the question (dot product of unit vectors). The
+    question is embedded only when sentences are scored (an answer without sentences embeds
+    nothing)."""
+
+    def __init__(self, question: str, vectors: TextVectors, embedder: QueryEmbedder) -> None:
+        self._question = question
+        self._vectors = vectors
+        self._embedder = embedder
+
+    def __call__(self, sentences: list[str]) -> list[float]:
+        query = self._embedder.embed_query(self._question)
+        return [sum(a * b for a, b in zip(query, v, strict=True)) for v in self._vectors(sentences)]
