@@ -97,3 +97,30 @@ def test_a_function_that_starts_ingestion_needs_the_state_machine_on_aws() -> No
     notes = http_handler({"notes"}, container=lambda: Container(settings))
     with pytest.raises(ConfigError, match="STATE_MACHINE_ARN"):
         notes(api_event("GET", "/documents"), None)
+
+
+def test_the_local_extractive_answerer_shares_the_retrievers_passage_vectors() -> None:
+    from ragchat.adapters.local.extractive import ExtractiveChatModel
+
+    from tests.fakes import FakeEmbedder, FakeVectorIndex
+
+    embedder = FakeEmbedder()
+    box = Container(
+        load_settings({"RAGCHAT_CHAT_MODEL": "extractive"}), embedder=embedder, index=FakeVectorIndex()
+    )
+    model = box.chat_model
+    assert isinstance(model, ExtractiveChatModel)
+    assert model.relevance_vectors is box.retriever.passage_vectors is box.passage_vectors
+    assert model.query_embedder is embedder
+
+
+def test_with_a_bedrock_embedder_the_extractive_answerer_goes_by_words() -> None:
+    from ragchat.adapters.local.extractive import ExtractiveChatModel
+
+    settings = load_settings(
+        {"RAGCHAT_CHAT_MODEL": "extractive", "RAGCHAT_EMBEDDER": "titan", "AWS_REGION": "eu-west-1"}
+    )
+    box = Container(settings)
+    model = box.chat_model
+    assert isinstance(model, ExtractiveChatModel) and model.relevance_vectors is None
+    assert "embedder" not in box.__dict__  # no Bedrock client made: no answer's sentences billed

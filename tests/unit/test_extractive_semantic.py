@@ -1,0 +1,211 @@
+"""The extractive answerer by meaning: a question in the user's own words quotes (and cites) the
+sentence that means it, not one that merely shares a word with it; BM25 still breaks near-ties."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from ragchat.adapters.local.extractive import ExtractiveChatModel
+from ragchat.domain.citations import CITATION_RE, validate_citations
+from ragchat.domain.extractive import LEXICAL_WEIGHT, RELATIVE_MARGIN, Relevance, extractive_answer
+from ragchat.domain.models import ChatTurn, Hit, ModelRequest
+from ragchat.services.retrieval import PassageVectors
+
+from tests.fakes import FakeEmbedder
+
+REPO = Path(__file__).resolve().parents[2]
+
+IT_SENTENCE = "Broken equipment at your desk is reported to the IT help desk."
+ALLOWANCE = "Staff working from home receive a home-office allowance of 300 euros per year."
+QUESTION = "Is there money to buy equipment for my home desk?"
+HITS = [
+    Hit(
+        id="it-support-00000",
+        score=0.61,
+        document_id="it-support",
+        text=f"{IT_SENTENCE} The help desk answers within one working day.",
+    ),
+    Hit(
+        id="expense-policy-00000",
+        score=0.58,
+        document_id="expense-policy",
+        text=f"{ALLOWANCE} Claims are filed in the expense tool.",
+    ),
+]
+IDS = [h.id for h in HITS]
+
+
+def scores(table: Mapping[str, float], default: float = 0.1) -> Relevance:
+    """A fake relevance: each sentence's similarity from ``table`` (``default`` otherwise)."""
+    return lambda sentences: [table.get(s, default) for s in sentences]
+
+
+def body_and_sources(answer: str) -> tuple[str, str]:
+    body, _, sources = answer.rpartition("\n\n")
+    return body, sources
+
+
+# ----------------------------------------------------------------------------------- the domain
+def test_by_words_a_shared_word_quotes_the_wrong_document() -> None:
+    body, sources = body_and_sources(extractive_answer(QUESTION, HITS, max_sentences=1))
+    assert body == f"{IT_SENTENCE} [source: it-support-00000]" and sources == "Sources: it-support-00000"
+
+
+def test_by_meaning_the_paraphrased_question_cites_the_document_that_answers_it() -> None:
+    relevance = scores({ALLOWANCE: 0.62, IT_SENTENCE: 0.30})
+    answer = extractive_answer(QUESTION, HITS, relevance=relevance)
+    body, sources = body_and_sources(answer)
+    assert body == f"{ALLOWANCE} [source: expense-policy-00000]"
+    assert sources == "Sources: expense-policy-00000"  # the IT sentence is far below the margin
+
+
+def test_a_second_document_is_cited_only_when_it_clears_the_margin() -> None:
+    # The IT sentence has the most BM25, so it scores similarity + LEXICAL_WEIGHT; the allowance
+    # sentence 0.62 plus at most LEXICAL_WEIGHT (it shares only "home").
+    close = 0.62 - RELATIVE_MARGIN + 0.01  # within the margin whatever the allowance's BM25
+    far = 0.62 - RELATIVE_MARGIN - LEXICAL_WEIGHT - 0.01  # below it whatever the allowance's BM25
+    near = extractive_answer(QUESTION, HITS, relevance=scores({ALLOWANCE: 0.62, IT_SENTENCE: close}))
+    assert body_and_sources(near)[1] == "Sources: it-support-00000, expense-policy-00000"
+    distant = extractive_answer(QUESTION, HITS, relevance=scores({ALLOWANCE: 0.62, IT_SENTENCE: far}))
+    assert body_and_sources(distant)[1] == "Sources: expense-policy-00000"
+
+
+def test_bm25_breaks_a_near_tie_the_exact_error_code_wins() -> None:
+    exact = "Error E1042 means the disk of the build agent is full."
+    vague = "Error messages of the build agent are listed in the appendix."
+    hits = [  # the vague sentence is in the better-ranked note
+        Hit(id="errors-00000", score=0.7, text=vague, document_id="errors"),
+        Hit(id="agent-00000", score=0.6, text=exact, document_id="agent"),
+    ]
+    answer = extractive_answer(
+        "What does error E1042 mean?", hits, max_sentences=1, relevance=scores({exact: 0.5, vague: 0.5})
+    )
+    assert answer == f"{exact} [source: agent-00000]\n\nSources: agent-00000"
+
+
+def test_a_question_sharing_no_word_is_still_answered_by_meaning() -> None:
+    pets = "Pets are welcome in the office on Fridays."
+    hits = [Hit(id="office-00000", score=0.6, text=f"Work starts at nine. {pets}")]
+    answer = extractive_answer("Can I bring a dog along?", hits, relevance=scores({pets: 0.52}, 0.2))
+    assert answer == f"{pets} [source: office-00000]\n\nSources: office-00000"
+
+
+def test_by_meaning_output_passes_citation_validation_unchanged() -> None:
+    relevance = scores({ALLOWANCE: 0.62, IT_SENTENCE: 0.6}, default=0.58)
+    for question in [QUESTION, "help desk hours", "unrelated zebra question"]:
+        answer = extractive_answer(question, HITS, relevance=relevance)
+        result = validate_citations(answer, IDS)
+        assert result.text == answer and result.removed == [] and result.valid_ids
+        assert 1 <= len(CITATION_RE.findall(body_and_sources(answer)[0])) <= 3
+
+
+def test_by_meaning_keeps_reading_order_and_skips_near_duplicates() -> None:
+    approve = "First the refund is approved by a manager."
+    paid = "Then the refund is paid to the card."
+    hits = [  # retrieval ranked the second chunk first; the first chunk repeats itself
+        Hit(id="doc-00001", score=0.9, text=f"{paid} Shops close at six.", document_id="doc", chunk_index=1),
+        Hit(id="doc-00000", score=0.8, text=f"{approve} {approve}", document_id="doc", chunk_index=0),
+        Hit(id="other-00000", score=0.7, text=f"{approve.upper()}", document_id="other"),
+    ]
+    relevance = scores({paid: 0.70, approve: 0.66, approve.upper(): 0.66})
+    answer = extractive_answer("How do I get my money back?", hits, relevance=relevance)
+    body, sources = body_and_sources(answer)
+    assert body == f"{approve} [source: doc-00000] {paid} [source: doc-00001]"
+    assert sources == "Sources: doc-00000, doc-00001"
+
+
+def test_a_relevance_giving_the_wrong_number_of_scores_is_an_error() -> None:
+    with pytest.raises(ValueError, match="scores"):
+        extractive_answer(QUESTION, HITS, relevance=lambda sentences: [0.5])
+
+
+# ----------------------------------------------------------------------------------- the model
+def _request(question: str = QUESTION, hits: list[Hit] | None = None) -> ModelRequest:
+    hits = HITS if hits is None else hits
+    return ModelRequest(system="", messages=[ChatTurn("user", question)], sources=hits, question=question)
+
+
+def test_the_model_scores_sentences_with_the_shared_vectors_and_one_question_embedding() -> None:
+    embedder = FakeEmbedder(dimension=3)
+    embedder.vectors = {
+        QUESTION: [1.0, 0.0, 0.0],
+        ALLOWANCE: [0.8, 0.6, 0.0],  # cosine 0.8
+        IT_SENTENCE: [0.0, 0.0, 1.0],  # cosine 0
+        "The help desk answers within one working day.": [0.0, 1.0, 0.0],
+        "Claims are filed in the expense tool.": [0.3, 0.0, 1.0],
+    }
+    vectors = PassageVectors(embedder)
+    model = ExtractiveChatModel(vectors, query_embedder=embedder)
+    text = model.complete(_request()).text
+    assert text.startswith(f"{ALLOWANCE} [source: expense-policy-00000]") and "it-support" not in text
+    assert embedder.query_calls == 1 and embedder.document_calls == 1
+    assert "".join(model.stream(_request())) == text
+    assert embedder.document_calls == 1  # the sentences came from the cache the second time
+
+
+def test_no_sources_embed_nothing() -> None:
+    embedder = FakeEmbedder()
+    model = ExtractiveChatModel(PassageVectors(embedder), query_embedder=embedder)
+    model.complete(_request(hits=[]))
+    assert embedder.calls == 0
+
+
+def test_embedding_failing_falls_back_to_bm25_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    embedder = FakeEmbedder()
+    embedder.fail_with = RuntimeError("model file unreadable")
+    model = ExtractiveChatModel(PassageVectors(embedder), query_embedder=embedder)
+    with caplog.at_level(logging.WARNING, logger="ragchat.extractive"):
+        completion = model.complete(_request())
+    assert completion.text == extractive_answer(QUESTION, HITS)
+    assert "model file unreadable" in caplog.text and "BM25" in caplog.text
+
+
+def test_vectors_and_question_embedder_go_together() -> None:
+    with pytest.raises(ValueError, match="together"):
+        ExtractiveChatModel(PassageVectors(FakeEmbedder()))
+
+
+# ------------------------------------------------------------------------- the real MiniLM model
+def _models_path() -> Path | None:
+    from ragchat.adapters.local.onnx_embedder import model_dir
+    from ragchat.config import load_settings
+
+    candidates = []
+    with contextlib.suppress(Exception):  # an unrelated bad variable: fall back to the repo cache
+        candidates.append(load_settings().models_path)
+    candidates.append(REPO / ".ragchat" / "models")
+    return next((p for p in candidates if (model_dir(p) / "model.onnx").is_file()), None)
+
+
+MODELS = _models_path()
+
+
+@pytest.mark.skipif(MODELS is None, reason="MiniLM ONNX model not prepared: run `make model`")
+def test_with_minilm_a_question_in_other_words_cites_the_right_document() -> None:
+    from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+
+    assert MODELS is not None
+    office = Hit(  # ranked first, and shares "work" and "bring" with the question
+        id="office-guide-00000",
+        score=0.6,
+        document_id="office-guide",
+        text="Work starts at nine. The kitchen is on the second floor; bring your own mug.",
+    )
+    pets = Hit(
+        id="pet-policy-00000",
+        score=0.55,
+        document_id="pet-policy",
+        text="Pets are welcome in the office on Fridays. Animals must stay on a leash in shared areas.",
+    )
+    request = _request("Can I bring my dog to work?", [office, pets])
+    by_words = ExtractiveChatModel().complete(request).text
+    assert by_words.endswith("Sources: office-guide-00000")
+
+    embedder = OnnxMiniLMEmbedder.from_cache(MODELS, threads=1)
+    by_meaning = ExtractiveChatModel(PassageVectors(embedder), query_embedder=embedder).complete(request).text
+    assert by_meaning.startswith("Pets are welcome in the office on Fridays. [source: pet-policy-00000]")
+    assert by_meaning.endswith("Sources: pet-policy-00000")
