@@ -1,5 +1,5 @@
 """Answer or refuse with the real MiniLM embedder and the calibrated decision: a few documents of the
-grounding set (bench/grounding/, test split questions) and the bundled samples, ingested through the
+grounding set (bench/grounding/, dev split questions) and the bundled samples, ingested through the
 real pipeline into a throwaway data directory, asked through the one-shot path with the extractive
 answerer. Needs the prepared model (``make model``); skipped without it."""
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
     not model_ready(models_path()), reason="MiniLM ONNX model not prepared: run `make model`"
 )
 
-ANSWERED = {  # test-split questions → the document that answers them
+ANSWERED = {  # grounding-set questions → the document that answers them
     "How fast does support reply when production is down?": "support-sla.html",
     "How do I set up 2FA on my profile?": "accounts-faq.md",
     "When will production Kubernetes be upgraded?": "meeting-2026-03-12.txt",
@@ -29,9 +29,9 @@ ANSWERED = {  # test-split questions → the document that answers them
     "What happens to invalid citations?": "how-citations-work.md",
 }
 REFUSED = [
-    "How many moons does Jupiter have?",  # off-topic (test split)
-    "How do I grow tomatoes on a balcony?",  # off-topic (test split)
-    "What is the price of the Team plan?",  # near-topic (test split): plans are in the FAQ, prices not
+    "How many moons does Jupiter have?",  # off-topic
+    "How do I grow tomatoes on a balcony?",  # off-topic
+    "What is the price of the Team plan?",  # near-topic: plans are in the FAQ, prices not
 ]
 
 
