@@ -132,3 +132,15 @@ def test_the_retriever_embeds_passages_with_their_titles(
     titles_down = Retriever(embedder, index, settings, titles=DocumentTitles(store))
     assert not titles_down.retrieve("claim deadline", SearchFilter(owner=OWNER)).guard
     assert text in embedder.embedded_texts
+
+
+def test_a_document_the_store_lacks_is_not_read_again_on_every_question(
+    rig: tuple[DocumentTitles, CountingStore, FakeClock],
+) -> None:
+    titles, store, clock = rig
+    assert titles(OWNER, ["gone", "d1"]) == {"d1": "expense-policy.md"}
+    assert titles(OWNER, ["gone"]) == {}
+    assert store.reads == 1
+    store.create_document(_doc("gone", "Arrived later"))
+    clock.advance(TITLE_TTL_S + 1)
+    assert titles(OWNER, ["gone"]) == {"gone": "Arrived later"}

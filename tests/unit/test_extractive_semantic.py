@@ -209,3 +209,31 @@ def test_with_minilm_a_question_in_other_words_cites_the_right_document() -> Non
     by_meaning = ExtractiveChatModel(PassageVectors(embedder), query_embedder=embedder).complete(request).text
     assert by_meaning.startswith("Pets are welcome in the office on Fridays. [source: pet-policy-00000]")
     assert by_meaning.endswith("Sources: pet-policy-00000")
+
+
+def test_an_answer_compares_a_bounded_number_of_sentences_by_meaning() -> None:
+    from ragchat.domain.extractive import MAX_SCORED_SENTENCES
+
+    # ten notes of five sentences each; the question shares a word only with the last note
+    hits = [
+        Hit(
+            id=f"n{i}",
+            score=0.9 - i / 100,
+            document_id=f"d{i}",
+            text=" ".join(f"Note {i} says thing number {j}." for j in range(5)),
+        )
+        for i in range(9)
+    ]
+    hits.append(Hit(id="n9", score=0.5, document_id="d9", text="Parking permits are issued by reception."))
+    seen: list[list[str]] = []
+
+    def relevance(sentences: list[str]) -> list[float]:
+        seen.append(sentences)
+        return [0.9 if "Parking" in s else 0.2 for s in sentences]
+
+    answer = extractive_answer("Where do I get a parking permit?", hits, relevance=relevance)
+    [scored] = seen
+    assert len(scored) == MAX_SCORED_SENTENCES < 46
+    assert scored[0] == "Parking permits are issued by reception."  # the word match is compared first
+    assert scored[1:4] == [f"Note 0 says thing number {j}." for j in range(3)]  # then retrieval order
+    assert "[source: n9]" in answer

@@ -17,7 +17,8 @@ a sentence scores its similarity + ``LEXICAL_WEIGHT`` × its BM25 over the best 
 shared word), so a question in the user's own words finds the sentence that means it, while an
 exact identifier or error code still wins a near-tie. The sentences within ``RELATIVE_MARGIN`` of
 the best score are kept (at most ``max_sentences``), near-duplicates skipped, in reading order, as
-above.
+above. Only the ``MAX_SCORED_SENTENCES`` best by BM25 (ties: retrieval rank, then position) are
+compared by meaning, which bounds what an answer costs to embed.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ NEAR_DUPLICATE = 0.8  # share of common words (Jaccard) above which two sentence
 # how far below the best score a sentence may be and still be quoted.
 LEXICAL_WEIGHT = 0.1
 RELATIVE_MARGIN = 0.10
+#: sentences compared by meaning per answer (each costs an embedding the first time it is seen): the
+#: best by BM25, ties by retrieval rank and position, so a paraphrase reads the top notes' sentences
+MAX_SCORED_SENTENCES = 24
 
 Relevance = Callable[[list[str]], list[float]]
 """Each candidate sentence's similarity to the question (the question is the caller's to embed)."""
@@ -227,7 +231,9 @@ def _by_words(candidates: list[_Candidate], min_relative: float, limit: int) -> 
 
 def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) -> list[_Candidate]:
     """The best sentences by similarity + ``LEXICAL_WEIGHT`` × normalised BM25, within
-    ``RELATIVE_MARGIN`` of the best."""
+    ``RELATIVE_MARGIN`` of the best, among the ``MAX_SCORED_SENTENCES`` best by BM25 (ties: the
+    better-ranked hit, then the earlier sentence)."""
+    candidates = _best_first(candidates)[:MAX_SCORED_SENTENCES]
     similarities = relevance([c.text for c in candidates])
     if len(similarities) != len(candidates):
         raise ValueError(f"relevance gave {len(similarities)} scores for {len(candidates)} sentences")
