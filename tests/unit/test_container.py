@@ -124,3 +124,16 @@ def test_with_a_bedrock_embedder_the_extractive_answerer_goes_by_words() -> None
     model = box.chat_model
     assert isinstance(model, ExtractiveChatModel) and model.relevance_vectors is None
     assert "embedder" not in box.__dict__  # no Bedrock client made: no answer's sentences billed
+
+
+def test_extractive_sentences_words_keeps_the_answerer_on_shared_words() -> None:
+    from ragchat.adapters.local.extractive import ExtractiveChatModel
+
+    from tests.fakes import FakeEmbedder, FakeVectorIndex
+
+    settings = load_settings({"RAGCHAT_CHAT_MODEL": "extractive", "EXTRACTIVE_SENTENCES": "words"})
+    box = Container(settings, embedder=FakeEmbedder(), index=FakeVectorIndex())
+    model = box.chat_model
+    assert isinstance(model, ExtractiveChatModel) and model.relevance_vectors is None
+    with pytest.raises(ValueError):
+        load_settings({"EXTRACTIVE_SENTENCES": "vibes"})

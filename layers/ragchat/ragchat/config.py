@@ -55,12 +55,16 @@ class Settings(BaseSettings):
     enable_citation_validation: bool = Field(True, alias="ENABLE_CITATION_VALIDATION")
     max_chat_history: int = Field(12, alias="MAX_CHAT_HISTORY", ge=4, le=200)
     min_similarity: float | None = Field(None, alias="MIN_SIMILARITY", ge=-1.0, le=1.0)
-    # hybrid (keyword + vector fusion) measures better on SciFact (nDCG@10 0.722 vs 0.684) and equal
-    # on the grounding set (bench/results/scifact.md, grounding.md); S3 Vectors falls back to vector.
+    # hybrid (keyword + vector fusion) measures better on SciFact (nDCG@10 0.722 vs 0.684) and on the
+    # grounding set (bench/results/scifact.md, grounding.md); S3 Vectors falls back to vector.
     retrieval_mode: Literal["vector", "hybrid"] = Field("hybrid", alias="RETRIEVAL_MODE")
-    # answer-or-refuse: the calibrated decision (embeds the top chunks' passages: more accurate, about
-    # 100 ms more per question on 2 CPU cores when the passages are new) or the top-1 similarity rule
+    # answer-or-refuse: the calibrated decision (embeds the top chunks' title-prefixed passages: more
+    # accurate, up to ~250 ms more per question on 2 CPU cores when the passages are new) or the top-1
+    # similarity rule
     answerability: Literal["calibrated", "similarity"] = Field("calibrated", alias="ANSWERABILITY")
+    # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences embedded per
+    # answer, ~100 ms when new) or by shared words alone (BM25); Bedrock embedders always use words
+    extractive_sentences: Literal["meaning", "words"] = Field("meaning", alias="EXTRACTIVE_SENTENCES")
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
 
     # --- backends ----------------------------------------------------------------------------

@@ -280,7 +280,7 @@ class Container:
             )
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 
-        if self.settings.embedder_kind != "minilm":
+        if self.settings.embedder_kind != "minilm" or self.settings.extractive_sentences == "words":
             return ExtractiveChatModel()  # a Bedrock embedder would bill every answer's sentences
         # Sentences by meaning with the local embedder, through the retriever's passage cache (what
         # the answerability decision embedded is not embedded twice).
