@@ -40,8 +40,9 @@ IDS = [h.id for h in HITS]
 
 
 def scores(table: Mapping[str, float], default: float = 0.1) -> Relevance:
-    """A fake relevance: each sentence's similarity from ``table`` (``default`` otherwise)."""
-    return lambda sentences: [table.get(s, default) for s in sentences]
+    """A fake relevance: each sentence's similarity from ``table`` (``default`` otherwise). The
+    answerer reads a sentence with the one before it, so a text scores as the sentence it ends with."""
+    return lambda texts: [next((v for k, v in table.items() if t.endswith(k)), default) for t in texts]
 
 
 def body_and_sources(answer: str) -> tuple[str, str]:
@@ -232,8 +233,28 @@ def test_an_answer_compares_a_bounded_number_of_sentences_by_meaning() -> None:
         return [0.9 if "Parking" in s else 0.2 for s in sentences]
 
     answer = extractive_answer("Where do I get a parking permit?", hits, relevance=relevance)
-    [scored] = seen
-    assert len(scored) == MAX_SCORED_SENTENCES < 46
-    assert scored[0] == "Parking permits are issued by reception."  # the word match is compared first
-    assert scored[1:4] == [f"Note 0 says thing number {j}." for j in range(3)]  # then retrieval order
+    [texts] = seen
+    sentences, in_context = texts[:MAX_SCORED_SENTENCES], texts[MAX_SCORED_SENTENCES:]
+    assert len(sentences) == MAX_SCORED_SENTENCES < 46  # a bounded number, each also read in context
+    assert sentences[0] == "Parking permits are issued by reception."  # the word match is compared first
+    assert sentences[1:4] == [f"Note 0 says thing number {j}." for j in range(3)]  # then retrieval order
+    assert in_context[0] == "Note 0 says thing number 0. Note 0 says thing number 1."
+    assert len(in_context) == MAX_SCORED_SENTENCES - 1 - 5  # no window for a note's first sentence
     assert "[source: n9]" in answer
+
+
+def test_a_sentence_is_read_with_the_one_before_it() -> None:
+    named = "The lighthouse of Alexandria stood on the island of Pharos."
+    height = "It was about one hundred metres tall."
+    hits = [Hit(id="pharos-00000", score=0.7, text=f"{named} {height} Ships used it at night.")]
+    seen: list[str] = []
+
+    def relevance(texts: list[str]) -> list[float]:  # only the height, in context, answers
+        seen.extend(texts)
+        return [
+            0.8 if "Alexandria" in t and "tall" in t else 0.75 if "Alexandria" in t else 0.1 for t in texts
+        ]
+
+    answer = extractive_answer("How tall was the lighthouse of Alexandria?", hits, relevance=relevance)
+    assert f"{named} {height}" in seen  # "It was … tall" alone names nothing
+    assert height in body_and_sources(answer)[0]

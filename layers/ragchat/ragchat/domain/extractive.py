@@ -11,14 +11,15 @@ removed — followed by ``[source: <id>]``, then the ``Sources: id1, id2`` line.
 shares a word with the question (retrieval already judged the notes relevant) the first sentence of
 the top note is given. Deterministic, and the output passes ``validate_citations`` unchanged.
 
-By meaning: given a ``relevance`` callable (each candidate sentence's similarity to the question,
-e.g. the cosine of sentence embeddings; the caller supplies it, this module imports nothing outer)
-a sentence scores its similarity + ``LEXICAL_WEIGHT`` × its BM25 over the best BM25 (0 without a
-shared word), so a question in the user's own words finds the sentence that means it, while an
-exact identifier or error code still wins a near-tie. The sentences within ``RELATIVE_MARGIN`` of
-the best score are kept (at most ``max_sentences``), near-duplicates skipped, in reading order, as
-above. Only the ``MAX_SCORED_SENTENCES`` best by BM25 (ties: retrieval rank, then position) are
-compared by meaning, which bounds what an answer costs to embed.
+By meaning: given a ``relevance`` callable (each text's similarity to the question, e.g. the cosine
+of sentence embeddings; the caller supplies it, this module imports nothing outer) a sentence scores
+its similarity (alone, or read with the sentence before it in its note, whichever is higher: "It
+was about 100 metres tall." names nothing alone) + ``LEXICAL_WEIGHT`` × its BM25 over the best BM25
+(0 without a shared word), so a question in the user's own words finds the sentence that means
+it, while an exact identifier or error code still wins a near-tie. The sentences within
+``RELATIVE_MARGIN`` of the best score are kept (at most ``max_sentences``), near-duplicates
+skipped, in reading order, as above. Only the ``MAX_SCORED_SENTENCES`` best by BM25 (ties:
+retrieval rank, then position) are compared by meaning, which bounds what an answer costs to embed.
 """
 
 from __future__ import annotations
@@ -230,13 +231,23 @@ def _by_words(candidates: list[_Candidate], min_relative: float, limit: int) -> 
 
 
 def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) -> list[_Candidate]:
-    """The best sentences by similarity + ``LEXICAL_WEIGHT`` × normalised BM25, within
-    ``RELATIVE_MARGIN`` of the best, among the ``MAX_SCORED_SENTENCES`` best by BM25 (ties: the
-    better-ranked hit, then the earlier sentence)."""
+    """The best sentences by similarity (the sentence's, or the sentence read with the one before
+    it, whichever is higher) + ``LEXICAL_WEIGHT`` × normalised BM25, within ``RELATIVE_MARGIN`` of
+    the best, among the ``MAX_SCORED_SENTENCES`` best by BM25 (ties: the better-ranked hit, then the
+    earlier sentence)."""
+    text_at = {(c.hit_rank, c.position): c.text for c in candidates}
     candidates = _best_first(candidates)[:MAX_SCORED_SENTENCES]
-    similarities = relevance([c.text for c in candidates])
-    if len(similarities) != len(candidates):
-        raise ValueError(f"relevance gave {len(similarities)} scores for {len(candidates)} sentences")
+    # each sentence is also read with the one before it: "It was 100 metres tall." names nothing alone
+    windows = {
+        i: f"{before} {c.text}"
+        for i, c in enumerate(candidates)
+        if (before := text_at.get((c.hit_rank, c.position - 1)))
+    }
+    scored = relevance([c.text for c in candidates] + list(windows.values()))
+    if len(scored) != len(candidates) + len(windows):
+        raise ValueError(f"relevance gave {len(scored)} scores for {len(candidates) + len(windows)} texts")
+    in_context = dict(zip(windows, scored[len(candidates) :], strict=True))
+    similarities = [max(alone, in_context.get(i, alone)) for i, alone in enumerate(scored[: len(candidates)])]
     top_bm25 = max(c.score for c in candidates)
     for c, similarity in zip(candidates, similarities, strict=True):
         lexical = c.score / top_bm25 if top_bm25 > 0 else 0.0
