@@ -13,13 +13,14 @@ the top note is given. Deterministic, and the output passes ``validate_citations
 
 By meaning: given a ``relevance`` callable (each text's similarity to the question, e.g. the cosine
 of sentence embeddings; the caller supplies it, this module imports nothing outer) a sentence scores
-its similarity (alone, or read with the sentence before it in its note, whichever is higher: "It
-was about 100 metres tall." names nothing alone) + ``LEXICAL_WEIGHT`` × its BM25 over the best BM25
-(0 without a shared word), so a question in the user's own words finds the sentence that means
-it, while an exact identifier or error code still wins a near-tie. The sentences within
-``RELATIVE_MARGIN`` of the best score are kept (at most ``max_sentences``), near-duplicates
-skipped, in reading order, as above. Only the ``MAX_SCORED_SENTENCES`` best by BM25 (ties:
-retrieval rank, then position) are compared by meaning, which bounds what an answer costs to embed.
+its similarity + ``LEXICAL_WEIGHT`` × its BM25 over the best BM25 (0 without a shared word), so a
+question in the user's own words finds the sentence that means it, while an exact identifier or
+error code still wins a near-tie. A sentence that refers back ("It was about 100 metres tall.")
+is also read with the sentence before it in its note, and the higher similarity counts. The
+sentences within ``RELATIVE_MARGIN`` of the best score are kept (at most ``max_sentences``),
+near-duplicates skipped, in reading order, as above. Only the ``MAX_SCORED_SENTENCES`` best by BM25
+(ties: retrieval rank, then position) are compared by meaning, which bounds what an answer costs to
+embed.
 """
 
 from __future__ import annotations
@@ -231,17 +232,17 @@ def _by_words(candidates: list[_Candidate], min_relative: float, limit: int) -> 
 
 
 def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) -> list[_Candidate]:
-    """The best sentences by similarity (the sentence's, or the sentence read with the one before
-    it, whichever is higher) + ``LEXICAL_WEIGHT`` × normalised BM25, within ``RELATIVE_MARGIN`` of
+    """The best sentences by similarity (a sentence that refers back: also read with the one before
+    it, the higher counting) + ``LEXICAL_WEIGHT`` × normalised BM25, within ``RELATIVE_MARGIN`` of
     the best, among the ``MAX_SCORED_SENTENCES`` best by BM25 (ties: the better-ranked hit, then the
     earlier sentence)."""
     text_at = {(c.hit_rank, c.position): c.text for c in candidates}
     candidates = _best_first(candidates)[:MAX_SCORED_SENTENCES]
-    # each sentence is also read with the one before it: "It was 100 metres tall." names nothing alone
+    # a sentence that refers back ("It was 100 metres tall.") is also read with the one before it
     windows = {
         i: f"{before} {c.text}"
         for i, c in enumerate(candidates)
-        if (before := text_at.get((c.hit_rank, c.position - 1)))
+        if _refers_back(c.text) and (before := text_at.get((c.hit_rank, c.position - 1)))
     }
     scored = relevance([c.text for c in candidates] + list(windows.values()))
     if len(scored) != len(candidates) + len(windows):
@@ -255,6 +256,18 @@ def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) 
     ordered = _best_first(candidates)
     floor = ordered[0].score - RELATIVE_MARGIN
     return _distinct([c for c in ordered if c.score >= floor], limit)
+
+
+#: first words by which a sentence refers back to the one before it (and names nothing alone)
+REFERRING_WORDS = frozenset(
+    """it its this these that those they their them he she his her such both either neither there
+    here then also however otherwise instead""".split()  # noqa: SIM905
+)
+
+
+def _refers_back(sentence: str) -> bool:
+    first = _WORD.match(sentence.lstrip("\"'(“‘ "))
+    return first is not None and first.group(0).lower() in REFERRING_WORDS
 
 
 def _score(candidates: list[_Candidate], query: set[str]) -> None:
