@@ -60,6 +60,34 @@ def passage_table(
     return embed_cached(embedder, texts, "squad-passages"), owned, words
 
 
+def fold_signals(
+    questions: list[str],
+    q_vecs: Any,
+    scores: Any,
+    kb_index: Any,
+    table: tuple[Any, list[list[int]], list[list[set[str]]]],
+) -> list[Any]:
+    """Every question's answerability ``Signals`` against one fold's KB (its top 3 paragraphs as the
+    top chunks; keyword ``coverage`` is not computed here and stays 0)."""
+    import numpy as np
+    from ragchat.domain.answerability import MAX_PASSAGES, Signals, content_words
+
+    p_vecs, owned, words = table
+    top3 = np.argsort(-scores, axis=1)[:, :3]
+    out = []
+    for i, question in enumerate(questions):
+        paras = kb_index[top3[i]]
+        sims = scores[i, top3[i]]
+        rows = [r for p in paras for r in owned[p]][:MAX_PASSAGES]
+        passage = float((p_vecs[rows] @ q_vecs[i]).max()) if rows else None
+        asked = content_words(question)
+        cover = (
+            max((len(asked & w) / len(asked) for p in paras for w in words[p]), default=0.0) if asked else 0.0
+        )
+        out.append(Signals(float(sims[0]), passage, 0.0, cover, float(sims[0] - sims[1:].mean())))
+    return out
+
+
 def decision_answers(
     questions: list[str],
     q_vecs: Any,
@@ -70,25 +98,11 @@ def decision_answers(
     """The calibrated decision (default MIN_SIMILARITY) for every question against one fold's KB."""
     import numpy as np
     from ragchat.config import DEFAULT_MIN_SIMILARITY
-    from ragchat.domain.answerability import CALIBRATED, MAX_PASSAGES, Signals, content_words, decide
+    from ragchat.domain.answerability import CALIBRATED, decide
 
     model = "all-MiniLM-L6-v2"
-    p_vecs, owned, words = table
-    top3 = np.argsort(-scores, axis=1)[:, :3]
-    out = np.zeros(len(questions), dtype=bool)
-    for i, question in enumerate(questions):
-        paras = kb_index[top3[i]]
-        sims = scores[i, top3[i]]
-        rows = [r for p in paras for r in owned[p]][:MAX_PASSAGES]
-        passage = float((p_vecs[rows] @ q_vecs[i]).max()) if rows else None
-        asked = content_words(question)
-        cover = (
-            max((len(asked & w) / len(asked) for p in paras for w in words[p]), default=0.0) if asked else 0.0
-        )
-        margin = float(sims[0] - sims[1:].mean())
-        signals = Signals(float(sims[0]), passage, 0.0, cover, margin)
-        out[i] = decide(signals, DEFAULT_MIN_SIMILARITY[model], CALIBRATED[model]).answer
-    return out
+    signals = fold_signals(questions, q_vecs, scores, kb_index, table)
+    return np.array([decide(s, DEFAULT_MIN_SIMILARITY[model], CALIBRATED[model]).answer for s in signals])
 
 
 def fold_figures(
@@ -143,44 +157,30 @@ def fold_figures(
     }
 
 
-def squad_signals() -> list[tuple[list[dict[str, float]], Any]]:
-    """For each fold (even / odd articles indexed): every question's answerability signals (as
-    :func:`decision_answers` computes them) and its class: ``in`` (answerable, in the KB), ``out``
-    (about an article not indexed) or ``unans`` (unanswerable, in the KB). Used by
-    ``bench_grounding.py --select`` to keep SQuAD's balanced accuracy while choosing signals."""
+def squad_signals() -> list[tuple[list[dict[str, Any]], Any]]:
+    """For each fold (even / odd articles indexed): every question's answerability signals
+    (:func:`fold_signals`) and its class: ``in`` (answerable, in the KB), ``out`` (about an article
+    not indexed) or ``unans`` (unanswerable, in the KB). Used by ``bench_grounding.py --select`` to
+    keep SQuAD's balanced accuracy while choosing signals."""
+    import dataclasses
+
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
-    from ragchat.domain.answerability import MAX_PASSAGES, content_words
 
     articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
     paragraphs, para_article, questions, q_article, _, q_answerable = load_squad(articles)
     embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
     p_vecs = embed_cached(embedder, indexed_texts(articles, paragraphs, para_article), "squad-paragraphs")
     q_vecs = embed_cached(embedder, questions, "squad-questions")
-    pv, owned, words = passage_table(embedder, paragraphs, [articles[a]["title"] for a in para_article])
+    table = passage_table(embedder, paragraphs, [articles[a]["title"] for a in para_article])
     pa, qa, ans = np.asarray(para_article), np.asarray(q_article), np.asarray(q_answerable)
     folds = []
     for parity in (0, 1):
         kb = np.flatnonzero(np.isin(pa, [a for a in range(len(articles)) if a % 2 == parity]))
-        scores = q_vecs @ p_vecs[kb].T
-        top3 = np.argsort(-scores, axis=1)[:, :3]
-        signals = []
-        for i, question in enumerate(questions):
-            paras, sims = kb[top3[i]], scores[i, top3[i]]
-            rows = [r for p in paras for r in owned[p]][:MAX_PASSAGES]
-            asked = content_words(question)
-            cover = max((len(asked & w) / len(asked) for p in paras for w in words[p]), default=0.0)
-            signals.append(
-                {
-                    "top": float(sims[0]),
-                    "passage": float((pv[rows] @ q_vecs[i]).max()),
-                    "coverage": 0.0,
-                    "sentence_coverage": cover if asked else 0.0,
-                    "margin": float(sims[0] - sims[1:].mean()),
-                }
-            )
+        signals = fold_signals(questions, q_vecs, q_vecs @ p_vecs[kb].T, kb, table)
         in_kb = np.isin(qa, pa[kb])
-        folds.append((signals, np.where(in_kb & ans, "in", np.where(~in_kb, "out", "unans"))))
+        classes = np.where(in_kb & ans, "in", np.where(~in_kb, "out", "unans"))
+        folds.append(([dataclasses.asdict(x) for x in signals], classes))
     return folds
 
 

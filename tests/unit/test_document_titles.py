@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 from ragchat.config import load_settings
 from ragchat.domain.answerability import evidence_passages
-from ragchat.domain.models import Document, SearchFilter, VectorRecord
+from ragchat.domain.models import Document, Note, SearchFilter, VectorRecord
 from ragchat.services.retrieval import Retriever
 from ragchat.services.titles import TITLE_TTL_S, DocumentTitles
 
@@ -33,7 +33,7 @@ class CountingStore(FakeDocumentStore):
 
     def get_notes_and_documents(
         self, owner: str, note_ids: Sequence[str], document_ids: Sequence[str]
-    ) -> tuple[list, list]:  # type: ignore[type-arg]
+    ) -> tuple[list[Note], list[Document]]:
         self.reads += 1
         if self.fail:
             raise ConnectionError("store down")

@@ -59,11 +59,11 @@ class Settings(BaseSettings):
     # grounding set (bench/results/scifact.md, grounding.md); S3 Vectors falls back to vector.
     retrieval_mode: Literal["vector", "hybrid"] = Field("hybrid", alias="RETRIEVAL_MODE")
     # answer-or-refuse: the calibrated decision (embeds the top chunks' title-prefixed passages: more
-    # accurate, up to ~250 ms more per question on 2 CPU cores when the passages are new) or the top-1
-    # similarity rule
+    # accurate, ~220 ms more per SciFact question on 2 CPU cores when the passages are new) or the
+    # top-1 similarity rule
     answerability: Literal["calibrated", "similarity"] = Field("calibrated", alias="ANSWERABILITY")
     # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences embedded per
-    # answer, ~100 ms when new) or by shared words alone (BM25); Bedrock embedders always use words
+    # answer, ~120 ms when new) or by shared words alone (BM25); Bedrock embedders always use words
     extractive_sentences: Literal["meaning", "words"] = Field("meaning", alias="EXTRACTIVE_SENTENCES")
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
 
