@@ -6,6 +6,13 @@ from collections.abc import Sequence
 
 from ragchat.adapters.local.sqlite_store.db import BATCH, SqliteDatabase, placeholders
 
+# Add ``amount`` to a live counter, or start it afresh (``amount``, new expiry) when it is missing or
+# expired; the callers append RETURNING (and increment_up_to its limit check).
+_ADD = """INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
+    ON CONFLICT (key) DO UPDATE SET
+        value = CASE WHEN counters.expires_at <= :now THEN :amount ELSE counters.value + :amount END,
+        expires_at = CASE WHEN counters.expires_at <= :now THEN :expires ELSE counters.expires_at END"""
+
 
 class SqliteCounters:
     """``Counters`` on SQLite: one atomic ``INSERT … ON CONFLICT DO UPDATE … RETURNING`` per increment.
@@ -21,13 +28,7 @@ class SqliteCounters:
     def increment(self, key: str, *, amount: int = 1, ttl_seconds: float, now: float) -> int:
         with self.db.write() as conn:
             row = conn.execute(
-                """INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
-                ON CONFLICT (key) DO UPDATE SET
-                    value = CASE WHEN counters.expires_at <= :now THEN :amount
-                                 ELSE counters.value + :amount END,
-                    expires_at = CASE WHEN counters.expires_at <= :now THEN :expires
-                                      ELSE counters.expires_at END
-                RETURNING value""",
+                _ADD + " RETURNING value",
                 {"key": key, "amount": int(amount), "expires": float(now) + float(ttl_seconds), "now": now},
             ).fetchone()
             self._writes += 1
@@ -44,14 +45,8 @@ class SqliteCounters:
             # The upsert's WHERE leaves a live counter that would go over ``limit`` untouched, and
             # then RETURNING yields no row: check and add are one statement.
             row = conn.execute(
-                """INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :expires)
-                ON CONFLICT (key) DO UPDATE SET
-                    value = CASE WHEN counters.expires_at <= :now THEN :amount
-                                 ELSE counters.value + :amount END,
-                    expires_at = CASE WHEN counters.expires_at <= :now THEN :expires
-                                      ELSE counters.expires_at END
-                WHERE counters.expires_at <= :now OR counters.value + :amount <= :limit
-                RETURNING value""",
+                _ADD
+                + " WHERE counters.expires_at <= :now OR counters.value + :amount <= :limit RETURNING value",
                 {
                     "key": key,
                     "amount": int(amount),
