@@ -257,3 +257,35 @@ def test_a_sentence_is_read_with_the_one_before_it() -> None:
     answer = extractive_answer("How tall was the lighthouse of Alexandria?", hits, relevance=relevance)
     assert f"{named} {height}" in seen  # "It was … tall" alone names nothing
     assert height in body_and_sources(answer)[0]
+
+
+def test_a_request_carrying_the_question_vector_does_not_embed_the_question_again() -> None:
+    embedder = FakeEmbedder()
+    model = ExtractiveChatModel(PassageVectors(embedder), query_embedder=embedder)
+    request = _request()
+    request.question_vector = embedder.vector_for("home office allowance money")
+    model.complete(request)
+    assert embedder.query_calls == 0 and QUESTION not in embedder.embedded_texts
+
+
+def test_a_question_asked_by_meaning_is_embedded_once() -> None:
+    from ragchat.config import load_settings
+    from ragchat.domain.models import VectorRecord
+    from ragchat.services.answering import AskService
+    from ragchat.services.retrieval import Retriever
+
+    from tests.fakes import FakeVectorIndex
+
+    embedder = FakeEmbedder()
+    index = FakeVectorIndex(dimension=embedder.dimension)
+    for hit in HITS:
+        index.upsert(
+            [VectorRecord(hit.id, embedder.vector_for(hit.text), hit.text, "alice", hit.document_id, 0)]
+        )
+    settings = load_settings({"RETRIEVAL_MODE": "vector", "MIN_SIMILARITY": "-1"})
+    vectors = PassageVectors(embedder)
+    retriever = Retriever(embedder, index, settings, passage_vectors=vectors)
+    ask = AskService(retriever, ExtractiveChatModel(vectors, query_embedder=embedder), settings)
+    result = ask.ask("alice", "home desk equipment money")
+    assert not result.guard_used and result.sources
+    assert embedder.query_calls == 1  # retrieval's vector served the answerer too

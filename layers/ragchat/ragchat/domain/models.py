@@ -217,6 +217,9 @@ class ModelRequest:
     # Seconds this call may take in all (its share of the turn budget); adapters bound their
     # attempts by it. ``None``: only the adapter's own connect / first-token timeouts.
     timeout_s: float | None = None
+    # The question's embedding when retrieval made one (the extractive answerer reuses it rather
+    # than embedding the question a second time).
+    question_vector: list[float] | None = None
 
 
 @dataclass(slots=True)

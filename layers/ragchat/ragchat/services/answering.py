@@ -101,6 +101,7 @@ class Answerer:
             messages=model_messages(history, question),
             sources=list(retrieval.hits),
             question=question,
+            question_vector=retrieval.query_vector,
         )
 
     def finish(

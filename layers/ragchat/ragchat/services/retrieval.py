@@ -63,6 +63,8 @@ class Retrieval:
     question: str = ""
     top_similarity: float | None = None
     decision: Decision | None = None
+    # the question's embedding (answered retrievals): the extractive answerer reuses it
+    query_vector: list[float] | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -183,7 +185,6 @@ class Retriever:
             raise ValidationError("A question is required")
         top_k = self.settings.top_k
         timings: dict[str, float] = {}
-
         if self.index.count(flt.owner) == 0:
             return self._guard(
                 EMPTY_KNOWLEDGE_BASE, q, conversation_id, hits=[], top_k=top_k, timings=timings
@@ -234,6 +235,7 @@ class Retriever:
             question=q,
             top_similarity=top1,
             decision=decision,
+            query_vector=vector,
         )
 
     def _decide(

@@ -55,16 +55,17 @@ class ExtractiveChatModel:
         question, hits = request.question, request.sources
         if self.relevance_vectors is not None:
             try:
-                text = extractive_answer(question, hits, relevance=self._relevance(question))
+                relevance = self._relevance(question, request.question_vector)
+                text = extractive_answer(question, hits, relevance=relevance)
                 return Completion(text=text, model=self.model_id)
             except Exception as exc:  # by meaning is a refinement: BM25 still answers
                 reason = f"{type(exc).__name__}: {exc}"
                 logger.warning("extractive: sentence relevance failed (%s); BM25 only", reason)
         return Completion(text=extractive_answer(question, hits), model=self.model_id)
 
-    def _relevance(self, question: str) -> _Relevance:
+    def _relevance(self, question: str, vector: list[float] | None) -> _Relevance:
         assert self.relevance_vectors is not None and self.query_embedder is not None
-        return _Relevance(question, self.relevance_vectors, self.query_embedder)
+        return _Relevance(question, vector, self.relevance_vectors, self.query_embedder)
 
     def stream(self, request: ModelRequest) -> Iterator[str]:
         """The same answer, in deltas of a few words (their concatenation is the answer)."""
@@ -79,14 +80,17 @@ class ExtractiveChatModel:
 
 class _Relevance:
     """Cosine similarity of each sentence to the question (dot product of unit vectors). The
-    question is embedded only when sentences are scored (an answer without sentences embeds
-    nothing)."""
+    question's vector is retrieval's when the request carries it; otherwise the question is embedded,
+    and only when sentences are scored (an answer without sentences embeds nothing)."""
 
-    def __init__(self, question: str, vectors: TextVectors, embedder: QueryEmbedder) -> None:
+    def __init__(
+        self, question: str, vector: list[float] | None, vectors: TextVectors, embedder: QueryEmbedder
+    ) -> None:
         self._question = question
+        self._query = vector
         self._vectors = vectors
         self._embedder = embedder
 
     def __call__(self, sentences: list[str]) -> list[float]:
-        query = self._embedder.embed_query(self._question)
+        query = self._query if self._query is not None else self._embedder.embed_query(self._question)
         return [sum(a * b for a, b in zip(query, v, strict=True)) for v in self._vectors(sentences)]
