@@ -72,6 +72,9 @@ def build(tmp: str) -> Any:
         doc = container.ingestion.submit_file(OWNER, data=data, filename=name)
         names[doc.id] = name
     container.launcher.wait_idle(600)
+    wait_warm = getattr(container.launcher, "wait_warm", None)
+    if wait_warm is not None:  # evidence vectors precomputed, as a serving instance has them
+        wait_warm(600)
     return container, names
 
 

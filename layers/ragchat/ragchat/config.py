@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences embedded per
     # answer, ~120 ms when new) or by shared words alone (BM25); Bedrock embedders always use words
     extractive_sentences: Literal["meaning", "words"] = Field("meaning", alias="EXTRACTIVE_SENTENCES")
+    # local (SQLite index): embed those passages and sentences once a document is READY, in the
+    # background, so a question embeds only itself (ragchat.services.evidence; ~7 KB per chunk)
+    precompute_evidence: bool = Field(True, alias="PRECOMPUTE_EVIDENCE")
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
 
     # --- backends ----------------------------------------------------------------------------

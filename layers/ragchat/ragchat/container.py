@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Counters,
         DocumentStore,
         Embedder,
+        EvidenceStore,
         IngestionLauncher,
         Metrics,
         VectorIndex,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ragchat.services.answering import AskService
     from ragchat.services.chat import ChatService
     from ragchat.services.documents import DocumentService
+    from ragchat.services.evidence import EvidenceWarmer
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.limits import RequestLimiter
     from ragchat.services.retrieval import PassageVectors, Retriever
@@ -241,9 +243,50 @@ class Container:
             return StepFunctionsLauncher(arn, self._client("stepfunctions"))
         from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 
-        launcher = InlineIngestionLauncher(lambda: self.ingest_steps)
+        warmer = self.evidence_warmer
+        launcher = InlineIngestionLauncher(lambda: self.ingest_steps, warmer=warmer)
         self._opened(launcher.close)
         return launcher
+
+    @cached_property
+    def evidence_store(self) -> EvidenceStore | None:
+        """Precomputed passage and sentence vectors (local SQLite index only; ``None`` elsewhere or
+        with ``PRECOMPUTE_EVIDENCE=false``)."""
+        if not self.settings.precompute_evidence or self.settings.vector_index_kind != "sqlite":
+            return None
+        from ragchat.adapters.local.sqlite_store.evidence import SqliteEvidenceStore
+
+        return SqliteEvidenceStore(self._sqlite, getattr(self.embedder, "model_id", ""))
+
+    @cached_property
+    def evidence_warmer(self) -> EvidenceWarmer | None:
+        """Embeds a READY document's evidence texts: the decision's passages when its embedding model
+        is calibrated, the extractive answer's sentences when it picks them by meaning."""
+        store = self.evidence_store
+        if store is None:
+            return None
+        from ragchat.domain.answerability import CALIBRATED
+        from ragchat.services.evidence import EvidenceWarmer
+
+        model_id = getattr(self.embedder, "model_id", "")
+        passages = self.settings.answerability == "calibrated" and model_id in CALIBRATED
+        sentences = self._extractive_by_meaning()
+        if not (passages or sentences):
+            return None
+        return EvidenceWarmer(self.documents, store, self.embedder, passages=passages, sentences=sentences)
+
+    def _extractive_by_meaning(self) -> bool:
+        """Whether answers are extractive, picking sentences by meaning: the chat model's own say when
+        it is built (or given), else what ``chat_model`` would build (without building it)."""
+        from ragchat.adapters.local.extractive import ExtractiveChatModel
+
+        if "chat_model" in self.__dict__:
+            model = self.__dict__["chat_model"]
+            return isinstance(model, ExtractiveChatModel) and model.relevance_vectors is not None
+        s = self.settings
+        key = s.anthropic_api_key or s.anthropic_secret_name
+        extractive = s.chat_model == "extractive" or (s.chat_model == "auto" and not key)
+        return extractive and s.embedder_kind == "minilm" and s.extractive_sentences == "meaning"
 
     @cached_property
     def chat_model(self) -> ChatModel:
@@ -310,7 +353,7 @@ class Container:
         decision and the extractive answerer."""
         from ragchat.services.retrieval import PassageVectors
 
-        return PassageVectors(self.embedder)
+        return PassageVectors(self.embedder, store=self.evidence_store)
 
     @cached_property
     def retriever(self) -> Retriever:

@@ -306,3 +306,26 @@ class Metrics(Protocol):
         ``Milliseconds``, ``Seconds``); ``dimensions`` (e.g. ``{"phase": "vector_search"}``) split it.
         Never raises: a metric that cannot be recorded is dropped."""
         ...
+
+
+@runtime_checkable
+class EvidenceStore(Protocol):
+    """Vectors of the texts a question embeds for a chunk (its decision's passages and its answer's
+    sentences), computed ahead of time after ingestion (local SQLite only; see
+    ``ragchat.services.evidence``). A text is found only by its exact value and embedding model."""
+
+    def vectors_of(self, chunk_ids: Sequence[str], texts: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of those ``texts`` that ``chunk_ids`` have (the others are absent)."""
+        ...
+
+    def put(self, vectors: Mapping[str, Sequence[tuple[str, Sequence[float]]]]) -> int:
+        """Store ``chunk_id → [(text, vector), …]`` for chunks still indexed; returns rows written."""
+        ...
+
+    def mark(self, owner: str, document_id: str, version: str | None, title: str) -> None:
+        """Record that a document (content ``version``, ``title``) has all its evidence vectors."""
+        ...
+
+    def unwarmed(self) -> list[tuple[str, str]]:
+        """``(owner, document_id)`` of READY documents whose evidence is missing or outdated."""
+        ...

@@ -102,6 +102,21 @@ def _prepare(container: Container, samples: bool) -> None:
         typer.echo(
             f"Samples: {len(submitted)} queued for ingestion" if submitted else "Samples: already ingested"
         )
+    warming = warm_unwarmed(container)
+    if warming:
+        typer.echo(f"Embedding the evidence of {warming} document(s) in the background", err=True)
+
+
+def warm_unwarmed(container: Container) -> int:
+    """Queue READY documents whose evidence vectors are missing (ingested by ``ragchat ingest``, or
+    before this version, or cut short by a stop); the worker embeds them when it is idle."""
+    warmer = container.evidence_warmer
+    warm = getattr(container.launcher, "warm", None)
+    if warmer is None or warm is None:
+        return 0
+    pending = warmer.pending()
+    warm(pending)
+    return len(pending)
 
 
 def _banner(settings: Settings, url: str) -> None:

@@ -25,6 +25,7 @@ embed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -240,7 +241,7 @@ def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) 
     candidates = _best_first(candidates)[:MAX_SCORED_SENTENCES]
     # a sentence that refers back ("It was 100 metres tall.") is also read with the one before it
     windows = {
-        i: f"{before} {c.text}"
+        i: with_before(before, c.text)
         for i, c in enumerate(candidates)
         if _refers_back(c.text) and (before := text_at.get((c.hit_rank, c.position - 1)))
     }
@@ -256,6 +257,22 @@ def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) 
     ordered = _best_first(candidates)
     floor = ordered[0].score - RELATIVE_MARGIN
     return _distinct([c for c in ordered if c.score >= floor], limit)
+
+
+def with_before(before: str, sentence: str) -> str:
+    """A sentence that refers back, read with the one before it."""
+    return f"{before} {sentence}"
+
+
+def relevance_texts(text: str) -> list[str]:
+    """Every text the answer by meaning may embed for a chunk of ``text``: its plain sentences, and
+    each sentence that refers back read with the one before it (what :func:`extractive_answer`
+    passes to ``relevance``; embedded ahead of time by ``ragchat.services.evidence``)."""
+    plains = [plain_text(s) for s in split_sentences(strip_citations(text))]
+    windows = [
+        with_before(before, p) for before, p in itertools.pairwise(plains) if before and p and _refers_back(p)
+    ]
+    return [p for p in plains if p] + windows
 
 
 #: first words by which a sentence refers back to the one before it (and names nothing alone)

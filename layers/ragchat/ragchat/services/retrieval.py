@@ -39,7 +39,7 @@ from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import Embedder, Metrics, VectorIndex
+    from ragchat.ports import Embedder, EvidenceStore, Metrics, VectorIndex
     from ragchat.services.titles import DocumentTitles
 
 logger = Logger(service="ragchat", child=True)
@@ -80,31 +80,52 @@ PASSAGE_CACHE_SIZE = 4096  # passage vectors kept in memory (~6 MB at 384 dimens
 
 
 class PassageVectors:
-    """The answerability decision's passage embeddings, remembered by text (an embedding is a pure
-    function of its text): a question that lands on chunks asked about before embeds nothing new.
-    Bounded (least recently used out first) and safe across the server's threads."""
+    """The answerability decision's passage embeddings (and the answer's sentences), remembered by
+    text (an embedding is a pure function of its text): a question that lands on chunks asked about
+    before embeds nothing new. Bounded (least recently used out first) and safe across the server's
+    threads. With an ``EvidenceStore`` (local), texts not in memory are first looked up among the
+    vectors precomputed for the chunks they come from (``chunk_ids``; ``ragchat.services.evidence``);
+    only the rest is embedded."""
 
-    def __init__(self, embedder: Embedder, size: int = PASSAGE_CACHE_SIZE) -> None:
+    def __init__(
+        self, embedder: Embedder, size: int = PASSAGE_CACHE_SIZE, *, store: EvidenceStore | None = None
+    ) -> None:
         self._embedder = embedder
         self._size = max(0, size)
+        self._store = store
         self._vectors: OrderedDict[str, list[float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(self, passages: Sequence[str]) -> list[list[float]]:
+    def __call__(self, passages: Sequence[str], chunk_ids: Sequence[str] = ()) -> list[list[float]]:
         with self._lock:
             known = {p: self._vectors[p] for p in passages if p in self._vectors}
             for p in known:
                 self._vectors.move_to_end(p)
         missing = list(dict.fromkeys(p for p in passages if p not in known))
+        if missing and chunk_ids and self._store is not None:
+            try:
+                stored = self._store.vectors_of(chunk_ids, missing)
+            except Exception as exc:  # a refinement: the texts are embedded instead
+                logger.warning("evidence.read_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+                stored = {}
+            self._remember(stored)
+            known.update(stored)
+            missing = [p for p in missing if p not in stored]
         if missing:
             fresh = self._embedder.embed_documents(missing)
-            known.update(zip(missing, fresh, strict=True))
-            with self._lock:
-                for p, v in zip(missing, fresh, strict=True):
-                    self._vectors[p] = v
-                while len(self._vectors) > self._size:
-                    self._vectors.popitem(last=False)
+            embedded = dict(zip(missing, fresh, strict=True))
+            self._remember(embedded)
+            known.update(embedded)
         return [known[p] for p in passages]
+
+    def _remember(self, vectors: dict[str, list[float]]) -> None:
+        if not vectors:
+            return
+        with self._lock:
+            for p, v in vectors.items():
+                self._vectors[p] = v
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
 
 
 class Retriever:
@@ -258,8 +279,9 @@ class Retriever:
         if coefficients is not None and vector_hits:
             t = time.perf_counter()
             passages = evidence_passages(texts, titles=self._titles(owner, vector_hits))
+            chunks = [h.id for h in vector_hits[:EVIDENCE_CHUNKS]]
             if passages:
-                vectors = self._retry_once("embed_passages", lambda: self.passage_vectors(passages))
+                vectors = self._retry_once("embed_passages", lambda: self.passage_vectors(passages, chunks))
                 passage_scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
             timings["answerability"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]

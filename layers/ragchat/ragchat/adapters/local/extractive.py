@@ -27,9 +27,10 @@ WORDS_PER_DELTA = 6
 
 
 class TextVectors(Protocol):
-    """Unit vectors of texts, one per text, in order (``ragchat.services.retrieval.PassageVectors``)."""
+    """Unit vectors of texts, one per text, in order (``ragchat.services.retrieval.PassageVectors``);
+    ``chunk_ids``: the chunks the texts come from (where precomputed vectors are looked up)."""
 
-    def __call__(self, texts: Sequence[str], /) -> list[list[float]]: ...
+    def __call__(self, texts: Sequence[str], chunk_ids: Sequence[str] = (), /) -> list[list[float]]: ...
 
 
 class QueryEmbedder(Protocol):
@@ -55,7 +56,8 @@ class ExtractiveChatModel:
         question, hits = request.question, request.sources
         if self.relevance_vectors is not None:
             try:
-                relevance = self._relevance(question, request.question_vector)
+                chunk_ids = [h.id for h in hits]
+                relevance = self._relevance(question, request.question_vector, chunk_ids)
                 text = extractive_answer(question, hits, relevance=relevance)
                 return Completion(text=text, model=self.model_id)
             except Exception as exc:  # by meaning is a refinement: BM25 still answers
@@ -63,9 +65,9 @@ class ExtractiveChatModel:
                 logger.warning("extractive: sentence relevance failed (%s); BM25 only", reason)
         return Completion(text=extractive_answer(question, hits), model=self.model_id)
 
-    def _relevance(self, question: str, vector: list[float] | None) -> _Relevance:
+    def _relevance(self, question: str, vector: list[float] | None, chunk_ids: list[str]) -> _Relevance:
         assert self.relevance_vectors is not None and self.query_embedder is not None
-        return _Relevance(question, vector, self.relevance_vectors, self.query_embedder)
+        return _Relevance(question, vector, self.relevance_vectors, self.query_embedder, chunk_ids)
 
     def stream(self, request: ModelRequest) -> Iterator[str]:
         """The same answer, in deltas of a few words (their concatenation is the answer)."""
@@ -84,13 +86,22 @@ class _Relevance:
     and only when sentences are scored (an answer without sentences embeds nothing)."""
 
     def __init__(
-        self, question: str, vector: list[float] | None, vectors: TextVectors, embedder: QueryEmbedder
+        self,
+        question: str,
+        vector: list[float] | None,
+        vectors: TextVectors,
+        embedder: QueryEmbedder,
+        chunk_ids: list[str],
     ) -> None:
         self._question = question
         self._query = vector
         self._vectors = vectors
         self._embedder = embedder
+        self._chunk_ids = chunk_ids
 
     def __call__(self, sentences: list[str]) -> list[float]:
         query = self._query if self._query is not None else self._embedder.embed_query(self._question)
-        return [sum(a * b for a, b in zip(query, v, strict=True)) for v in self._vectors(sentences)]
+        return [
+            sum(a * b for a, b in zip(query, v, strict=True))
+            for v in self._vectors(sentences, self._chunk_ids)
+        ]

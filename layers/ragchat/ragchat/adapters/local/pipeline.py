@@ -6,6 +6,10 @@ The worker is fair: it runs the documents in hand round by round, a slice of eac
 (:class:`~ragchat.services.ingest_runner.SlicedRunner`), so a short note posted while a big
 document is processing is READY a round or two later instead of after the big one; a document
 deleted meanwhile is dropped at its next slice.
+
+With a ``warmer`` (:class:`~ragchat.services.evidence.EvidenceWarmer`), a document that finished is
+queued for its evidence vectors, which the worker embeds only when no ingestion is waiting: the
+warmer yields between batches as soon as a document is started, and resumes later.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+Warmer = Callable[[str, str, Callable[[], bool]], bool]
 
 
 # Documents the worker takes from the queue per round (they are split before the round's embedding).
@@ -48,8 +53,12 @@ class InlineIngestionLauncher:
         *,
         max_documents_per_run: int = MAX_DOCUMENTS_PER_RUN,
         coalesce_texts: int = COALESCE_TEXTS,
+        warmer: Warmer | None = None,
     ) -> None:
         self._steps_factory = steps_factory
+        self._warmer = warmer
+        self._warm: deque[Key] = deque()  # documents whose evidence vectors are still to embed
+        self._warming = False
         self._max_per_run = max(1, int(max_documents_per_run))
         self._runner = SlicedRunner(coalesce_texts=coalesce_texts, max_new_per_round=self._max_per_run)
         self._queue: deque[Key] = deque()
@@ -89,6 +98,33 @@ class InlineIngestionLauncher:
         for owner, document_id in pending:
             self.start(owner, document_id)
 
+    def warm(self, keys: Iterable[Key]) -> None:
+        """Queue documents for their evidence vectors (e.g. READY ones a server finds unwarmed at
+        start); embedded when no ingestion is waiting. Without a warmer: nothing."""
+        if self._warmer is None:
+            return
+        with self._cond:
+            if self._closed:
+                return
+            for key in keys:
+                if key not in self._warm:
+                    self._warm.append(key)
+            if self._warm:
+                self._ensure_worker()
+                self._cond.notify_all()
+
+    def wait_warm(self, timeout: float = 30.0) -> bool:
+        """Block until ingestion is idle and no evidence is left to embed, at most ``timeout``
+        seconds. True when done."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._running or self._warm or self._warming:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
     def busy(self) -> bool:
         with self._cond:
             return bool(self._queue) or bool(self._running)
@@ -112,6 +148,7 @@ class InlineIngestionLauncher:
             self._queue.clear()
             self._queued.clear()
             self._rerun.clear()
+            self._warm.clear()
             self._cond.notify_all()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -126,12 +163,18 @@ class InlineIngestionLauncher:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._runner.active() and not self._closed:
+                while not self._queue and not self._runner.active() and not self._closed and not self._warm:
                     self._cond.wait()
                 if self._closed:
                     self._running.clear()  # left PENDING/PROCESSING: ``resume`` takes them up
                     self._cond.notify_all()
                     return
+                warm = self._warm.popleft() if not self._queue and not self._runner.active() else None
+                self._warming = warm is not None
+            if warm is not None:
+                self._warm_one(warm)
+                continue
+            with self._cond:
                 keys: list[Key] = []
                 while self._queue and len(keys) < self._max_per_run:
                     key = self._queue.popleft()
@@ -164,11 +207,31 @@ class InlineIngestionLauncher:
         with self._cond:
             return self._arrivals != self._seen and bool(self._queue)
 
+    def _warm_one(self, key: Key) -> None:
+        """Embed one document's evidence; it goes back to the front when an upload interrupted it."""
+        assert self._warmer is not None
+        done = True
+        try:
+            done = self._warmer(*key, self._upload_waiting)
+        except Exception:  # a refinement: questions embed what is missing themselves
+            logger.exception("evidence.warm_error", extra={"documentId": key[1]})
+        with self._cond:
+            self._warming = False
+            if not done and not self._closed and key not in self._warm:
+                self._warm.appendleft(key)
+            self._cond.notify_all()
+
+    def _upload_waiting(self) -> bool:
+        with self._cond:
+            return bool(self._queue) or self._closed
+
     def _finish(self, finished: list[Key]) -> None:
         with self._cond:
             for key in finished:
                 self._running.discard(key)
                 self.completed += 1
+                if self._warmer is not None and key not in self._warm:
+                    self._warm.append(key)
                 if key in self._rerun and not self._closed:
                     self._rerun.discard(key)
                     self._queue.append(key)

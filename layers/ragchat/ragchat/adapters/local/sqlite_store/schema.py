@@ -1,7 +1,8 @@
 """The schema of the local SQLite file: ordered migrations, one list of statements per step.
 
 The tables of every local adapter live here (documents, notes, conversations, messages, counters,
-and the vector index's ``vectors``/``vectors_fts``/``index_state``), so the file has one version.
+the vector index's ``vectors``/``vectors_fts``/``index_state``, and the precomputed
+``evidence_vectors``), so the file has one version.
 """
 
 from __future__ import annotations
@@ -120,6 +121,33 @@ MIGRATIONS: list[list[str]] = [
     # 4: the content version a document's ingestion is for (a step of an older one does nothing)
     [
         "ALTER TABLE documents ADD COLUMN version TEXT",
+    ],
+    # 5: vectors of the texts a question embeds for a chunk (its passages and sentences), computed
+    # after ingestion (``evidence.py``); they go with their chunk and with their document
+    [
+        """CREATE TABLE evidence_vectors (
+            chunk_id TEXT NOT NULL,
+            key BLOB NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (chunk_id, key)
+        ) WITHOUT ROWID""",
+        """CREATE TRIGGER vectors_evidence_ad AFTER DELETE ON vectors BEGIN
+            DELETE FROM evidence_vectors WHERE chunk_id = old.id;
+        END""",
+        """CREATE TRIGGER vectors_evidence_au AFTER UPDATE OF text ON vectors
+            WHEN old.text IS NOT new.text BEGIN
+            DELETE FROM evidence_vectors WHERE chunk_id = old.id;
+        END""",
+        """CREATE TABLE evidence_documents (
+            owner TEXT NOT NULL,
+            document_id TEXT NOT NULL,
+            version TEXT,
+            title TEXT NOT NULL,
+            PRIMARY KEY (owner, document_id)
+        )""",
+        """CREATE TRIGGER documents_evidence_ad AFTER DELETE ON documents BEGIN
+            DELETE FROM evidence_documents WHERE owner = old.owner AND document_id = old.id;
+        END""",
     ],
 ]
 

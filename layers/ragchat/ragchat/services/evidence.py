@@ -1,0 +1,126 @@
+"""Evidence vectors embedded after ingestion, so a question embeds only itself.
+
+With the defaults a question reads more than its hits' vectors: the calibrated decision embeds the
+top chunks' title-prefixed two-sentence passages (``ragchat.domain.answerability``) and the answer by
+meaning embeds the hits' sentences (``ragchat.domain.extractive``). Done at question time that is
+~340 ms of MiniLM per SciFact question on 2 cores whenever the chunks are new (bench/results/). Both
+depend only on a chunk's text and its document's title, so once a document is READY the local
+ingestion worker embeds them when it has nothing else to do (:class:`EvidenceWarmer`, a document at a
+time, in batches, yielding to new uploads) and keeps them in the ``EvidenceStore``, read by chunk at
+question time (:class:`~ragchat.services.retrieval.PassageVectors`). A text not stored yet (a question
+arriving before its document was warmed, a renamed document) is embedded then, as before: the
+answers are the same either way, only the time differs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.answerability import evidence_passages
+from ragchat.domain.citations import strip_citations
+from ragchat.domain.extractive import relevance_texts
+from ragchat.domain.models import DocumentStatus
+
+if TYPE_CHECKING:
+    from ragchat.domain.models import Note
+    from ragchat.ports import DocumentStore, Embedder, EvidenceStore
+
+logger = Logger(service="ragchat", child=True)
+
+#: texts per embedder call (the worker checks for new uploads between calls)
+WARM_BATCH = 128
+_NOTES_PAGE = 100
+
+
+def chunk_evidence_texts(text: str, title: str | None, *, passages: bool, sentences: bool) -> list[str]:
+    """What a question may embed for a chunk of ``text`` in a document titled ``title``: the
+    decision's passages and the answer's sentences, each once, in order."""
+    plain = strip_citations(text)
+    out: list[str] = []
+    if passages:
+        out += evidence_passages([plain], limit=1 << 30, titles=[title])
+    if sentences:
+        out += relevance_texts(text)
+    return list(dict.fromkeys(out))
+
+
+def _never() -> bool:
+    return False
+
+
+class EvidenceWarmer:
+    """Embeds and stores a READY document's evidence texts (``passages``: the decision's, needed when
+    the embedding model is calibrated; ``sentences``: the answer by meaning's)."""
+
+    def __init__(
+        self,
+        documents: DocumentStore,
+        store: EvidenceStore,
+        embedder: Embedder,
+        *,
+        passages: bool,
+        sentences: bool,
+        batch: int = WARM_BATCH,
+    ) -> None:
+        self.documents = documents
+        self.store = store
+        self.embedder = embedder
+        self.passages = passages
+        self.sentences = sentences
+        self.batch = max(1, int(batch))
+
+    def pending(self) -> list[tuple[str, str]]:
+        """Documents to warm (READY without current evidence): for a server that starts."""
+        return self.store.unwarmed() if (self.passages or self.sentences) else []
+
+    def __call__(
+        self, owner: str, document_id: str, should_yield: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Warm one document; ``False`` when it stopped early because ``should_yield()`` said so
+        (call again later: what is stored stays). A document gone or not READY is done."""
+        doc = self.documents.get_document(owner, document_id)
+        if doc is None or doc.status != DocumentStatus.READY or not (self.passages or self.sentences):
+            return True
+        started, embedded = time.perf_counter(), 0
+        cursor: str | None = None
+        while True:
+            page = self.documents.list_notes(owner, document_id=document_id, limit=_NOTES_PAGE, cursor=cursor)
+            embedded += self._warm_notes(page.items, doc.title, should_yield)
+            if should_yield():
+                return False
+            cursor = page.cursor
+            if not cursor:
+                break
+        self.store.mark(owner, document_id, doc.version, doc.title)
+        logger.info(
+            "evidence.warmed",
+            extra={
+                "documentId": document_id,
+                "texts": embedded,
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return True
+
+    def _warm_notes(self, notes: list[Note], title: str, should_yield: Callable[[], bool]) -> int:
+        """Embed and store the notes' texts not stored yet; returns how many were embedded."""
+        wanted = {
+            n.id: chunk_evidence_texts(n.text, title, passages=self.passages, sentences=self.sentences)
+            for n in notes
+        }
+        known = self.store.vectors_of(list(wanted), [t for texts in wanted.values() for t in texts])
+        missing = [(chunk, t) for chunk, texts in wanted.items() for t in texts if t not in known]
+        for start in range(0, len(missing), self.batch):
+            part = missing[start : start + self.batch]
+            vectors = self.embedder.embed_documents([t for _, t in part])
+            rows: dict[str, list[tuple[str, list[float]]]] = {}
+            for (chunk, text), vector in zip(part, vectors, strict=True):
+                rows.setdefault(chunk, []).append((text, vector))
+            self.store.put(rows)
+            if should_yield() and start + self.batch < len(missing):
+                return start + len(part)
+        return len(missing)
