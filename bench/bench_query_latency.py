@@ -5,9 +5,14 @@ How the index is filled: embedding 100k chunks with MiniLM on a laptop CPU takes
 of SciFact abstracts (title + first ~900 characters) is embedded once with the real embedder, then
 replicated up to the target size with small Gaussian noise added to each vector (re-normalised),
 and written straight through the stores (documents, notes and vectors in SQLite, the same rows the
-ingestion pipeline writes). Queries are real SciFact claims, sent one at a time over a keep-alive
-HTTP connection to a ``ragchat serve`` subprocess; each is embedded by the server, searched, answered
-extractively. Goals: p50 <= 30 ms at 10k chunks, <= 80 ms at 100k.
+ingestion pipeline writes). The evidence vectors a warmed instance has (``PRECOMPUTE_EVIDENCE``, the
+default: each chunk's title-prefixed passages and sentences, ``ragchat.services.evidence``) are
+embedded once per base text and written for every copy under the copy's own texts (the copies differ
+only in their document's title, "SciFact bundle N"); ``PRECOMPUTE_EVIDENCE=false`` measures an
+instance without them, where every question embeds its chunks' passages and sentences. Queries are
+real SciFact claims, sent one at a time over a keep-alive HTTP connection to a ``ragchat serve``
+subprocess; each is embedded by the server, searched, answered extractively. Goals: p50 <= 30 ms at
+10k chunks, <= 80 ms at 100k.
 
 Run: ``.venv/bin/python bench/bench_query_latency.py [--sizes 10000,100000] [--queries 200]``.
 """
@@ -73,29 +78,80 @@ def _load_queries() -> list[str]:
         return [json.loads(line)["text"] for line in fh]
 
 
-def _fill(data_dir: Path, size: int, texts: list[str], vectors: Any, seed: int) -> dict[str, float]:
-    """Write ``size`` chunks (documents READY, notes, vectors) straight through the local stores."""
+def _settings_env(data_dir: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in ("PRECOMPUTE_EVIDENCE", "ANSWERABILITY", "EXTRACTIVE_SENTENCES")
+    }
+    return env | {
+        "RAGCHAT_DATA_DIR": str(data_dir),
+        "RAGCHAT_MODEL_DIR": str(_models_path()),
+        "RAGCHAT_CHAT_MODEL": "extractive",
+    }
+
+
+def _base_evidence(texts: list[str], embedder: Any, passages: bool, sentences: bool) -> list[Any]:
+    """Each base text's evidence vectors (``chunk_evidence_texts`` order, title "SciFact bundle 0")."""
+    import numpy as np
+    from ragchat.services.evidence import chunk_evidence_texts
+
+    kind = f"{int(passages)}{int(sentences)}"
+    cache = REPO / ".ragchat" / "bench-cache" / f"scifact-evidence-{len(texts)}-{kind}.npz"
+    if cache.is_file():
+        loaded = np.load(cache)
+        return [loaded[f"t{i}"] for i in range(len(texts))]
+    t0 = time.perf_counter()
+    per_text = [
+        chunk_evidence_texts(t, "SciFact bundle 0", passages=passages, sentences=sentences) for t in texts
+    ]
+    flat = [t for group in per_text for t in group]
+    vectors = np.asarray(embedder.embed_documents(flat), dtype=np.float32)
+    out, at = [], 0
+    for group in per_text:
+        out.append(vectors[at : at + len(group)])
+        at += len(group)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, **{f"t{i}": v for i, v in enumerate(out)})
+    print(f"embedded {len(flat)} evidence texts in {time.perf_counter() - t0:.1f} s", flush=True)
+    return out
+
+
+def _fill_evidence(container: Any, doc: Any, notes: list[Any], base: Any, evidence: list[Any]) -> int:
+    """What warming the document writes: its chunks' evidence texts with the base text's vectors."""
+    from ragchat.services.evidence import chunk_evidence_texts
+
+    warmer = container.evidence_warmer
+    rows = {}
+    for note, b in zip(notes, base, strict=True):
+        own = chunk_evidence_texts(note.text, doc.title, passages=warmer.passages, sentences=warmer.sentences)
+        rows[note.id] = list(zip(own, evidence[b].tolist(), strict=True))
+    written = container.evidence_store.put(rows)
+    container.evidence_store.mark(doc.owner, doc.id, doc.version, doc.title)
+    return int(written)
+
+
+def _fill(
+    data_dir: Path, size: int, texts: list[str], vectors: Any, seed: int, evidence: list[Any] | None
+) -> dict[str, float]:
+    """Write ``size`` chunks (documents READY, notes, vectors, evidence vectors when given) straight
+    through the local stores."""
     import numpy as np
     from ragchat.config import load_settings
     from ragchat.container import Container
     from ragchat.domain.ids import note_id
     from ragchat.domain.models import Document, DocumentStatus, Note, VectorRecord
 
-    settings = load_settings(
-        {
-            "RAGCHAT_DATA_DIR": str(data_dir),
-            "RAGCHAT_MODEL_DIR": str(_models_path()),
-            "RAGCHAT_CHAT_MODEL": "extractive",
-        }
-    )
+    settings = load_settings(_settings_env(data_dir))
     container = Container(settings)
+    evidence_rows = 0
     owner = settings.local_principal
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
     n_docs = (size + CHUNKS_PER_DOC - 1) // CHUNKS_PER_DOC
     for d in range(n_docs):
         doc_id = f"BENCH{d:07d}"
-        container.documents.create_document(
+        doc = container.documents.create_document(
             Document(
                 id=doc_id,
                 owner=owner,
@@ -131,9 +187,12 @@ def _fill(data_dir: Path, size: int, texts: list[str], vectors: Any, seed: int) 
                 for n, v in zip(notes, noisy, strict=True)
             ]
         )
+        if evidence is not None:
+            evidence_rows += _fill_evidence(container, doc, notes, base, evidence)
     fill_s = time.perf_counter() - started
     assert container.index.count(owner) == size
-    return {"fill_seconds": round(fill_s, 1)}
+    container.close()
+    return {"fill_seconds": round(fill_s, 1), "evidence_vectors": evidence_rows}
 
 
 def _free_port() -> int:
@@ -252,6 +311,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+    from ragchat.config import load_settings
+    from ragchat.container import Container
 
     texts = _load_corpus(args.base)
     queries = _load_queries()
@@ -271,11 +332,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         np.save(cache, vectors)
         print(f"embedded {len(texts)} base texts in {embed_s:.1f} s", flush=True)
 
+    evidence = None
+    probe = Container(load_settings(_settings_env(Path(tempfile.mkdtemp(prefix="ragchat-probe-")))))
+    if probe.evidence_warmer is not None:
+        warmer = probe.evidence_warmer
+        evidence = _base_evidence(texts, probe.embedder, warmer.passages, warmer.sentences)
+    probe.close()
     rows = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix=f"ragchat-bench-{size}-") as tmp:
             data_dir = Path(tmp)
-            fill = _fill(data_dir, size, texts, vectors, seed=size)
+            fill = _fill(data_dir, size, texts, vectors, seed=size, evidence=evidence)
             print(f"{size} chunks written in {fill['fill_seconds']} s", flush=True)
             figures = _measure(data_dir, queries, args.queries, args.warmup)
             print(f"{size} chunks: {figures}", flush=True)
@@ -289,8 +356,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"Gaussian noise (sigma {NOISE_SIGMA}/dim, re-normalised) to the target size and written "
             "through the local "
             "stores; SciFact claims sent sequentially as GET /?text= over one keep-alive HTTP connection to "
-            "`ragchat serve` (extractive answerer, vector mode, topK 3). Latency = client-side request time "
-            "(query embedding + search + answer + HTTP)."
+            "`ragchat serve` (extractive answerer, the settings' defaults unless overridden in the "
+            "environment). Evidence vectors precomputed as warming writes them: "
+            f"{'yes' if evidence is not None else 'no'}. Latency = client-side request time "
+            "(query embedding + search + decision + answer + HTTP)."
         ),
         "base_texts": len(texts),
         "base_embed_seconds": round(embed_s, 1),
@@ -315,14 +384,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{r['server_p50_ms']} / {r['server_p95_ms']} | "
             f"{'≤ ' + str(int(goal)) if goal else '–'} | {r['first_query_ms']} | {r['queries']} |"
         )
+    machine: dict[str, Any] = result["machine"]
     lines += [
         "",
         f"Index filled with {len(texts)} real SciFact embeddings replicated with small noise "
         "(not embedded one by one); queries are SciFact claims, embedded by the server per request. "
-        f"Machine: {result['machine']['processor']}, {result['machine']['cpu_count']} cores, "
-        f"Python {result['machine']['python']}, "
-        f"1-min load average {result['machine']['load_average_1m_at_start']} at start, "
-        f"{result['machine']['load_average_1m_at_end']} at end "
+        + (
+            "Evidence vectors (each chunk's passages and sentences) precomputed, as a warmed instance "
+            "has them (`PRECOMPUTE_EVIDENCE`, the default). "
+            if evidence is not None
+            else "No evidence vectors precomputed: every question embeds its chunks' passages and sentences. "
+        )
+        + "Machine: "
+        f"{machine['processor']}, {machine['cpu_count']} cores, "
+        f"Python {machine['python']}, "
+        f"1-min load average {machine['load_average_1m_at_start']} at start, "
+        f"{machine['load_average_1m_at_end']} at end "
         "(shared machine). Server = time inside the resolver (`Server-Timing`); the rest is HTTP and "
         "scheduling. First query includes loading the index matrix.",
     ]

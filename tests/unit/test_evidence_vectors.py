@@ -1,0 +1,278 @@
+"""Evidence vectors precomputed after ingestion: once a document is warmed, a question embeds only
+itself (its decision's passages and its answer's sentences are read by chunk), the answers are the
+same as without them, the vectors go with their chunk and document, and warming yields to uploads."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from ragchat.adapters.local.pipeline import InlineIngestionLauncher
+from ragchat.adapters.local.sqlite_store import SqliteDatabase
+from ragchat.adapters.local.sqlite_store.evidence import SqliteEvidenceStore, decode, encode
+from ragchat.adapters.local.vector_index import LocalVectorIndex
+from ragchat.cli.serve import warm_unwarmed
+from ragchat.config import load_settings
+from ragchat.container import Container
+from ragchat.domain import answerability
+from ragchat.domain.models import Document, DocumentStatus, VectorRecord
+from ragchat.services.evidence import EvidenceWarmer, chunk_evidence_texts
+
+from tests.fakes import FakeEmbedder
+
+OWNER = "local"
+POLICY = """# Expense policy
+
+Submit every expense report within 30 days of the purchase. Late reports need your manager's approval.
+The finance team reimburses approved reports with the next salary payment.
+
+## Travel
+
+- Meals are covered up to 60 euros per day in Europe.
+- Taxis are reimbursed only when no train or bus runs.
+
+| Item | Limit |
+|---|---|
+| Hotel | 150 euros a night |
+
+The lighthouse stood on the island of Pharos. It was about one hundred metres tall.
+"""
+GUIDE = """The Lisbon office opens at 8:00 and closes at 19:00 on weekdays. Visitors sign in at the front
+desk on the ground floor. Bikes can be parked in the courtyard. They must not block the fire exit.
+"""
+QUESTIONS = [
+    "How long do I have to hand in an expense report?",
+    "What is the meal allowance in Europe?",
+    "How tall was the lighthouse?",
+    "When does the Lisbon office open?",
+    "Where can I leave my bike?",
+]
+
+
+class _Counting(FakeEmbedder):
+    """FakeEmbedder recording every batch of documents embedded."""
+
+    def __init__(self) -> None:
+        super().__init__(model_id="fake-calibrated")
+        self.batches: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.batches.append(list(texts))
+        return super().embed_documents(texts)
+
+
+@pytest.fixture
+def calibrated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake embedder gets coefficients, so the decision embeds passages as MiniLM's does."""
+    monkeypatch.setitem(
+        answerability.CALIBRATED,
+        "fake-calibrated",
+        answerability.Coefficients(0.2, intercept=0.0, weights={"passage": 5.0}, cutoff=0.3),
+    )
+
+
+def _container(tmp_path: Path, **env: str) -> Container:
+    settings = load_settings(
+        {
+            "RAGCHAT_DATA_DIR": str(tmp_path),
+            "RAGCHAT_CHAT_MODEL": "extractive",
+            "MIN_SIMILARITY": "0.2",
+            **env,
+        }
+    )
+    return Container(settings, embedder=_Counting())
+
+
+def _ingest(box: Container) -> None:
+    box.ingestion.submit_file(OWNER, data=POLICY.encode(), filename="expense-policy.md")
+    box.ingestion.submit_file(OWNER, data=GUIDE.encode(), filename="office-guide.txt")
+    assert box.launcher.wait_idle(30)
+
+
+def _answers(box: Container) -> list[tuple[bool, str]]:
+    out = []
+    for q in QUESTIONS:
+        result = box.ask.ask(OWNER, q)
+        out.append((result.guard_used, result.answer))
+    return out
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_once_warmed_a_question_embeds_nothing_but_itself_and_answers_the_same(tmp_path: Path) -> None:
+    with _container(tmp_path / "a") as box:
+        _ingest(box)
+        assert box.launcher.wait_warm(30)  # type: ignore[attr-defined]
+        embedder = box.embedder
+        assert isinstance(embedder, _Counting)
+        embedder.batches.clear()
+        warmed = _answers(box)
+        assert embedder.batches == []  # every passage and sentence came from the store
+    with _container(tmp_path / "b", PRECOMPUTE_EVIDENCE="false") as plain:
+        _ingest(plain)
+        cold = _answers(plain)
+        embedder = plain.embedder
+        assert isinstance(embedder, _Counting) and embedder.batches  # embedded at question time
+    assert sum(1 for refused, _ in warmed if not refused) >= 4
+    strip = [(r, a.split("[source:")[0]) for r, a in warmed]
+    assert strip == [(r, a.split("[source:")[0]) for r, a in cold]
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_warming_embeds_each_text_once_and_a_second_run_embeds_nothing(tmp_path: Path) -> None:
+    with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as box:
+        _ingest(box)
+        store = SqliteEvidenceStore(box._sqlite, "fake-calibrated")
+        embedder = box.embedder
+        assert isinstance(embedder, _Counting)
+        warmer = EvidenceWarmer(box.documents, store, embedder, passages=True, sentences=True)
+        assert sorted(d for _, d in warmer.pending()) == sorted(
+            d.id for d in box.documents.list_documents(OWNER).items
+        )
+        embedder.batches.clear()
+        for _, doc_id in warmer.pending():
+            assert warmer(OWNER, doc_id)
+        embedded = [t for b in embedder.batches for t in b]
+        assert len(embedded) == len(set(embedded)) > 10
+        assert (
+            "expense policy: Submit every expense report within 30 days of the purchase. "
+            "Late reports need your manager's approval." in embedded
+        )
+        assert (
+            "The lighthouse stood on the island of Pharos. It was about one hundred metres tall." in embedded
+        )
+        assert warmer.pending() == []
+        embedder.batches.clear()
+        for doc in box.documents.list_documents(OWNER).items:
+            assert warmer(OWNER, doc.id)
+        assert embedder.batches == []
+
+
+def test_stored_vectors_keep_their_direction() -> None:
+    vector = [0.3, -0.2, 0.9, 0.05, -0.7]
+    back = decode(encode(vector))
+    dot = sum(a * b for a, b in zip(vector, back, strict=True))
+    norm = sum(a * a for a in vector) ** 0.5 * sum(b * b for b in back) ** 0.5
+    assert dot / norm > 0.9999
+    assert decode(encode([0.0, 0.0])) == [0.0, 0.0]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[SqliteDatabase]:
+    database = SqliteDatabase(tmp_path / "ragchat.db")
+    yield database
+    database.close()
+
+
+def _record(chunk_id: str, document_id: str, text: str) -> VectorRecord:
+    return VectorRecord(
+        id=chunk_id, vector=[1.0, 0.0], text=text, owner=OWNER, document_id=document_id, chunk_index=0
+    )
+
+
+def test_a_chunks_vectors_go_with_it_and_are_found_only_for_its_exact_text(db: SqliteDatabase) -> None:
+    index = LocalVectorIndex(db, dimension=2)
+    store = SqliteEvidenceStore(db, "m")
+    index.upsert([_record("c1", "d1", "one. two."), _record("c2", "d2", "three.")])
+    assert (
+        store.put({"c1": [("one.", [1.0, 0.0])], "c2": [("three.", [0.0, 1.0])], "gone": [("x", [1.0, 0.0])]})
+        == 2
+    )
+    assert set(store.vectors_of(["c1", "c2"], ["one.", "three.", "One."])) == {"one.", "three."}
+    assert store.vectors_of(["c2"], ["one."]) == {}  # another chunk's text is not read
+    assert SqliteEvidenceStore(db, "other-model").vectors_of(["c1"], ["one."]) == {}
+    index.delete(["c1"])
+    assert store.vectors_of(["c1"], ["one."]) == {}
+    index.upsert([_record("c2", "d2", "three, rewritten.")])  # its text changed: its vectors went
+    assert store.vectors_of(["c2"], ["three."]) == {}
+    store.put({"c2": [("three, rewritten.", [0.0, 1.0])]})
+    index.delete_document(OWNER, "d2")
+    assert store.vectors_of(["c2"], ["three, rewritten."]) == {}
+
+
+def test_a_document_is_warm_until_it_changes_version_or_title_or_goes(tmp_path: Path) -> None:
+    with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as box:
+        store = SqliteEvidenceStore(box._sqlite, "m")
+        doc = box.documents.create_document(
+            Document(
+                id="d1", owner=OWNER, title="Guide", content_type="text/plain", source="api", body_key="k"
+            )
+        )
+        assert store.unwarmed() == []  # not READY yet
+        box.documents.update_document(OWNER, doc.id, {"status": DocumentStatus.READY, "version": "v1"})
+        assert store.unwarmed() == [(OWNER, "d1")]
+        store.mark(OWNER, "d1", "v1", "Guide")
+        assert store.unwarmed() == []
+        box.documents.update_document(OWNER, doc.id, {"title": "Lisbon guide"})
+        assert store.unwarmed() == [(OWNER, "d1")]
+        store.mark(OWNER, "d1", "v1", "Lisbon guide")
+        box.documents.update_document(OWNER, doc.id, {"version": "v2"})
+        assert store.unwarmed() == [(OWNER, "d1")]
+        box.documents.delete_document(OWNER, "d1")
+        store.mark(OWNER, "d1", "v2", "Lisbon guide")  # a late warmer leaves no marker behind
+        with box._sqlite.read() as conn:
+            assert conn.execute("SELECT count(*) FROM evidence_documents").fetchone()[0] == 0
+
+
+def test_chunk_texts_cover_what_the_answer_and_decision_ask_for() -> None:
+    texts = chunk_evidence_texts(POLICY, "expense-policy.md", passages=True, sentences=True)
+    assert (
+        "expense policy: Meals are covered up to 60 euros per day in Europe. "
+        "Taxis are reimbursed only when no train or bus runs." in texts
+    )
+    assert "Hotel; 150 euros a night" in texts  # a table row, as the answer quotes it
+    assert "The lighthouse stood on the island of Pharos. It was about one hundred metres tall." in texts
+    assert not any("**" in t or "|" in t for t in texts)
+    assert chunk_evidence_texts(POLICY, None, passages=False, sentences=False) == []
+
+
+def test_warming_yields_to_an_upload_and_resumes_after_it() -> None:
+    """The worker embeds evidence only while no document waits: an upload arriving mid-warm is
+    ingested first, then the interrupted document is warmed again from where it stopped."""
+    events: list[str] = []
+    warming = threading.Event()
+    upload_started = threading.Event()
+    attempts = {"n": 0}
+
+    def warmer(owner: str, document_id: str, should_yield: object) -> bool:
+        attempts["n"] += 1
+        events.append(f"warm {document_id} #{attempts['n']}")
+        if attempts["n"] == 1:
+            warming.set()
+            assert upload_started.wait(10)
+            assert callable(should_yield) and should_yield()  # an upload waits: stop here
+            return False
+        return True
+
+    class Steps:
+        def run(self, owner: str, document_id: str) -> None:
+            events.append(f"ingest {document_id}")
+
+    launcher = InlineIngestionLauncher(lambda: Steps(), warmer=warmer)  # type: ignore[arg-type, return-value]
+    try:
+        launcher.warm([(OWNER, "old")])
+        assert warming.wait(10)
+        launcher.start(OWNER, "new")
+        upload_started.set()
+        assert launcher.wait_warm(10)
+    finally:
+        launcher.close()
+    assert events == ["warm old #1", "ingest new", "warm old #2", "warm new #3"]
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_a_server_start_warms_documents_ingested_without_it(tmp_path: Path) -> None:
+    """`ragchat ingest` (or an older version) left READY documents without evidence: `serve` queues
+    them, and once warmed questions embed nothing but themselves."""
+    with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as first:
+        _ingest(first)
+    with _container(tmp_path) as box:
+        assert warm_unwarmed(box) == 2
+        assert box.launcher.wait_warm(30)  # type: ignore[attr-defined]
+        assert warm_unwarmed(box) == 0
+        embedder = box.embedder
+        assert isinstance(embedder, _Counting)
+        embedder.batches.clear()
+        _answers(box)
+        assert embedder.batches == []
