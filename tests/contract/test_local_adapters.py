@@ -349,7 +349,42 @@ def test_hybrid_search_leaves_out_terms_found_in_most_notes_of_a_large_index(db)
     )
     hits = index.hybrid_search("common zeppelin", [0, 0, 1, 0], SearchFilter("alice"), 3)
     assert "rare" in [h.id for h in hits]  # found by keyword: its vector is no nearer than the others
-    assert index._informative(["common", "zeppelin", "absent"]) == ["zeppelin", "absent"]
+    # "absent" is in no note: looking it up would find nothing
+    assert index._informative(["common", "zeppelin", "absent"]) == ["zeppelin"]
+
+
+def test_keyword_search_looks_up_the_rarest_words_within_a_budget_of_matches(db, monkeypatch):
+    """In a large index the common words of a question are left out once the rarer ones already
+    match ``KEYWORD_POSTINGS`` notes (FTS5 ranks every match: the cost grows with them); a word is
+    counted under the form the index stores ("reimbursed" as "reimburs")."""
+    from ragchat.adapters.local import keyword_terms
+
+    monkeypatch.setattr(keyword_terms, "KEYWORD_POSTINGS", 600)
+    index = LocalVectorIndex(db, dimension=4)
+    notes = [record(f"a{i}", [1, 0, 0, 0], text=f"travel booking item{i}") for i in range(500)]
+    notes += [record(f"b{i}", [1, 0, 0, 0], text=f"hotel stay item{i}") for i in range(500)]
+    notes += [record(f"c{i}", [1, 0, 0, 0], text=f"reimbursed expense item{i}") for i in range(100)]
+    notes += [record("z", [0, 1, 0, 0], text="a zeppelin ride, reimbursed")]
+    index.upsert(notes)
+    index.count("alice")
+    words = ["travel", "hotel", "reimbursing", "zeppelins", "unknown"]
+    # zeppelin (1 note) + reimburs (101) + travel (500) = 602 > 600: travel and hotel are left out
+    assert index._informative(words) == ["reimbursing", "zeppelins"]
+    monkeypatch.setattr(keyword_terms, "KEYWORD_POSTINGS", 5000)
+    assert index._informative(words) == ["travel", "hotel", "reimbursing", "zeppelins"]
+    hits = index.hybrid_search("zeppelins reimbursing", [0, 0, 1, 0], SearchFilter("alice"), 3)
+    assert hits[0].id == "z"
+
+
+def test_fts5_stems_are_what_the_index_stores():
+    from ragchat.adapters.local.keyword_terms import Stems
+
+    assert Stems()(["reimbursed", "Zeppelins", "foo_bar", "ünïcode"]) == [
+        ["reimburs"],
+        ["zeppelin"],
+        ["foo", "bar"],
+        ["unicod"],
+    ]
 
 
 def test_messages_stored_before_sources_said_where_still_load(db):
@@ -362,3 +397,18 @@ def test_messages_stored_before_sources_said_where_still_load(db):
         conn.execute("UPDATE messages SET sources = ? WHERE id = ?", ('[{"id": "n1", "text": "old"}]', "m1"))
     [src] = store.get_message("alice", "c1", "m1").sources
     assert (src.id, src.text, src.document_id, src.title, src.page) == ("n1", "old", None, None, None)
+
+
+def test_a_repeated_query_sees_what_was_written_in_between(db):
+    """The vector ranking a question's search and hybrid search share is never stale: a note added,
+    disabled or deleted between two identical queries shows in the second."""
+    index = LocalVectorIndex(db, dimension=4)
+    index.upsert([record("a", [1, 0, 0, 0], text="alpha"), record("b", [0.6, 0.8, 0, 0], text="beta")])
+    query, flt = [1, 0.1, 0, 0], SearchFilter("alice")
+    assert [h.id for h in index.search(query, flt, 2)] == ["a", "b"]
+    index.upsert([record("c", [1, 0.1, 0, 0], text="gamma")])
+    assert [h.id for h in index.search(query, flt, 2)] == ["c", "a"]
+    assert [h.id for h in index.hybrid_search("zzz", query, flt, 2)] == ["c", "a"]
+    index.delete(["c"])
+    assert [h.id for h in index.hybrid_search("zzz", query, flt, 2)] == ["a", "b"]
+    assert [h.id for h in index.search(query, SearchFilter("alice", document_id="nope"), 2)] == []

@@ -25,6 +25,7 @@ embed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -145,6 +146,7 @@ def _split_segment(segment: str) -> list[str]:
     return [s for s in out if s]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _fold(token: str) -> str:
     """Light plural folding: ``studies`` → ``study``, ``diseases`` → ``disease``."""
     if len(token) > 4 and token.endswith("ies"):

@@ -118,6 +118,18 @@ class PassageVectors:
             known.update(embedded)
         return [known[p] for p in passages]
 
+    def similarities(
+        self, query: Sequence[float], texts: Sequence[str], chunk_ids: Sequence[str] = ()
+    ) -> list[float]:
+        """Cosine similarity of ``query`` (a unit vector) to each text's vector, in order."""
+        if not texts:
+            return []
+        import numpy as np  # only where passages are scored (not on Lambda's cold path)
+
+        matrix = np.asarray(self(texts, chunk_ids), dtype=np.float32)
+        scores: list[float] = (matrix @ np.asarray(query, dtype=np.float32)).tolist()
+        return scores
+
     def _remember(self, vectors: dict[str, list[float]]) -> None:
         if not vectors:
             return
@@ -281,8 +293,9 @@ class Retriever:
             passages = evidence_passages(texts, titles=self._titles(owner, vector_hits))
             chunks = [h.id for h in vector_hits[:EVIDENCE_CHUNKS]]
             if passages:
-                vectors = self._retry_once("embed_passages", lambda: self.passage_vectors(passages, chunks))
-                passage_scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
+                passage_scores = self._retry_once(
+                    "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
+                )
             timings["answerability"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
         signals = compute_signals(q, similarities, texts, passage_scores)

@@ -27,10 +27,13 @@ WORDS_PER_DELTA = 6
 
 
 class TextVectors(Protocol):
-    """Unit vectors of texts, one per text, in order (``ragchat.services.retrieval.PassageVectors``);
-    ``chunk_ids``: the chunks the texts come from (where precomputed vectors are looked up)."""
+    """Similarities of a question's unit vector to texts' vectors, one per text, in order
+    (``ragchat.services.retrieval.PassageVectors``); ``chunk_ids``: the chunks the texts come from
+    (where precomputed vectors are looked up)."""
 
-    def __call__(self, texts: Sequence[str], chunk_ids: Sequence[str] = (), /) -> list[list[float]]: ...
+    def similarities(
+        self, query: Sequence[float], texts: Sequence[str], chunk_ids: Sequence[str] = ()
+    ) -> list[float]: ...
 
 
 class QueryEmbedder(Protocol):
@@ -101,7 +104,4 @@ class _Relevance:
 
     def __call__(self, sentences: list[str]) -> list[float]:
         query = self._query if self._query is not None else self._embedder.embed_query(self._question)
-        return [
-            sum(a * b for a, b in zip(query, v, strict=True))
-            for v in self._vectors(sentences, self._chunk_ids)
-        ]
+        return self._vectors.similarities(query, sentences, self._chunk_ids)

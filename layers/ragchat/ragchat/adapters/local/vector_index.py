@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragchat.adapters.local import keyword_terms
 from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
@@ -36,7 +37,7 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_TOKENS = 64
 _F32 = np.float32
 _BATCH = 500
-_PRUNE_MIN_NOTES = 1000  # below this, keyword search is cheap: keep every query term
+_RANK_DEPTH = 20  # what hybrid search takes from the vector ranking (max(k * 4, 20) for k ≤ 5)
 
 FloatArray = npt.NDArray[np.float32]
 _VECDOT: Any = getattr(np, "vecdot", None)
@@ -196,6 +197,8 @@ class LocalVectorIndex:
         self._version: int | None = None  # index_state.version the matrix reflects
         self._df_cache: dict[str, int] = {}  # keyword document frequencies at _df_version
         self._df_version: int | None = None
+        self._stems = keyword_terms.Stems()
+        self._last_rank: tuple[Any, list[tuple[int, float]]] | None = None
         self._check_stored_dimension()
 
     # ------------------------------------------------------------------ helpers
@@ -271,7 +274,20 @@ class LocalVectorIndex:
         return matrix
 
     def _rank(self, matrix: _Matrix, query: FloatArray, flt: SearchFilter, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` (row, cosine) within the filter, best first. Exact: every selected row is scored."""
+        """Top ``k`` (row, cosine) within the filter, best first. Exact: every selected row is scored.
+        The last ranking (at least ``_RANK_DEPTH`` deep) is kept for the same matrix, query and filter:
+        a question's vector search and its hybrid search score the matrix once."""
+        key = (id(matrix), self._version, query.tobytes(), flt)
+        last = self._last_rank
+        if last is not None and last[0] == key and len(last[1]) >= k:
+            return last[1][:k]
+        ranked = self._rank_all(matrix, query, flt, max(k, _RANK_DEPTH))
+        self._last_rank = (key, ranked)
+        return ranked[:k]
+
+    def _rank_all(
+        self, matrix: _Matrix, query: FloatArray, flt: SearchFilter, k: int
+    ) -> list[tuple[int, float]]:
         mask, rows = matrix.mask(flt)
         count = int(rows.shape[0])
         if k < 1 or count == 0:
@@ -405,23 +421,23 @@ class LocalVectorIndex:
             return [r["id"] for r in conn.execute(sql, (*params, int(limit)))]
 
     def _informative(self, tokens: list[str]) -> list[str]:
-        """Leave out terms found in more than half of a large index: their BM25 weight is ~0 (FTS5
-        clamps the idf of such terms to 1e-6), yet ranking every note containing them costs
-        O(matches). Document frequencies come from ``vectors_vocab`` and are cached until the index
-        changes. A token whose stored (Porter-stemmed) form differs is simply kept."""
+        """The query words worth looking up in a large index (:mod:`.keyword_terms`): held by it, in
+        at most half its notes, rarest first within a budget of matching notes. Document
+        frequencies come from ``vectors_vocab`` and are cached until the index changes."""
         matrix = self._matrix
         total = len(matrix.row_of) if matrix is not None else 0
-        if total < _PRUNE_MIN_NOTES or not tokens:
+        if total < keyword_terms.PRUNE_MIN_NOTES or not tokens:
             return tokens
         if self._df_version != self._version:
             self._df_cache, self._df_version = {}, self._version
-        unknown = [t for t in tokens if t not in self._df_cache]
+        stems = self._stems(tokens)
+        unknown = list(dict.fromkeys(t for terms in stems for t in terms if t not in self._df_cache))
         if unknown:
             with self.db.read() as conn:
                 for t in unknown:
                     row = conn.execute("SELECT doc FROM vectors_vocab WHERE term = ?", (t,)).fetchone()
                     self._df_cache[t] = int(row[0]) if row else 0
-        return [t for t in tokens if self._df_cache[t] * 2 <= total]
+        return keyword_terms.choose(tokens, stems, self._df_cache.__getitem__, total)
 
     def delete(self, ids: Sequence[str]) -> None:
         wanted = list(dict.fromkeys(ids))
