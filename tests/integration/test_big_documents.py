@@ -49,8 +49,10 @@ def test_a_1000_page_pdf_ingests_end_to_end_and_a_note_posted_after_it_is_not_he
     assert container.index.count(OWNER) == stored.chunk_count + 1
     notes = container.documents.list_notes(OWNER, document_id=book.id, limit=10_000).items
     assert {n.metadata["page"] for n in notes} == set(range(1, PAGES + 1))
-    hits = container.index.search(embedder.vector_for(notes[-1].text), SearchFilter(owner=OWNER), 1)
-    assert hits[0].id == notes[-1].id  # the last page is searchable
+    # the last page is searchable: it is among the best hits for its own text (the fake embedder's
+    # bag of hashed words gives the book's near-identical pages equal scores; ties go to the first)
+    hits = container.index.search(embedder.vector_for(notes[-1].text), SearchFilter(owner=OWNER), 500)
+    assert notes[-1].id in [h.id for h in hits if h.score >= hits[0].score - 1e-6]
     assert not any((tmp_path / "blobs" / "work").glob("**/*.json"))  # batch files cleaned up
 
     # Posted just after the book, the note was embedded in the book's first round (the book's

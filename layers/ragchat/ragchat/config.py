@@ -55,15 +55,16 @@ class Settings(BaseSettings):
     enable_citation_validation: bool = Field(True, alias="ENABLE_CITATION_VALIDATION")
     max_chat_history: int = Field(12, alias="MAX_CHAT_HISTORY", ge=4, le=200)
     min_similarity: float | None = Field(None, alias="MIN_SIMILARITY", ge=-1.0, le=1.0)
-    # hybrid (keyword + vector fusion) measures better on SciFact (nDCG@10 0.722 vs 0.684) and on the
+    # hybrid (keyword + vector fusion) measures better on SciFact (nDCG@10 0.720 vs 0.684) and on the
     # grounding set (bench/results/scifact.md, grounding.md); S3 Vectors falls back to vector.
     retrieval_mode: Literal["vector", "hybrid"] = Field("hybrid", alias="RETRIEVAL_MODE")
-    # answer-or-refuse: the calibrated decision (embeds the top chunks' title-prefixed passages: more
-    # accurate, ~220 ms more per SciFact question on 2 CPU cores when the passages are new) or the
-    # top-1 similarity rule
+    # answer-or-refuse: the calibrated decision (compares the question with the top chunks'
+    # title-prefixed passages: more accurate; ~220 ms per SciFact question on 2 CPU cores when they are
+    # embedded at question time, ~0 once PRECOMPUTE_EVIDENCE has stored them) or the top-1 rule
     answerability: Literal["calibrated", "similarity"] = Field("calibrated", alias="ANSWERABILITY")
-    # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences embedded per
-    # answer, ~120 ms when new) or by shared words alone (BM25); Bedrock embedders always use words
+    # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences per answer,
+    # ~120 ms when embedded at question time, ~0 once precomputed) or by shared words alone (BM25);
+    # Bedrock embedders always use words
     extractive_sentences: Literal["meaning", "words"] = Field("meaning", alias="EXTRACTIVE_SENTENCES")
     # local (SQLite index): embed those passages and sentences once a document is READY, in the
     # background, so a question embeds only itself (ragchat.services.evidence; ~7 KB per chunk)
