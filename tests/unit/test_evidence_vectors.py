@@ -276,3 +276,22 @@ def test_a_server_start_warms_documents_ingested_without_it(tmp_path: Path) -> N
         embedder.batches.clear()
         _answers(box)
         assert embedder.batches == []
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_a_warm_cut_short_keeps_what_it_stored_and_finishes_later(tmp_path: Path) -> None:
+    with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as box:
+        _ingest(box)
+        store = SqliteEvidenceStore(box._sqlite, "fake-calibrated")
+        embedder = box.embedder
+        assert isinstance(embedder, _Counting)
+        warmer = EvidenceWarmer(box.documents, store, embedder, passages=True, sentences=True, batch=4)
+        doc = next(d for d in box.documents.list_documents(OWNER).items if d.title == "expense-policy.md")
+        embedder.batches.clear()
+        assert warmer(OWNER, doc.id, lambda: True) is False  # an upload waits: one batch, then stop
+        assert [len(b) for b in embedder.batches] == [4]
+        assert (OWNER, doc.id) in warmer.pending()
+        assert warmer(OWNER, doc.id) is True
+        embedded = [t for b in embedder.batches for t in b]
+        assert len(embedded) == len(set(embedded))  # nothing embedded twice
+        assert (OWNER, doc.id) not in warmer.pending()

@@ -114,13 +114,16 @@ class EvidenceWarmer:
         }
         known = self.store.vectors_of(list(wanted), [t for texts in wanted.values() for t in texts])
         missing = [(chunk, t) for chunk, texts in wanted.items() for t in texts if t not in known]
+        embedded = 0
         for start in range(0, len(missing), self.batch):
             part = missing[start : start + self.batch]
-            vectors = self.embedder.embed_documents([t for _, t in part])
+            texts = list(dict.fromkeys(t for _, t in part))  # a text two chunks share: embedded once
+            vectors = dict(zip(texts, self.embedder.embed_documents(texts), strict=True))
+            embedded += len(texts)
             rows: dict[str, list[tuple[str, list[float]]]] = {}
-            for (chunk, text), vector in zip(part, vectors, strict=True):
-                rows.setdefault(chunk, []).append((text, vector))
+            for chunk, text in part:
+                rows.setdefault(chunk, []).append((text, vectors[text]))
             self.store.put(rows)
             if should_yield() and start + self.batch < len(missing):
-                return start + len(part)
-        return len(missing)
+                break
+        return embedded
