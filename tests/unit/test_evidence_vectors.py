@@ -91,6 +91,16 @@ def _ingest(box: Container) -> None:
     assert box.launcher.wait_idle(30)
 
 
+def _ingested_with_warmer(box: Container, batch: int = 128) -> tuple[_Counting, EvidenceWarmer]:
+    """The two documents ingested without warming, and a warmer of their passages and sentences."""
+    _ingest(box)
+    store = SqliteEvidenceStore(box._sqlite, "fake-calibrated")
+    embedder = box.embedder
+    assert isinstance(embedder, _Counting)
+    warmer = EvidenceWarmer(box.documents, store, embedder, passages=True, sentences=True, batch=batch)
+    return embedder, warmer
+
+
 def _answers(box: Container) -> list[tuple[bool, str]]:
     out = []
     for q in QUESTIONS:
@@ -122,11 +132,7 @@ def test_once_warmed_a_question_embeds_nothing_but_itself_and_answers_the_same(t
 @pytest.mark.usefixtures("calibrated")
 def test_warming_embeds_each_text_once_and_a_second_run_embeds_nothing(tmp_path: Path) -> None:
     with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as box:
-        _ingest(box)
-        store = SqliteEvidenceStore(box._sqlite, "fake-calibrated")
-        embedder = box.embedder
-        assert isinstance(embedder, _Counting)
-        warmer = EvidenceWarmer(box.documents, store, embedder, passages=True, sentences=True)
+        embedder, warmer = _ingested_with_warmer(box)
         assert sorted(d for _, d in warmer.pending()) == sorted(
             d.id for d in box.documents.list_documents(OWNER).items
         )
@@ -281,11 +287,7 @@ def test_a_server_start_warms_documents_ingested_without_it(tmp_path: Path) -> N
 @pytest.mark.usefixtures("calibrated")
 def test_a_warm_cut_short_keeps_what_it_stored_and_finishes_later(tmp_path: Path) -> None:
     with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as box:
-        _ingest(box)
-        store = SqliteEvidenceStore(box._sqlite, "fake-calibrated")
-        embedder = box.embedder
-        assert isinstance(embedder, _Counting)
-        warmer = EvidenceWarmer(box.documents, store, embedder, passages=True, sentences=True, batch=4)
+        embedder, warmer = _ingested_with_warmer(box, batch=4)
         doc = next(d for d in box.documents.list_documents(OWNER).items if d.title == "expense-policy.md")
         embedder.batches.clear()
         assert warmer(OWNER, doc.id, lambda: True) is False  # an upload waits: one batch, then stop
