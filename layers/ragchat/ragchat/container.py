@@ -243,8 +243,7 @@ class Container:
             return StepFunctionsLauncher(arn, self._client("stepfunctions"))
         from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 
-        warmer = self.evidence_warmer
-        launcher = InlineIngestionLauncher(lambda: self.ingest_steps, warmer=warmer)
+        launcher = InlineIngestionLauncher(lambda: self.ingest_steps, warmer=self.evidence_warmer)
         self._opened(launcher.close)
         return launcher
 
@@ -260,8 +259,7 @@ class Container:
 
     @cached_property
     def evidence_warmer(self) -> EvidenceWarmer | None:
-        """Embeds a READY document's evidence texts: the decision's passages when its embedding model
-        is calibrated, the extractive answer's sentences when it picks them by meaning."""
+        """Embeds READY documents' passages (calibrated embedder) and sentences (extractive by meaning)."""
         store = self.evidence_store
         if store is None:
             return None
@@ -276,23 +274,28 @@ class Container:
         return EvidenceWarmer(self.documents, store, self.embedder, passages=passages, sentences=sentences)
 
     def _extractive_by_meaning(self) -> bool:
-        """Whether answers are extractive, picking sentences by meaning: the chat model's own say when
-        it is built (or given), else what ``chat_model`` would build (without building it)."""
+        """Whether answers are extractive by meaning (as built or given, else as it would be built)."""
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 
         if "chat_model" in self.__dict__:
             model = self.__dict__["chat_model"]
             return isinstance(model, ExtractiveChatModel) and model.relevance_vectors is not None
-        s = self.settings
-        key = s.anthropic_api_key or s.anthropic_secret_name
-        extractive = s.chat_model == "extractive" or (s.chat_model == "auto" and not key)
-        return extractive and s.embedder_kind == "minilm" and s.extractive_sentences == "meaning"
+        return self._chat_choice() == "extractive" and self._sentences_by_meaning()
+
+    def _chat_choice(self) -> str:
+        """``RAGCHAT_CHAT_MODEL`` with ``auto`` resolved: Claude when a key is configured."""
+        choice = self.settings.chat_model
+        if choice == "auto":
+            return "anthropic" if self._anthropic_key() else "extractive"
+        return choice
+
+    def _sentences_by_meaning(self) -> bool:
+        """Local embedder only (a Bedrock one would bill every answer's sentences), unless ``words``."""
+        return self.settings.embedder_kind == "minilm" and self.settings.extractive_sentences == "meaning"
 
     @cached_property
     def chat_model(self) -> ChatModel:
-        choice = self.settings.chat_model
-        if choice == "auto":
-            choice = "anthropic" if self._anthropic_key() else "extractive"
+        choice = self._chat_choice()
         if choice == "anthropic":
             from ragchat.adapters.aws.anthropic_model import AnthropicChatModel
 
@@ -323,8 +326,8 @@ class Container:
             )
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 
-        if self.settings.embedder_kind != "minilm" or self.settings.extractive_sentences == "words":
-            return ExtractiveChatModel()  # a Bedrock embedder would bill every answer's sentences
+        if not self._sentences_by_meaning():
+            return ExtractiveChatModel()
         # Sentences by meaning with the local embedder, through the retriever's passage cache (what
         # the answerability decision embedded is not embedded twice).
         return ExtractiveChatModel(self.passage_vectors, query_embedder=self.embedder)

@@ -1,7 +1,7 @@
 """Which of a question's words the local keyword search (SQLite FTS5, BM25) looks up.
 
-FTS5 ranks every note matching any of the words, reading each match's positions: about 5 µs per
-matching note on 2 cores. A question's common words match thousands of notes in a big index (at
+FTS5 ranks every note matching any of the words, reading each match's positions: about 2–5 µs
+per matching note on 2 cores. A question's common words match thousands of notes in a big index (at
 100k chunks SciFact claims took 180 ms of keyword search) while adding almost nothing to BM25, whose
 weight is in the rare words. So, in an index of at least ``PRUNE_MIN_NOTES`` notes, the words are
 taken rarest first until their matches add up to ``KEYWORD_POSTINGS`` (the rarest is always taken),

@@ -91,16 +91,14 @@ class SqliteEvidenceStore:
 
     def mark(self, owner: str, document_id: str, version: str | None, title: str) -> None:
         """Record that ``document_id`` (this content version and title) has all its evidence."""
-        with self.db.write() as conn:
-            if conn.execute(
-                "SELECT 1 FROM documents WHERE owner = ? AND id = ?", (owner, document_id)
-            ).fetchone():
-                conn.execute(
-                    """INSERT INTO evidence_documents (owner, document_id, version, title) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (owner, document_id) DO UPDATE SET
-                        version = excluded.version, title = excluded.title""",
-                    (owner, document_id, version, title),
-                )
+        with self.db.write() as conn:  # nothing for a document deleted meanwhile
+            conn.execute(
+                """INSERT INTO evidence_documents (owner, document_id, version, title)
+                SELECT owner, id, ?, ? FROM documents WHERE owner = ? AND id = ?
+                ON CONFLICT (owner, document_id) DO UPDATE SET
+                    version = excluded.version, title = excluded.title""",
+                (version, title, owner, document_id),
+            )
 
     def unwarmed(self) -> list[tuple[str, str]]:
         """READY documents whose evidence is missing or was computed for another version or title."""
