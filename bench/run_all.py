@@ -1,8 +1,8 @@
-"""Run every benchmark (``bench/bench_*.py``), then refresh the README's results section.
+"""Run every benchmark (``bench/bench_*.py``), then refresh the results section of docs/benchmarks.md.
 
 Each benchmark module has a ``main()`` that writes ``bench/results/<name>.json`` (raw figures and
 machine info) and ``bench/results/<name>.md`` (a short markdown table). This script runs them one
-after another (``--only NAME`` to pick some) and copies the markdown files into README.md between
+after another (``--only NAME`` to pick some) and copies the markdown files into docs/benchmarks.md between
 the ``<!-- bench:start -->`` and ``<!-- bench:end -->`` markers.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results"
-README = BENCH_DIR.parent / "README.md"
+README = BENCH_DIR.parent / "docs" / "benchmarks.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
