@@ -293,3 +293,37 @@ def test_delete_conversation_removes_its_messages(conversation_store):
     assert conversation_store.delete_conversation("alice", conv.id) is False
     assert [c.id for c in conversation_store.list_conversations("alice").items] == [keep.id]
     assert len(conversation_store.list_messages("alice", keep.id).items) == 1
+
+
+def test_feedback_is_stored_on_the_message_and_can_be_changed_or_cleared(
+    conversation_store, clock: FakeClock
+):
+    conv = new_conv(conversation_store)
+    other = new_conv(conversation_store, owner="bob")
+    question = add(conversation_store, conv, "question")
+    answer = add(conversation_store, conv, "answer [source: n1]", role="assistant", model="extractive")
+    assert answer.feedback is None
+    before = conversation_store.get_conversation("alice", conv.id)
+    clock.advance(30)
+
+    rated = conversation_store.set_feedback("alice", conv.id, answer.id, "up")
+    assert rated is not None and rated.feedback == "up" and rated.content == answer.content
+    listed = conversation_store.list_messages("alice", conv.id).items
+    assert [(m.id, m.feedback) for m in listed] == [(question.id, None), (answer.id, "up")]
+    assert conversation_store.set_feedback("alice", conv.id, answer.id, "down").feedback == "down"
+    assert conversation_store.get_message("alice", conv.id, answer.id).feedback == "down"
+    assert conversation_store.recent_messages("alice", conv.id, 1)[0].feedback == "down"
+    cleared = conversation_store.set_feedback("alice", conv.id, answer.id, None)
+    assert cleared is not None and cleared.feedback is None
+    assert conversation_store.get_message("alice", conv.id, answer.id).feedback is None
+    # rating does not move the conversation in the list
+    after = conversation_store.get_conversation("alice", conv.id)
+    assert after.updated_at == before.updated_at
+
+    # another owner, another conversation, an unknown or deleted message: nothing found, nothing stored
+    assert conversation_store.set_feedback("bob", conv.id, answer.id, "up") is None
+    assert conversation_store.set_feedback("bob", other.id, answer.id, "up") is None
+    assert conversation_store.set_feedback("alice", conv.id, "missing", "up") is None
+    conversation_store.delete_messages_after("alice", conv.id, question.id)
+    assert conversation_store.set_feedback("alice", conv.id, answer.id, "up") is None
+    assert conversation_store.get_message("alice", conv.id, answer.id) is None

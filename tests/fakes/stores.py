@@ -14,6 +14,7 @@ from ragchat.domain.models import (
     Conversation,
     Document,
     DocumentStatus,
+    Feedback,
     Message,
     Note,
     Page,
@@ -283,6 +284,16 @@ class FakeConversationStore:
                 for m in self._msgs(owner, conv_id)
                 if m.client_message_id == client_message_id
             ]
+
+    def set_feedback(
+        self, owner: str, conv_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message | None:
+        with self._lock:
+            m = self.messages.get(message_id)
+            if m is None or m.owner != owner or m.conversation_id != conv_id:
+                return None
+            m.feedback = feedback
+            return dataclasses.replace(m)
 
     def delete_messages_after(self, owner: str, conv_id: str, message_id: str | None) -> int:
         with self._lock:

@@ -217,3 +217,47 @@ def test_keep_alive_is_written_as_a_comment_line() -> None:
 
     frames = list(sse(iter([("answer_start", {"messageId": "m"}), KEEPALIVE])))
     assert frames[1] == ": keep-alive\n\n"
+
+
+def test_feedback_route_stores_the_rating_with_the_answer() -> None:
+    api = _api()
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    answer = _body(
+        api.call("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "Why is the sky blue?"})
+    )
+    path = f"/chat/conversations/{conv_id}/messages/{answer['id']}/feedback"
+
+    def stored() -> list[Any]:
+        got = _body(api.call("GET", f"/chat/conversations/{conv_id}"))
+        return [m.get("feedback") for m in got["messages"]]
+
+    assert stored() == [None, None]
+    res = api.call("POST", path, body={"rating": "up"})
+    assert res["statusCode"] == 200
+    assert _body(res)["id"] == answer["id"] and _body(res)["feedback"] == "up"
+    assert stored() == [None, "up"]
+    assert _body(api.call("POST", path, body={"rating": "down"}))["feedback"] == "down"
+    assert stored() == [None, "down"]
+    exported = _body(api.call("GET", f"/chat/conversations/{conv_id}/export", query={"format": "json"}))
+    assert exported["messages"][1]["feedback"] == "down"
+    res = api.call("POST", path, body={"rating": None})
+    assert res["statusCode"] == 200 and "feedback" not in _body(res)
+    assert stored() == [None, None]
+
+    # bad input: a clear 400, and the stored rating is untouched
+    api.call("POST", path, body={"rating": "up"})
+    for bad in ({"rating": "meh"}, {"rating": 1}, {}, {"rating": "up", "extra": 1}):
+        res = api.call("POST", path, body=bad)
+        assert res["statusCode"] == 400 and "error" in _body(res), bad
+    user_id = _body(api.call("GET", f"/chat/conversations/{conv_id}"))["messages"][0]["id"]
+    user_path = f"/chat/conversations/{conv_id}/messages/{user_id}/feedback"
+    res = api.call("POST", user_path, body={"rating": "up"})
+    assert res["statusCode"] == 400 and _body(res) == {"error": "Only answers can be rated"}
+    # not yours, not there: 404
+    res = api.call("POST", path, body={"rating": "down"}, principal="mallory")
+    assert res["statusCode"] == 404
+    res = api.call("POST", f"/chat/conversations/{conv_id}/messages/nope/feedback", body={"rating": "down"})
+    assert res["statusCode"] == 404 and _body(res) == {"error": "Message not found"}
+    assert stored() == [None, "up"]
+    spec = _body(api.call("GET", "/openapi.json"))
+    assert "post" in spec["paths"]["/chat/conversations/{conversation_id}/messages/{message_id}/feedback"]

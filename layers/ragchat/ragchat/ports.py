@@ -13,6 +13,7 @@ from ragchat.domain.models import (
     Completion,
     Conversation,
     Document,
+    Feedback,
     Hit,
     Message,
     ModelRequest,
@@ -121,6 +122,14 @@ class ConversationStore(Protocol):
         """Delete every message created after ``message_id`` (``None``: every message of the
         conversation, which itself stays, with its id, times and settings); returns how many. An
         unknown ``message_id`` deletes nothing."""
+        ...
+
+    def set_feedback(
+        self, owner: str, conv_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message | None:
+        """Store the user's rating on the message (``None`` clears it) and return the message as
+        stored; ``None`` when the message is not in the caller's conversation. Changes nothing else
+        (not the conversation's ``updated_at``: rating an answer does not reorder the list)."""
         ...
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
@@ -93,10 +93,21 @@ class EditIn(BaseModel):
     content: str = Field(description="The new version of the user message.")
 
 
+class FeedbackIn(BaseModel):
+    """``POST /chat/conversations/{id}/messages/{messageId}/feedback``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rating: Literal["up", "down"] | None = Field(
+        description="`up` or `down` on the answer; `null` takes the rating back."
+    )
+
+
 def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
     _conversation_routes(r, container)
     _message_routes(r, container)
+    _feedback_route(r, container)
     _stop_route(r, container)
     _export_route(r, container)
     return r
@@ -222,6 +233,25 @@ def _message_routes(r: APIGatewayRouter, container: Container) -> None:
     ) -> Response[dict[str, Any]]:
         result = container.chat.edit(_owner(r), conversation_id, message_id, edit.content, ip=_source_ip(r))
         return _reply(result)
+
+
+def _feedback_route(r: APIGatewayRouter, container: Container) -> None:
+    @r.post(
+        "/chat/conversations/<conversation_id>/messages/<message_id>/feedback",
+        summary="Rate an answer: thumbs up / down, stored with the message",
+        description=(
+            "Stores `rating` on the assistant message (`null` clears it) and returns the message; "
+            "`GET /chat/conversations/{id}` then shows it as the message's `feedback`. Only answers "
+            "can be rated (400 for a user message)."
+        ),
+        tags=["chat"],
+    )
+    def rate(
+        conversation_id: Annotated[str, Path()],
+        message_id: Annotated[str, Path()],
+        feedback: Annotated[FeedbackIn, Body()],
+    ) -> dict[str, Any]:
+        return message_json(container.chat.rate(_owner(r), conversation_id, message_id, feedback.rating))
 
 
 def _stop_route(r: APIGatewayRouter, container: Container) -> None:

@@ -142,6 +142,8 @@ def message_json(msg: Message) -> dict[str, Any]:
         out["messageId"] = msg.client_message_id
     if msg.interrupted:
         out["interrupted"] = True
+    if msg.feedback:
+        out["feedback"] = msg.feedback  # the user's thumbs up / down on an answer
     return out
 
 

@@ -129,6 +129,8 @@ class Page(Generic[T]):
 
 
 Role = Literal["user", "assistant", "system-summary"]
+Feedback = Literal["up", "down"]  # thumbs up / down on an answer
+FEEDBACK_VALUES: tuple[Feedback, ...] = ("up", "down")
 
 
 @dataclass(slots=True)
@@ -193,6 +195,7 @@ class Message:
     client_message_id: str | None = None
     interrupted: bool = False
     created_at: str = ""
+    feedback: Feedback | None = None  # the user's rating of an assistant message
 
 
 @dataclass(slots=True, frozen=True)

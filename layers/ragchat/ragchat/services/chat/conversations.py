@@ -12,7 +12,7 @@ from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import new_id
 from ragchat.domain.labels import validate_title
 from ragchat.domain.messages import make_title
-from ragchat.domain.models import Conversation, Message, Page
+from ragchat.domain.models import Conversation, Feedback, Message, Page
 
 if TYPE_CHECKING:
     from ragchat.ports import ConversationStore, DocumentStore
@@ -82,6 +82,28 @@ class Conversations:
     def delete(self, owner: str, conv_id: str) -> None:
         if not self.store.delete_conversation(owner, conv_id):
             raise NotFound("Conversation not found")
+
+    def rate(self, owner: str, conv_id: str, message_id: str, feedback: Feedback | None) -> Message:
+        """Store the user's thumbs up / down (``None`` clears it) on an answer of the conversation."""
+        self.get(owner, conv_id)
+        target = self.store.get_message(owner, conv_id, message_id)
+        if target is None:
+            raise NotFound("Message not found")
+        if target.role != "assistant":
+            raise ValidationError("Only answers can be rated")
+        rated = self.store.set_feedback(owner, conv_id, message_id, feedback)
+        if rated is None:  # deleted by an edit in the meantime
+            raise NotFound("Message not found")
+        logger.info(
+            "chat.event",
+            extra={
+                "conversationId": conv_id,
+                "type": "feedback",
+                "messageId": message_id,
+                "rating": feedback,
+            },
+        )
+        return rated
 
     def all_messages(self, owner: str, conv_id: str) -> list[Message]:
         out: list[Message] = []

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.domain.errors import ValidationError
-from ragchat.domain.models import Conversation, Message, Page
+from ragchat.domain.models import Conversation, Feedback, Message, Page
 from ragchat.domain.personas import BUILTIN_PERSONAS, DEFAULT_PERSONA, resolve_persona
 from ragchat.services.answering import Answerer
 from ragchat.services.chat.conversations import Conversations
@@ -152,6 +152,10 @@ class ChatService:
 
     def delete_conversation(self, owner: str, conv_id: str) -> None:
         self.conversations.delete(owner, conv_id)
+
+    def rate(self, owner: str, conv_id: str, message_id: str, feedback: Feedback | None) -> Message:
+        """Thumbs up / down on an answer, stored with the message (``None`` clears it)."""
+        return self.conversations.rate(owner, conv_id, message_id, feedback)
 
     def transcript(self, owner: str, conv_id: str) -> tuple[Conversation, list[Message]]:
         """A conversation and all its messages, ascending (for an export)."""

@@ -28,7 +28,7 @@ from ragchat.adapters.aws.dynamodb.table import (
 )
 from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, NotFound, TransientError
-from ragchat.domain.models import Conversation, Message, Page, source_from_json, source_json
+from ragchat.domain.models import Conversation, Feedback, Message, Page, source_from_json, source_json
 
 _CONV_MUTABLE = {"title", "collection", "document_id", "persona", "summary_cursor", "last_summary_id"}
 
@@ -90,6 +90,7 @@ class DynamoConversationStore:
             client_message_id=v.get("client_message_id"),
             interrupted=bool(v.get("interrupted", False)),
             created_at=v.get("created_at", ""),
+            feedback=v.get("feedback"),
         )
 
     # -- conversations
@@ -247,6 +248,7 @@ class DynamoConversationStore:
                 "client_message_id": msg.client_message_id,
                 "interrupted": msg.interrupted,
                 "created_at": msg.created_at,
+                "feedback": msg.feedback,
             }
         )
 
@@ -338,6 +340,34 @@ class DynamoConversationStore:
             ConsistentRead=True,
         )
         return self._msg(resp["Item"]) if "Item" in resp else None
+
+    def set_feedback(
+        self, owner: str, conv_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message | None:
+        seq = self._seq_of(owner, conv_id, message_id)
+        if seq is None:
+            return None
+        params: dict[str, Any] = {
+            "TableName": self._t.name,
+            "Key": item_key(_conv_pk(owner, conv_id), _seq_sk(seq)),
+            # the message may have been deleted (an edit) since its pointer was read
+            "ConditionExpression": "attribute_exists(pk) AND #id = :id",
+            "ExpressionAttributeNames": {"#id": "id", "#f": "feedback"},
+            "ReturnValues": "ALL_NEW",
+        }
+        if feedback is None:
+            params["UpdateExpression"] = "REMOVE #f"
+            params["ExpressionAttributeValues"] = to_item({":id": message_id})
+        else:
+            params["UpdateExpression"] = "SET #f = :f"
+            params["ExpressionAttributeValues"] = to_item({":id": message_id, ":f": feedback})
+        try:
+            resp = self._t.call("update_item", **params)
+        except ClientError as exc:
+            if condition_failed(exc):
+                return None
+            raise
+        return self._msg(resp["Attributes"])
 
     def find_by_client_message_id(self, owner: str, conv_id: str, client_message_id: str) -> list[Message]:
         pk = _conv_pk(owner, conv_id)

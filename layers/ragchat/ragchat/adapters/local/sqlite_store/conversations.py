@@ -19,7 +19,7 @@ from ragchat.adapters.local.sqlite_store.db import (
 )
 from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, NotFound
-from ragchat.domain.models import Conversation, Message, Page, source_from_json, source_json
+from ragchat.domain.models import Conversation, Feedback, Message, Page, source_from_json, source_json
 
 _CONV_COLUMNS = (
     "id, owner, title, collection, document_id, persona, summary_cursor, last_summary_id, "
@@ -27,7 +27,8 @@ _CONV_COLUMNS = (
 )
 _CONV_CHANGEABLE = {"title", "collection", "document_id", "persona", "summary_cursor", "last_summary_id"}
 _MSG_COLUMNS = (
-    "id, conversation_id, owner, role, content, sources, model, client_message_id, interrupted, created_at"
+    "id, conversation_id, owner, role, content, sources, model, client_message_id, interrupted, created_at, "
+    "feedback"
 )
 _COUNT = "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count"
 
@@ -63,6 +64,7 @@ def _row_to_message(row: sqlite3.Row) -> Message:
         client_message_id=row["client_message_id"],
         interrupted=bool(row["interrupted"]),
         created_at=row["created_at"],
+        feedback=row["feedback"],
     )
 
 
@@ -167,7 +169,7 @@ class SqliteConversationStore:
                 raise NotFound("Conversation not found")
             try:
                 conn.execute(
-                    f"INSERT INTO messages ({_MSG_COLUMNS}) VALUES ({placeholders(10)})",
+                    f"INSERT INTO messages ({_MSG_COLUMNS}) VALUES ({placeholders(11)})",
                     (
                         msg.id,
                         msg.conversation_id,
@@ -179,6 +181,7 @@ class SqliteConversationStore:
                         msg.client_message_id,
                         int(bool(msg.interrupted)),
                         now,
+                        msg.feedback,
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -254,3 +257,17 @@ class SqliteConversationStore:
                 (conv_id, owner, pivot["created_at"], pivot["created_at"], pivot["id"]),
             )
             return int(cur.rowcount)
+
+    def set_feedback(
+        self, owner: str, conv_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message | None:
+        with self.db.write() as conn:
+            conn.execute(
+                "UPDATE messages SET feedback = ? WHERE id = ? AND conversation_id = ? AND owner = ?",
+                (feedback, message_id, conv_id, owner),
+            )
+            row = conn.execute(
+                f"SELECT {_MSG_COLUMNS} FROM messages WHERE id = ? AND conversation_id = ? AND owner = ?",
+                (message_id, conv_id, owner),
+            ).fetchone()
+        return _row_to_message(row) if row else None

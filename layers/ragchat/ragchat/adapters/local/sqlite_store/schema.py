@@ -149,6 +149,10 @@ MIGRATIONS: list[list[str]] = [
             DELETE FROM evidence_documents WHERE owner = old.owner AND document_id = old.id;
         END""",
     ],
+    # 6: the user's thumbs up / down on an answer ('up', 'down' or NULL)
+    [
+        "ALTER TABLE messages ADD COLUMN feedback TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
