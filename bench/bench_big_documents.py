@@ -34,8 +34,8 @@ NOTE = "Ferns reproduce with spores rather than seeds."
 
 
 def _container(tmp: str) -> Any:
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     model_dir = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
     settings = load_settings(

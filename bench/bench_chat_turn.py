@@ -151,8 +151,8 @@ def _percentile(values: list[float], pct: float) -> float:
 
 def main() -> None:
     import numpy as np
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
     from ragchat.domain.models import SearchFilter, VectorRecord
     from ragchat.local_server import LocalServer
 

@@ -47,7 +47,7 @@ module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 t1 = time.perf_counter()
 from ragchat.api.app import create_app
-from ragchat.container import Container
+from ragchat.bootstrap import Container
 area = sys.argv[2]
 container = Container()
 create_app(container, areas=set(sys.argv[3].split(",")))

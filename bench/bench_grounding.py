@@ -59,8 +59,8 @@ GOAL_ANSWERED = 0.93
 
 
 def build(tmp: str) -> Any:
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
     passed = ("RAGCHAT_", "AWS_", "COHERE_", "TITAN_", "CHUNK_")
@@ -227,12 +227,13 @@ def record_signals(container: Any, qs: list[Question]) -> list[dict[str, Any]]:
 
 
 def ask_all(container: Any, names: dict[str, str], qs: list[Question], mode: str) -> list[dict[str, Any]]:
-    from ragchat.services.answering import AskService
+    from ragchat.services.answering import Answerer, AskService
+    from ragchat.services.model_calls import ModelCaller
     from ragchat.services.retrieval import Retriever
 
     settings = container.settings.model_copy(update={"retrieval_mode": mode})
     retriever = Retriever(container.embedder, container.index, settings, titles=container.retriever.titles)
-    ask = AskService(retriever, container.chat_model, settings)
+    ask = AskService(retriever, Answerer(ModelCaller(container.chat_model), settings), settings)
     rows = []
     for q in qs:
         result = ask.ask(OWNER, q.question)

@@ -116,8 +116,8 @@ class Timed:
 
 
 def _container(tmp: str) -> Any:
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     model_dir = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
     settings = load_settings(

@@ -137,8 +137,8 @@ def _fill(
     """Write ``size`` chunks (documents READY, notes, vectors, evidence vectors when given) straight
     through the local stores."""
     import numpy as np
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
     from ragchat.domain.ids import note_id
     from ragchat.domain.models import Document, DocumentStatus, Note, VectorRecord
 
@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     texts = _load_corpus(args.base)
     queries = _load_queries()

@@ -37,8 +37,8 @@ REFUSED = [
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, str]]]:
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     data = tmp_path_factory.mktemp("grounding")
     settings = load_settings(

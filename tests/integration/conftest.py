@@ -28,8 +28,8 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     from moto import mock_aws
     from moto.awslambda.models import LambdaFunction
     from ragchat.adapters.aws.tables import create_tables
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     from tests.fakes import FakeEmbedder
 

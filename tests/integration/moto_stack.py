@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ragchat.bootstrap import Container
 from ragchat.config import load_settings
-from ragchat.container import Container
 from ragchat.domain.models import DocumentStatus, SearchFilter
 
 from tests.fakes import FakeEmbedder

@@ -121,4 +121,4 @@ def test_bearer_token_without_context_is_401(served: tuple[AdapterHTTPServer, Ap
     assert (status, json.loads(body)) == (401, {"error": "Unauthorized"})
     status, _, _ = send(server, "POST", "/chat/conversations", {}, x_amzn_request_context="{not json")
     assert status == 401
-    assert api.container.chat.list_conversations("local", limit=10).items == []
+    assert api.container.chat.conversations.list_conversations("local", limit=10).items == []

@@ -93,8 +93,8 @@ def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LauncherRig]
 
         yield LauncherRig(c, wait_sfn, runs, lambda: [i["step"] for i in stack.invocations])
         return
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     from tests.fakes import FakeEmbedder
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragchat.api.app import create_app
+from ragchat.bootstrap import Container
 from ragchat.config import load_settings
-from ragchat.container import Container
 
 from tests.events import api_event
 from tests.fakes import (
@@ -57,6 +57,7 @@ def make_api(env: dict[str, str] | None = None, *, run_pipeline: bool = True, **
         "embedder": FakeEmbedder(dimension=64),
         "index": index,
         "launcher": launcher,
+        "evidence_store": None,  # fakes all the way down: nothing on disk
         **overrides,
     }
     container = Container(settings, clock=clock, **parts)

@@ -180,7 +180,11 @@ def ask_service(
         )
     sleeps: list[float] = []
     return (
-        AskService(Retriever(embedder, index, settings), model, settings, sleep=sleeps.append),
+        AskService(
+            Retriever(embedder, index, settings),
+            Answerer(ModelCaller(model, sleep=sleeps.append), settings),
+            settings,
+        ),
         index,
         sleeps,
     )

@@ -179,7 +179,7 @@ def test_stop_route_reports_whether_an_answer_was_in_flight_and_hides_other_owne
     assert res["statusCode"] == 202
     assert _body(res) == {"conversationId": conv_id, "inFlight": False}
     # a stream accepted but not finished is in flight (its marker lives in the shared counters)
-    _model, events = api.container.chat.stream("alice", conv_id, "Why is the sky blue?")
+    _model, events = api.container.chat.turns.stream("alice", conv_id, "Why is the sky blue?")
     assert next(events)[0] == "answer_start"
     res = api.call("POST", f"/chat/conversations/{conv_id}/stop")
     assert _body(res)["inFlight"] is True

@@ -12,7 +12,7 @@ from ragchat.config import load_settings
 from ragchat.domain.errors import TransientError
 from ragchat.domain.models import Completion, ModelRequest
 from ragchat.domain.prompts import FALLBACK_PREFIX
-from ragchat.services.answering import AskService
+from ragchat.services.answering import Answerer, AskService
 from ragchat.services.model_calls import ModelCaller, ModelTimeout
 from ragchat.services.retrieval import Retriever
 
@@ -58,7 +58,7 @@ def _rig(**env: str) -> tuple[Rig, HungModel]:
 def _timed_say(rig: Rig, conv: str, text: str) -> tuple[Any, float]:
     rig.clock.advance(10)
     start = rig.clock()
-    result = rig.service.send(OWNER, conv, text)
+    result = rig.chat.turns.send(OWNER, conv, text)
     return result, rig.clock() - start
 
 
@@ -105,7 +105,7 @@ def test_a_hung_stream_gives_the_fallback_within_the_budget() -> None:
     conv = rig.conv()
     rig.clock.advance(10)
     start = rig.clock()
-    model_id, events = rig.service.stream(OWNER, conv, "Why is the sky blue?")
+    model_id, events = rig.chat.turns.stream(OWNER, conv, "Why is the sky blue?")
     assert model_id == "claude-fake"  # known before the model is asked
     names = [name for name, _ in events]
     assert names == ["answer_start", "answer_delta", "sources", "answer_end"]
@@ -129,7 +129,7 @@ def test_a_stream_still_running_at_the_deadline_is_cut_and_its_text_kept() -> No
     conv = rig.conv()
     clock.advance(10)
     start = clock()
-    _, events = rig.service.stream(OWNER, conv, "Why is the sky blue?")
+    _, events = rig.chat.turns.stream(OWNER, conv, "Why is the sky blue?")
     got = list(events)
     assert got[-1][0] == "error" and got[-1][1]["code"] == "model_error"
     # cut at the first delta after the deadline (a silent stream is cut by its read timeout)
@@ -142,7 +142,10 @@ def test_a_hung_model_costs_a_one_shot_question_at_most_the_budget() -> None:
     rig, _ = _rig()
     model = HungModel(rig.clock)
     retriever = Retriever(rig.embedder, rig.index, rig.settings)
-    ask = AskService(retriever, model, rig.settings, sleep=rig.clock.advance, clock=rig.clock)
+    caller = ModelCaller(
+        model, sleep=rig.clock.advance, clock=rig.clock, budget_s=rig.settings.model_turn_budget_s
+    )
+    ask = AskService(retriever, Answerer(caller, rig.settings), rig.settings)
     start = rig.clock()
     result = ask.ask(OWNER, "Why is the sky blue?")
     assert result.model == "fallback" and result.answer.startswith(FALLBACK_PREFIX)

@@ -14,7 +14,7 @@ Q = "Why is the sky blue?"
 def refused(rig: Rig, conv: str, ip: str = "10.0.0.1") -> int | None:
     """The Retry-After of a refused message, or None when it was answered."""
     try:
-        rig.service.send(OWNER, conv, Q, ip=ip)
+        rig.chat.turns.send(OWNER, conv, Q, ip=ip)
     except RateLimited as exc:
         return exc.retry_after
     return None
@@ -58,7 +58,7 @@ def test_a_message_refused_as_a_flood_is_not_counted() -> None:
     c = rig.conv()
     for _ in range(4):
         rig.clock.advance(1)
-        rig.service.send(OWNER, c, Q, ip="10.0.0.1")
+        rig.chat.turns.send(OWNER, c, Q, ip="10.0.0.1")
     rig.clock.advance(1)
     wait = refused(rig, c)
     assert wait is not None  # a flood

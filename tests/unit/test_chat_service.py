@@ -1,4 +1,5 @@
-"""The chat turn (SPEC §7, §8, §9, §11) through ChatService with in-memory fakes of every port.
+"""The chat turn (SPEC §7, §8, §9, §11) through the chat collaborators (``build_chat``) with in-memory
+fakes of every port.
 
 A fake model records the exact ModelRequest it received, so the invariants are asserted on what the
 model actually saw. Time is a FakeClock; nothing sleeps."""
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 from ragchat.api.schemas import conversation_export_json
+from ragchat.bootstrap import build_chat, load_personas
 from ragchat.config import load_settings
-from ragchat.container import load_personas
 from ragchat.domain.errors import (
     Conflict,
     ModelError,
@@ -26,7 +27,7 @@ from ragchat.domain.errors import (
 from ragchat.domain.export import export_markdown
 from ragchat.domain.models import Hit, ModelRequest, Note, VectorRecord
 from ragchat.domain.prompts import FALLBACK_PREFIX, GUARD_REPLY, SUMMARY_PROMPT
-from ragchat.services.chat import ChatService, ExtractiveSummarizer
+from ragchat.services.chat import ExtractiveSummarizer
 from ragchat.services.retrieval import Retriever
 
 from tests.fakes import (
@@ -70,7 +71,7 @@ class Rig:
         )
         self.model = model or FakeChatModel(self._cite_first)
         self.sleeps: list[float] = []
-        self.service = ChatService(
+        self.chat = build_chat(
             conversations=self.store,
             counters=self.counters,
             retriever=Retriever(self.embedder, self.index, self.settings),
@@ -125,11 +126,11 @@ class Rig:
         )
 
     def conv(self, **kwargs: Any) -> str:
-        return self.service.create_conversation(OWNER, **kwargs).id
+        return self.chat.conversations.create(OWNER, **kwargs).id
 
     def say(self, conv_id: str, text: str, **kwargs: Any) -> Any:
         self.clock.advance(10)
-        return self.service.send(OWNER, conv_id, text, **kwargs)
+        return self.chat.turns.send(OWNER, conv_id, text, **kwargs)
 
 
 def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
@@ -200,15 +201,15 @@ def test_validation_errors() -> None:
     rig = Rig()
     c = rig.conv()
     with pytest.raises(NotFound):
-        rig.service.send(OWNER, "nope", "hello")
+        rig.chat.turns.send(OWNER, "nope", "hello")
     with pytest.raises(ValidationError):
-        rig.service.send(OWNER, c, "  \t\x00 \n ")
+        rig.chat.turns.send(OWNER, c, "  \t\x00 \n ")
     with pytest.raises(PayloadTooLarge):
-        rig.service.send(OWNER, c, "x" * 4001)
+        rig.chat.turns.send(OWNER, c, "x" * 4001)
     assert rig.store.list_messages(OWNER, c).items == []  # nothing stored for rejected input
     # another owner cannot see or post into the conversation
     with pytest.raises(NotFound):
-        rig.service.send("mallory", c, "hello")
+        rig.chat.turns.send("mallory", c, "hello")
 
 
 def test_message_is_sanitized_and_title_set_from_first_message() -> None:
@@ -221,11 +222,11 @@ def test_message_is_sanitized_and_title_set_from_first_message() -> None:
     rig.say(c, long)
     user = rig.store.list_messages(OWNER, c).items[0]
     assert "\x07" not in user.content and "  " not in user.content
-    conv = rig.service.get_conversation(OWNER, c)
+    conv = rig.chat.conversations.get(OWNER, c)
     assert conv.title.endswith("…") and len(conv.title) <= 81
     assert conv.title.startswith("Why is the sky blue and why")
     rig.say(c, "Second message")
-    assert rig.service.get_conversation(OWNER, c).title == conv.title
+    assert rig.chat.conversations.get(OWNER, c).title == conv.title
 
 
 # ----------------------------------------------------------------------------- summarization
@@ -248,7 +249,7 @@ def test_summarization_inserts_summary_and_next_context_is_summary_plus_recent()
     assert len(summaries) == 1
     assert "[source:" not in summaries[0].content
     assert "Question number 1" in summaries[0].content
-    conv = rig.service.get_conversation(OWNER, c)
+    conv = rig.chat.conversations.get(OWNER, c)
     assert conv.last_summary_id == summaries[0].id and conv.summary_cursor is not None
     # older messages stay in storage
     assert sum(1 for m in all_msgs if m.role == "user") == 4
@@ -337,7 +338,7 @@ def test_idempotency_holds_when_two_requests_race() -> None:
 
     def send(done: threading.Event | None = None) -> None:
         try:
-            results.append(rig.service.send(OWNER, c, "Why is the sky blue?", message_id="race-1"))
+            results.append(rig.chat.turns.send(OWNER, c, "Why is the sky blue?", message_id="race-1"))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
@@ -491,10 +492,10 @@ def test_flood_of_user_messages_is_refused() -> None:
     c = rig.conv()
     for _ in range(4):
         rig.clock.advance(1)
-        rig.service.send(OWNER, c, "Why is the sky blue?")
+        rig.chat.turns.send(OWNER, c, "Why is the sky blue?")
     rig.clock.advance(1)
     with pytest.raises(RateLimited) as info:
-        rig.service.send(OWNER, c, "Why is the sky blue?")
+        rig.chat.turns.send(OWNER, c, "Why is the sky blue?")
     assert info.value.retry_after >= 1
 
 
@@ -506,29 +507,29 @@ def test_edit_deletes_later_messages_and_answers_new_version() -> None:
     second = rig.say(c, "Why is grass green?")
     rig.say(c, "Tell me more")
     user2 = second.user_message_id
-    out = rig.service.edit(OWNER, c, user2, "Why is the ocean blue?")
+    out = rig.chat.turns.edit(OWNER, c, user2, "Why is the ocean blue?")
     msgs = rig.store.list_messages(OWNER, c).items
     assert [m.role for m in msgs] == ["user", "assistant", "user", "assistant"]
     assert msgs[2].content == "Why is the ocean blue?"
     assert msgs[3].id == out.message.id
     assert "[Source id=n-ocean]" in rig.model.requests[-1].system
     with pytest.raises(ValidationError):
-        rig.service.edit(OWNER, c, out.message.id, "x")
+        rig.chat.turns.edit(OWNER, c, out.message.id, "x")
     with pytest.raises(NotFound):
-        rig.service.edit(OWNER, c, "missing", "x")
+        rig.chat.turns.edit(OWNER, c, "missing", "x")
 
 
 def test_edit_first_message_keeps_conversation() -> None:
     rig = Rig()
     c = rig.conv(collection=None)
-    created = rig.service.get_conversation(OWNER, c).created_at
+    created = rig.chat.conversations.get(OWNER, c).created_at
     first = rig.say(c, "Why is the sky blue?")
     rig.say(c, "Why is grass green?")
     rig.clock.advance(3600)
-    rig.service.edit(OWNER, c, first.user_message_id, "Why is the ocean blue?")
+    rig.chat.turns.edit(OWNER, c, first.user_message_id, "Why is the ocean blue?")
     msgs = rig.store.list_messages(OWNER, c).items
     assert [m.content for m in msgs if m.role == "user"] == ["Why is the ocean blue?"]
-    conv = rig.service.get_conversation(OWNER, c)
+    conv = rig.chat.conversations.get(OWNER, c)
     assert conv.title == "Why is the ocean blue?"
     assert conv.created_at == created  # the same conversation, not a new one under the same id
     assert conv.message_count == 2
@@ -538,15 +539,15 @@ def test_edit_first_message_keeps_a_title_the_user_chose() -> None:
     rig = Rig()
     c = rig.conv(title="Colours of nature")
     first = rig.say(c, "Why is the sky blue?")
-    rig.service.edit(OWNER, c, first.user_message_id, "Why is the ocean blue?")
-    assert rig.service.get_conversation(OWNER, c).title == "Colours of nature"
+    rig.chat.turns.edit(OWNER, c, first.user_message_id, "Why is the ocean blue?")
+    assert rig.chat.conversations.get(OWNER, c).title == "Colours of nature"
 
 
 def test_export_markdown_and_json() -> None:
     rig = Rig()
     c = rig.conv(title="Sky talk")
     rig.say(c, "Why is the sky blue?")
-    conv, messages = rig.service.transcript(OWNER, c)
+    conv, messages = rig.chat.conversations.transcript(OWNER, c)
     md = export_markdown(conv, messages)
     assert md.startswith("# Sky talk") and "## User" in md and "## Assistant" in md and "- `n-" in md
     data = json.loads(json.dumps(conversation_export_json(conv, messages)))
@@ -593,7 +594,7 @@ def _drain(events_iter: Any) -> list[tuple[str, dict[str, Any]]]:
 def test_stream_events_and_validated_persisted_text() -> None:
     rig = Rig(model=FakeChatModel("Blue [source: n-sky] and [source: bogus-9] done."))
     c = rig.conv()
-    model, evs = rig.service.stream(OWNER, c, "Why is the sky blue?")
+    model, evs = rig.chat.turns.stream(OWNER, c, "Why is the sky blue?")
     out = _drain(evs)
     names = [n for n, _ in out]
     assert names[0] == "answer_start" and names[-2:] == ["sources", "answer_end"]
@@ -610,7 +611,7 @@ def test_stream_events_and_validated_persisted_text() -> None:
 def test_stream_refusal_on_guard() -> None:
     rig = Rig()
     c = rig.conv()
-    _, evs = rig.service.stream(OWNER, c, "quantum chromodynamics lattice")
+    _, evs = rig.chat.turns.stream(OWNER, c, "quantum chromodynamics lattice")
     out = _drain(evs)
     # answer_start goes out as soon as the turn is accepted, before retrieval decides to refuse
     assert [n for n, _ in out] == ["answer_start", "refusal"]
@@ -629,7 +630,7 @@ def test_stream_disconnect_stores_partial_marked_interrupted() -> None:
 
     rig = Rig(model=Endless())
     c = rig.conv()
-    _, evs = rig.service.stream(OWNER, c, "Why is the sky blue?")
+    _, evs = rig.chat.turns.stream(OWNER, c, "Why is the sky blue?")
     got = [next(evs) for _ in range(4)]  # answer_start + 3 deltas
     evs.close()
     assert got[0][0] == "answer_start"
@@ -643,7 +644,7 @@ def test_stream_model_failure_before_text_gives_fallback() -> None:
     rig = Rig()
     rig.model.fail_with = ModelError("down")
     c = rig.conv()
-    _model, evs = rig.service.stream(OWNER, c, "Why is the sky blue?")
+    _model, evs = rig.chat.turns.stream(OWNER, c, "Why is the sky blue?")
     out = _drain(evs)
     text = "".join(d["text"] for n, d in out if n == "answer_delta")
     assert text.startswith(FALLBACK_PREFIX)

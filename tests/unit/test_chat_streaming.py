@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ragchat.bootstrap import Chat, build_chat
 from ragchat.config import load_settings
 from ragchat.domain.models import Note, VectorRecord
-from ragchat.services.chat import ChatService
 from ragchat.services.chat.streaming import KEEPALIVE, Event
 from ragchat.services.retrieval import Retriever
 
@@ -47,8 +47,8 @@ class Shared:
         )
         self.documents.put_notes([Note(id="n-sky", document_id="d1", chunk_index=0, text=SKY, owner=OWNER)])
 
-    def service(self, model: Any, pacing: FakePacing | None = None) -> ChatService:
-        return ChatService(
+    def service(self, model: Any, pacing: FakePacing | None = None) -> Chat:
+        return build_chat(
             conversations=self.store,
             counters=self.counters,
             retriever=Retriever(self.embedder, self.index, self.settings),
@@ -64,11 +64,11 @@ class Shared:
         return self.store.list_messages(OWNER, conv_id).items[-1]
 
 
-def _start(shared: Shared, **pacing: Any) -> tuple[SteppedChatModel, FakePacing, ChatService, str]:
+def _start(shared: Shared, **pacing: Any) -> tuple[SteppedChatModel, FakePacing, Chat, str]:
     model = SteppedChatModel()
     fake = FakePacing(model, **pacing)
     service = shared.service(model, fake)
-    return model, fake, service, service.create_conversation(OWNER).id
+    return model, fake, service, service.conversations.create(OWNER).id
 
 
 def _next_real(events: Iterator[Event]) -> Event:
@@ -95,7 +95,7 @@ def _deltas(out: list[Event]) -> str:
 def test_answer_start_goes_out_before_retrieval_and_the_model_call() -> None:
     shared = Shared()
     model, _fake, service, conv = _start(shared)
-    _model_id, events = service.stream(OWNER, conv, QUESTION)
+    _model_id, events = service.turns.stream(OWNER, conv, QUESTION)
     name, data = next(events)
     assert name == "answer_start" and data["conversationId"] == conv
     assert model.requests == [] and shared.embedder.query_calls == 0  # nothing slow has happened yet
@@ -108,7 +108,7 @@ def test_answer_start_goes_out_before_retrieval_and_the_model_call() -> None:
 def test_deltas_are_validated_as_they_stream_and_add_up_to_the_stored_answer() -> None:
     shared = Shared()
     model, _fake, service, conv = _start(shared)
-    _m, events = service.stream(OWNER, conv, QUESTION)
+    _m, events = service.turns.stream(OWNER, conv, QUESTION)
     next(events)
     model.send("Rayleigh ", "scattering [source: n-", "sky] and [source: ", "made-up-7] more.")
     # released as it comes (the partial tag "[source: n-" was held only until it completed)
@@ -127,7 +127,7 @@ def test_deltas_are_validated_as_they_stream_and_add_up_to_the_stored_answer() -
 def test_keep_alive_while_the_model_is_silent() -> None:
     shared = Shared()
     model, fake, service, conv = _start(shared)
-    _m, events = service.stream(OWNER, conv, QUESTION)
+    _m, events = service.turns.stream(OWNER, conv, QUESTION)
     next(events)
     assert next(events) == KEEPALIVE  # the model said nothing yet: a comment line keeps the stream open
     assert 15.0 <= fake.now < 16.0
@@ -143,7 +143,7 @@ def test_keep_alive_while_the_model_is_silent() -> None:
 def test_hang_up_stops_the_model_stream_and_stores_the_partial_answer_interrupted() -> None:
     shared = Shared()
     model, _fake, service, conv = _start(shared)
-    _m, events = service.stream(OWNER, conv, QUESTION)
+    _m, events = service.turns.stream(OWNER, conv, QUESTION)
     next(events)
     model.send("Rayleigh scattering ")
     assert _next_real(events) == ("answer_delta", {"text": "Rayleigh scattering"})
@@ -154,18 +154,18 @@ def test_hang_up_stops_the_model_stream_and_stores_the_partial_answer_interrupte
     model.send("more ", "and more ")  # the worker takes at most the delta it was waiting for
     assert model.closed.wait(10)  # ... and closes the model stream
     assert len(model.read) <= 2
-    assert not service.stop(OWNER, conv)  # nothing in flight any more
+    assert not service.turns.stop(OWNER, conv)  # nothing in flight any more
 
 
 def test_stop_from_another_instance_ends_the_stream_with_the_partial_answer() -> None:
     shared = Shared()
     model, fake, service, conv = _start(shared)
     other = shared.service(SteppedChatModel())  # another request / process / container
-    _m, events = service.stream(OWNER, conv, QUESTION)
+    _m, events = service.turns.stream(OWNER, conv, QUESTION)
     start = next(events)
     model.send("Blue light scatters ", "[source: n-sky] more")
     _take(events, "Blue light scatters [source: n-sky] more")
-    assert other.stop(OWNER, conv) is True  # an answer was in flight
+    assert other.turns.stop(OWNER, conv) is True  # an answer was in flight
     reads_before = fake.now
     out = list(events)  # ends by itself within the next stop check
     assert fake.now - reads_before <= 0.5 + 0.01
@@ -181,7 +181,7 @@ def test_stop_from_another_instance_ends_the_stream_with_the_partial_answer() ->
     assert model.closed.wait(10)
     # the stop was honoured: the next answer is not stopped by the old flag
     shared.clock.advance(5)
-    _m, events = service.stream(OWNER, conv, "And why is it red at sunset?")
+    _m, events = service.turns.stream(OWNER, conv, "And why is it red at sunset?")
     next(events)
     model.send("Sunset.")
     model.finish()
@@ -192,7 +192,7 @@ def test_a_stop_for_another_owner_is_not_found() -> None:
     shared = Shared()
     _model, _fake, service, conv = _start(shared)
     try:
-        service.stop("mallory", conv)
+        service.turns.stop("mallory", conv)
     except Exception as exc:
         assert type(exc).__name__ == "NotFound"
     else:
@@ -205,7 +205,7 @@ def test_a_retrieval_failure_after_answer_start_is_an_error_event() -> None:
     shared = Shared()
     model, _fake, service, conv = _start(shared)
     shared.index.fail_searches = 5
-    _m, events = service.stream(OWNER, conv, QUESTION)
+    _m, events = service.turns.stream(OWNER, conv, QUESTION)
     out = list(events)
     assert [n for n, _ in out] == ["answer_start", "error"]
     assert out[-1][1] == {"code": "unavailable", "message": out[-1][1]["message"]}

@@ -35,7 +35,7 @@ def test_a_retry_takes_over_within_the_wait_limit_with_the_whole_model_budget() 
     rig, waited = _rig()
     conv = rig.conv()
     user = _dead_first_attempt(rig, conv)
-    result = rig.service.send(OWNER, conv, QUESTION, message_id="m-1")
+    result = rig.chat.turns.send(OWNER, conv, QUESTION, message_id="m-1")
     assert 0 < sum(waited) <= IDEMPOTENCY_MAX_WAIT_S + 0.1
     assert not result.replayed and result.message.model == rig.model.model_id  # not the fallback
     assert rig.model.requests[-1].timeout_s == rig.settings.model_turn_budget_s  # the wait ate none
@@ -44,7 +44,7 @@ def test_a_retry_takes_over_within_the_wait_limit_with_the_whole_model_budget() 
         ("user", user.id),
         ("assistant", None),
     ]
-    again = rig.service.send(OWNER, conv, QUESTION, message_id="m-1")
+    again = rig.chat.turns.send(OWNER, conv, QUESTION, message_id="m-1")
     assert again.replayed and again.message.id == result.message.id
 
 
@@ -53,6 +53,6 @@ def test_a_first_attempt_older_than_the_takeover_setting_is_answered_at_once() -
     conv = rig.conv()
     _dead_first_attempt(rig, conv)
     rig.clock.advance(2)  # the server was restarted meanwhile
-    result = rig.service.send(OWNER, conv, QUESTION, message_id="m-1")
+    result = rig.chat.turns.send(OWNER, conv, QUESTION, message_id="m-1")
     assert waited == [] and not result.replayed
     assert [m.role for m in rig.store.list_messages(OWNER, conv).items] == ["user", "assistant"]

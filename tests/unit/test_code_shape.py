@@ -20,6 +20,7 @@ OUTER = (
     "ragchat.serving",
     "ragchat.cli",
     "ragchat.entrypoints",
+    "ragchat.bootstrap",
     "ragchat.container",
     "ragchat.config",
     "ragchat.local_server",

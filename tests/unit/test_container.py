@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from ragchat.api.handler import http_handler
+from ragchat.bootstrap import Container
 from ragchat.config import ConfigError, load_settings
-from ragchat.container import Container
 
 from tests.events import api_event, json_body
 from tests.unit.api_support import make_api

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ragchat.bootstrap import Container
 from ragchat.config import ConfigError, load_settings
-from ragchat.container import Container
 from ragchat.domain.ids import stable_document_id
 from ragchat.entrypoints.ingest_steps import ingest_step_handler, step_error
 from ragchat.entrypoints.s3_ingest import ingest_s3_event, s3_ingest_handler

@@ -13,9 +13,9 @@ from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 from ragchat.adapters.local.sqlite_store import SqliteDatabase
 from ragchat.adapters.local.sqlite_store.evidence import SqliteEvidenceStore, decode, encode
 from ragchat.adapters.local.vector_index import LocalVectorIndex
+from ragchat.bootstrap import Container
 from ragchat.cli.serve import warm_unwarmed
 from ragchat.config import load_settings
-from ragchat.container import Container
 from ragchat.domain import answerability
 from ragchat.domain.models import Document, DocumentStatus, VectorRecord
 from ragchat.services.evidence import EvidenceWarmer, chunk_evidence_texts

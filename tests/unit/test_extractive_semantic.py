@@ -13,6 +13,8 @@ from ragchat.adapters.local.extractive import ExtractiveChatModel
 from ragchat.domain.citations import CITATION_RE, validate_citations
 from ragchat.domain.extractive import LEXICAL_WEIGHT, RELATIVE_MARGIN, Relevance, extractive_answer
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest
+from ragchat.services.answering import Answerer
+from ragchat.services.model_calls import ModelCaller
 from ragchat.services.retrieval import PassageVectors
 
 from tests.fakes import FakeEmbedder
@@ -285,7 +287,8 @@ def test_a_question_asked_by_meaning_is_embedded_once() -> None:
     settings = load_settings({"RETRIEVAL_MODE": "vector", "MIN_SIMILARITY": "-1"})
     vectors = PassageVectors(embedder)
     retriever = Retriever(embedder, index, settings, passage_vectors=vectors)
-    ask = AskService(retriever, ExtractiveChatModel(vectors, query_embedder=embedder), settings)
+    model = ExtractiveChatModel(vectors, query_embedder=embedder)
+    ask = AskService(retriever, Answerer(ModelCaller(model), settings), settings)
     result = ask.ask("alice", "home desk equipment money")
     assert not result.guard_used and result.sources
     assert embedder.query_calls == 1  # retrieval's vector served the answerer too

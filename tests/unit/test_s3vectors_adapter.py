@@ -172,8 +172,8 @@ def test_the_fake_rejects_what_the_service_rejects():
 
 
 def test_the_container_builds_the_s3vectors_index_when_asked(monkeypatch):
+    from ragchat.bootstrap import Container
     from ragchat.config import load_settings
-    from ragchat.container import Container
 
     from tests.fakes import FakeEmbedder
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragchat.bootstrap import Container
 from ragchat.cli.serve import resume_pending
 from ragchat.config import load_settings
-from ragchat.container import Container
 from ragchat.domain.models import DocumentStatus, SearchFilter
 
 from tests.fakes.search import FakeEmbedder

@@ -13,7 +13,8 @@ from ragchat.cli.ask import print_answer
 from ragchat.cli.client import Answer, Source, sources_of
 from ragchat.domain.export import export_markdown
 from ragchat.domain.models import Conversation, Document, Message, Note, SourceRef, source_from_json
-from ragchat.services.answering import AskService
+from ragchat.services.answering import Answerer, AskService
+from ragchat.services.model_calls import ModelCaller
 from ragchat.services.sources import locate_sources
 
 from tests.fakes import FakeChatModel, FakeClock, FakeDocumentStore
@@ -113,7 +114,7 @@ def test_chat_answer_stored_message_and_export_carry_title_and_page() -> None:
     assert result.message.sources == [want]
     stored = rig.store.list_messages(OWNER, c).items[-1]
     assert stored.sources == [want]
-    conv = rig.service.get_conversation(OWNER, c)
+    conv = rig.chat.conversations.get(OWNER, c)
     exported = conversation_export_json(conv, rig.store.list_messages(OWNER, c).items)
     assert exported["messages"][-1]["sources"][0]["title"] == "Sky handbook"
     assert exported["messages"][-1]["sources"][0]["page"] == 3
@@ -134,7 +135,7 @@ def test_round_trips_one_batched_read_only_when_the_answer_cites_something() -> 
     rig = _rig()
     _page_notes(rig)
     counting = CountingDocuments(rig.documents)
-    rig.service.turns.p.documents = counting  # type: ignore[assignment]
+    rig.chat.turns.p.documents = counting  # type: ignore[assignment]
     c = rig.conv()
     rig.say(c, "Why is the sky blue?")
     assert counting.calls == Counter({"get_notes_and_documents": 1})
@@ -146,7 +147,7 @@ def test_sse_sources_event_carries_title_and_page() -> None:
     rig = _rig()
     _page_notes(rig, page=7)
     c = rig.conv()
-    _, evs = rig.service.stream(OWNER, c, "Why is the sky blue?")
+    _, evs = rig.chat.turns.stream(OWNER, c, "Why is the sky blue?")
     sources = next(data for name, data in evs if name == "sources")["sources"]
     assert sources[0] | {"text": ""} == {
         "id": "n-sky", "documentId": "d1", "title": "Sky handbook", "page": 7, "text": ""
@@ -157,7 +158,8 @@ def test_sse_sources_event_carries_title_and_page() -> None:
 def test_one_shot_answer_carries_title_and_page() -> None:
     rig = _rig()
     _page_notes(rig)
-    ask = AskService(rig.service.turns.p.retriever, rig.model, rig.settings, documents=rig.documents)
+    answerer = Answerer(ModelCaller(rig.model), rig.settings)
+    ask = AskService(rig.chat.turns.p.retriever, answerer, rig.settings, documents=rig.documents)
     result = ask.ask(OWNER, "Why is the sky blue?")
     assert [(s.id, s.title, s.page) for s in result.sources] == [("n-sky", "Sky handbook", 3)]
 

@@ -77,7 +77,7 @@ def test_the_summary_is_stored_after_the_answer_of_its_turn() -> None:
     rig.say(c, "Why is the sky blue, take 3?")  # 7 messages > 4: this turn summarizes
     roles = [m.role for m in rig.store.list_messages(OWNER, c, limit=100).items[before:]]
     assert roles == ["user", "assistant", "system-summary"]
-    conv = rig.service.get_conversation(OWNER, c)
+    conv = rig.chat.conversations.get(OWNER, c)
     msgs = rig.store.list_messages(OWNER, c, limit=100).items
     assert conv.last_summary_id == msgs[-1].id
     # the next turn reads the summary back as its context

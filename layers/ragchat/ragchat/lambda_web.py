@@ -38,7 +38,7 @@ from ragchat.serving.events import Gateway, Headers, LocalContext, Refusal, Reso
 from ragchat.serving.server import HttpServer
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
 logger = logging.getLogger("ragchat.lambda_web")
 
@@ -183,7 +183,7 @@ def main() -> None:
     # Importing the handler module creates the Powertools logger "ragchat": JSON lines on stdout with the
     # correlation id, as in the buffered functions; the ragchat.* loggers here propagate to it.
     import ragchat.api.handler  # noqa: F401  (the Powertools logger)
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
     box = Container()
     server = create_server(box, port=box.settings.lwa_port)

@@ -33,7 +33,7 @@ from ragchat.serving.events import (
 from ragchat.serving.server import HttpServer
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
 __all__ = [
     "OPEN_PAGES",

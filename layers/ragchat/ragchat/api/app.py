@@ -24,7 +24,7 @@ from ragchat.api.body import body_problem, register_body_errors, strict_json
 from ragchat.api.errors import error_event_response, register_error_handlers
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
 logger = logging.getLogger("ragchat.api")
 

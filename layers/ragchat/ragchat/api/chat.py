@@ -33,7 +33,7 @@ from ragchat.domain.labels import validate_collection
 from ragchat.services.chat.streaming import KEEPALIVE
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
     from ragchat.services.chat import TurnResult
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
@@ -145,7 +145,7 @@ def _reply(result: TurnResult) -> Response[dict[str, Any]]:
 def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.post("/chat/conversations", status_code=201, summary="Start a conversation", tags=["chat"])
     def create(conv: Annotated[ConversationIn, Body()]) -> Response[ConversationOut]:
-        created = container.chat.create_conversation(
+        created = container.chat.conversations.create(
             _owner(r),
             title=conv.title,
             collection=validate_collection(conv.collection),  # the documents' rule (domain.labels)
@@ -158,7 +158,7 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
 
     @r.get("/chat/conversations", summary="Your conversations, newest first", tags=["chat"])
     def list_conversations(limit: Limit = 50, cursor: Cursor = None) -> ConversationPage:
-        page = container.chat.list_conversations(_owner(r), limit=limit, cursor=cursor)
+        page = container.chat.conversations.list_conversations(_owner(r), limit=limit, cursor=cursor)
         return ConversationPage(items=[ConversationOut.of(c) for c in page.items], cursor=page.cursor)
 
     @r.get(
@@ -172,8 +172,8 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
         cursor: Cursor = None,
     ) -> dict[str, Any]:
         who = _owner(r)
-        conv = container.chat.get_conversation(who, conversation_id)
-        page = container.chat.messages(who, conversation_id, limit=limit, cursor=cursor)
+        conv = container.chat.conversations.get(who, conversation_id)
+        page = container.chat.conversations.messages(who, conversation_id, limit=limit, cursor=cursor)
         return {
             **conversation_json(conv),
             "messages": [message_json(m) for m in page.items],
@@ -184,11 +184,13 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     def rename_conversation(
         conversation_id: Annotated[str, Path()], patch: Annotated[ConversationPatch, Body()]
     ) -> ConversationOut:
-        return ConversationOut.of(container.chat.rename_conversation(_owner(r), conversation_id, patch.title))
+        return ConversationOut.of(
+            container.chat.conversations.rename(_owner(r), conversation_id, patch.title)
+        )
 
     @r.delete("/chat/conversations/<conversation_id>", summary="Delete a conversation", tags=["chat"])
     def delete_conversation(conversation_id: Annotated[str, Path()]) -> Response[str]:
-        container.chat.delete_conversation(_owner(r), conversation_id)
+        container.chat.conversations.delete(_owner(r), conversation_id)
         return Response(status_code=204, content_type=None, body="")
 
 
@@ -204,11 +206,11 @@ def _message_routes(r: APIGatewayRouter, container: Container) -> None:
         who = _owner(r)
         message_id = message.message_id or _header(r.current_event, "Idempotency-Key") or None
         if not _wants_stream(r):
-            result = container.chat.send(
+            result = container.chat.turns.send(
                 who, conversation_id, message.content, message_id=message_id, ip=_source_ip(r)
             )
             return _reply(result)
-        model, events = container.chat.stream(
+        model, events = container.chat.turns.stream(
             who, conversation_id, message.content, message_id=message_id, ip=_source_ip(r)
         )
         body: Any = sse(events)
@@ -231,7 +233,9 @@ def _message_routes(r: APIGatewayRouter, container: Container) -> None:
         message_id: Annotated[str, Path()],
         edit: Annotated[EditIn, Body()],
     ) -> Response[dict[str, Any]]:
-        result = container.chat.edit(_owner(r), conversation_id, message_id, edit.content, ip=_source_ip(r))
+        result = container.chat.turns.edit(
+            _owner(r), conversation_id, message_id, edit.content, ip=_source_ip(r)
+        )
         return _reply(result)
 
 
@@ -251,7 +255,8 @@ def _feedback_route(r: APIGatewayRouter, container: Container) -> None:
         message_id: Annotated[str, Path()],
         feedback: Annotated[FeedbackIn, Body()],
     ) -> dict[str, Any]:
-        return message_json(container.chat.rate(_owner(r), conversation_id, message_id, feedback.rating))
+        rated = container.chat.conversations.rate(_owner(r), conversation_id, message_id, feedback.rating)
+        return message_json(rated)
 
 
 def _stop_route(r: APIGatewayRouter, container: Container) -> None:
@@ -268,7 +273,7 @@ def _stop_route(r: APIGatewayRouter, container: Container) -> None:
         tags=["chat"],
     )
     def stop(conversation_id: Annotated[str, Path()]) -> Response[StopOut]:
-        in_flight = container.chat.stop(_owner(r), conversation_id)
+        in_flight = container.chat.turns.stop(_owner(r), conversation_id)
         return Response(
             status_code=202,
             content_type=content_types.APPLICATION_JSON,
@@ -289,7 +294,7 @@ def _export_route(r: APIGatewayRouter, container: Container) -> None:
         fmt = format.lower()
         if fmt not in ("markdown", "md", "json"):
             raise ValidationError("format: use markdown or json")
-        conv, messages = container.chat.transcript(_owner(r), conversation_id)
+        conv, messages = container.chat.conversations.transcript(_owner(r), conversation_id)
         if fmt == "json":
             ctype, ext = "application/json", "json"
             text = json.dumps(conversation_export_json(conv, messages), ensure_ascii=False, indent=2)

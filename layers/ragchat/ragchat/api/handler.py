@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ragchat.bootstrap import Container, ContainerFactory, LazyContainer
 from ragchat.config import Part
-from ragchat.container import Container, ContainerFactory, LazyContainer
 from ragchat.observability import API_GATEWAY_REQUEST_ID, lambda_entry, root_logger, start_invocation
 
 if TYPE_CHECKING:

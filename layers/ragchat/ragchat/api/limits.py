@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from ragchat.api.auth import principal
 
 if TYPE_CHECKING:
+    from ragchat.bootstrap import Container
     from ragchat.config import RateLimitedRoute
-    from ragchat.container import Container
 
 
 def source_ip(event: Any) -> str | None:

@@ -24,7 +24,7 @@ from ragchat.domain.ids import stable_document_id
 from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]

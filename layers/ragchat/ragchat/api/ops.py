@@ -11,7 +11,7 @@ from ragchat import __version__
 from ragchat.api.auth import principal
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
 OPENAPI_TITLE = "ragchat"
 OPENAPI_DESCRIPTION = (

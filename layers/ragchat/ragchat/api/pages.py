@@ -37,7 +37,7 @@ from ragchat.domain.extraction import PRIMARY_EXTENSIONS
 from ragchat.domain.labels import MAX_COLLECTION_CHARS
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
 _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label=Conversations>
 <form id=new-conv class=new-conv><button id=new-conv-button class="btn primary wide">New conversation</button>

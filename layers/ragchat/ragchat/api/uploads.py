@@ -23,13 +23,10 @@ from ragchat.api.auth import principal
 from ragchat.api.limits import rate_limit
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.labels import MAX_TITLE_CHARS
-from ragchat.services.uploads import UploadService, UploadTicket
+from ragchat.services.uploads import UploadTicket
 
 if TYPE_CHECKING:
-    from ragchat.container import Container
-
-# Room left for the form fields and multipart framing when the local server receives the file.
-FORM_OVERHEAD_BYTES = 64 * 1024
+    from ragchat.bootstrap import Container
 
 
 class UploadIn(BaseModel):
@@ -43,25 +40,13 @@ class UploadIn(BaseModel):
     collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")
 
 
-def upload_service(container: Container) -> UploadService:
-    """Uploads over the container's blob store and ingestion. The local server takes a body up to its
-    request limit, so a local grant never allows more than that."""
-    settings = container.settings
-    max_bytes = settings.max_upload_bytes
-    if settings.backend != "aws":
-        max_bytes = min(max_bytes, settings.body_limit_bytes - FORM_OVERHEAD_BYTES)
-    return UploadService(
-        container.blobs, container.ingestion, max_bytes=max_bytes, expires_in=settings.upload_url_expires_s
-    )
-
-
 def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     @r.post("/uploads", status_code=201, summary="Get a presigned POST for a large file", tags=["documents"])
     def post_upload(upload: Annotated[UploadIn, Body()]) -> Response[dict[str, Any]]:
         rate_limit(container, "uploads", r.current_event)
-        ticket = upload_service(container).presign(
+        ticket = container.uploads.presign(
             principal(r.current_event),
             filename=upload.filename,
             content_type=upload.content_type,
@@ -79,7 +64,7 @@ def router(container: Container) -> APIGatewayRouter:
     )
     def receive_local(token: Annotated[str, Path()]) -> Response[dict[str, Any]]:
         fields, data = read_form(r.current_event)
-        doc = upload_service(container).receive_local(token, fields, data)
+        doc = container.uploads.receive_local(token, fields, data)
         return _json(201, {"documentId": doc.id, "status": str(doc.status)})
 
     return r

@@ -27,7 +27,7 @@ class LocalChat:
         self.owner = self.container.settings.local_principal
 
     def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
-        conv = self.container.chat.create_conversation(
+        conv = self.container.chat.conversations.create(
             self.owner, collection=collection, document_id=document_id, persona=persona
         )
         return str(conv.id)
@@ -35,13 +35,13 @@ class LocalChat:
     def send(self, conv_id: str, text: str) -> Reply:
         from ragchat.cli.client import Reply, Source
 
-        msg = self.container.chat.send(self.owner, conv_id, text).message
+        msg = self.container.chat.turns.send(self.owner, conv_id, text).message
         return Reply(msg.content, [Source(s.id, s.text, s.title, s.page) for s in msg.sources or []])
 
     def export(self, conv_id: str) -> str:
         from ragchat.domain.export import export_markdown
 
-        return export_markdown(*self.container.chat.transcript(self.owner, conv_id))
+        return export_markdown(*self.container.chat.conversations.transcript(self.owner, conv_id))
 
 
 class RemoteChat:

@@ -11,8 +11,8 @@ import typer
 from ragchat.domain.extraction import EXTENSION_TYPES, PRIMARY_EXTENSIONS
 
 if TYPE_CHECKING:
+    from ragchat.bootstrap import Container
     from ragchat.config import Settings
-    from ragchat.container import Container
 
 # File types the CLI ingests, by extension: the domain's one table (the API accepts the same set).
 SUPPORTED = EXTENSION_TYPES
@@ -47,7 +47,7 @@ def load_settings() -> Settings:
 
 
 def build_container(settings: Settings | None = None) -> Container:
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
     return Container(settings or load_settings())
 

@@ -27,8 +27,8 @@ from ragchat.cli.common import (
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ragchat.bootstrap import Container
     from ragchat.cli.client import ApiClient, DocumentState
-    from ragchat.container import Container
 
 
 @dataclass

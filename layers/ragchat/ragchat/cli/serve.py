@@ -14,8 +14,8 @@ import typer
 from ragchat.cli.common import SUPPORTED, build_container, fail, load_settings, setup_logging
 
 if TYPE_CHECKING:
+    from ragchat.bootstrap import Container
     from ragchat.config import Settings
-    from ragchat.container import Container
 
 SAMPLES_DIR = Path(__file__).parent.parent / "samples"
 

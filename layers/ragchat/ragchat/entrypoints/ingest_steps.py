@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragchat.container import Container, ContainerFactory, LazyContainer
+from ragchat.bootstrap import Container, ContainerFactory, LazyContainer
 from ragchat.observability import lambda_entry, root_logger
 
 if TYPE_CHECKING:

@@ -21,8 +21,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote_plus
 
-from ragchat.api.uploads import upload_service
-from ragchat.container import Container, ContainerFactory, LazyContainer
+from ragchat.bootstrap import Container, ContainerFactory, LazyContainer
 from ragchat.domain.errors import PayloadTooLarge, RagchatError, TransientError, ValidationError
 from ragchat.domain.uploads import UPLOADS_PREFIX, owner_of_key
 from ragchat.observability import S3_REQUEST_ID, lambda_entry, root_logger
@@ -68,9 +67,7 @@ def _ingest(container: Container, bucket: str, key: str, size: int) -> tuple[str
         data, metadata = container.blobs.get_with_metadata(key)
     except KeyError:
         raise ValidationError(f"{key}: the object no longer exists") from None
-    doc = upload_service(container).ingest_stored(
-        key, data=data, metadata=metadata, source=f"s3://{bucket}/{key}"
-    )
+    doc = container.uploads.ingest_stored(key, data=data, metadata=metadata, source=f"s3://{bucket}/{key}")
     return doc.id, str(doc.status)
 
 

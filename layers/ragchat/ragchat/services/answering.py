@@ -11,7 +11,7 @@ without history.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ from ragchat.services.sources import locate_sources, with_documents
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import ChatModel, DocumentStore, Metrics, NoteTools
+    from ragchat.ports import DocumentStore, Metrics, NoteTools
     from ragchat.services.model_calls import BreakerScope
     from ragchat.services.retrieval import Retrieval, Retriever
 
@@ -202,22 +202,17 @@ class AskService:
     def __init__(
         self,
         retriever: Retriever,
-        model: ChatModel,
+        answerer: Answerer,
         settings: Settings,
         *,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
         metrics: Metrics = NO_METRICS,
         documents: DocumentStore | None = None,  # where sources come from (title, page)
     ) -> None:
         self.retriever = retriever
+        self.answerer = answerer
         self.settings = settings
         self.metrics = metrics
         self.documents = documents
-        caller = ModelCaller(
-            model, sleep=sleep, budget_s=settings.model_turn_budget_s, clock=clock, metrics=metrics
-        )
-        self.answerer = Answerer(caller, settings)
 
     def ask(
         self,

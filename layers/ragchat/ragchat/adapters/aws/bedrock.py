@@ -3,7 +3,7 @@
 Both return unit-length float vectors in input order. Calls run concurrently on a bounded thread
 pool (``concurrency``) and are retried with exponential backoff and jitter on throttling, service
 unavailability and model timeouts; the sleep and the jitter source are injectable so tests never
-wait. Build the client with botocore's own retries off (``container.py`` does) so the two retry
+wait. Build the client with botocore's own retries off (``ragchat.bootstrap`` does) so the two retry
 layers do not multiply.
 """
 

@@ -21,7 +21,7 @@ S3_CLIENT_CONFIG = Config(
 
 
 class S3BlobStore:
-    """``BlobStore`` on one bucket (low-level client, as ``container.py`` builds it)."""
+    """``BlobStore`` on one bucket (low-level client, as ``ragchat.bootstrap`` builds it)."""
 
     def __init__(self, bucket: str, client: Any) -> None:
         self.bucket = bucket

@@ -110,6 +110,13 @@ class Turns:
         target = self.p.conversations.rewind_to(owner, conv_id, message_id)
         return self.send(owner, conv_id, text, message_id=target.client_message_id, ip=ip)
 
+    def stop(self, owner: str, conv_id: str) -> bool:
+        """Stop the conversation's streaming answer in flight, from any request or instance sharing
+        the store; returns whether one was in flight. A JSON turn (one model request) cannot be
+        stopped. Raises ``NotFound`` for a conversation that is not the caller's."""
+        self.p.conversations.get(owner, conv_id)
+        return self.p.stops.stop(conv_id)
+
     def stream(
         self,
         owner: str,

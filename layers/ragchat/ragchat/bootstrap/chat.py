@@ -1,0 +1,153 @@
+"""What a chat Lambda is made of: retrieval, the model behind its retry/deadline/breaker policy,
+the answerer, and the turn's collaborators (SPEC §4, §7–§12), built here and nowhere else.
+
+:func:`build_chat` wires the chat collaborators from ports (tests call it with fakes);
+:class:`ChatRoot` adds the container's lazily built parts: ``retriever``, ``chat`` (conversations,
+turns, stops, history) and ``ask`` (one-shot questions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from ragchat.bootstrap.models import Models
+from ragchat.domain.clock import Clock, system_clock
+from ragchat.services.answering import Answerer, AskService
+from ragchat.services.chat.conversations import Conversations
+from ragchat.services.chat.history import ExtractiveSummarizer, HistoryKeeper, ModelSummarizer
+from ragchat.services.chat.limits import RateLimiter
+from ragchat.services.chat.metrics import TurnMetrics
+from ragchat.services.chat.personas import Personas
+from ragchat.services.chat.pump import StreamPacing
+from ragchat.services.chat.replay import Replays
+from ragchat.services.chat.stops import StopFlags
+from ragchat.services.chat.turns import TurnParts, Turns
+from ragchat.services.metrics import NO_METRICS
+from ragchat.services.model_calls import CircuitBreaker, ModelCaller
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
+    from ragchat.ports import ChatModel, ConversationStore, Counters, DocumentStore, Metrics, Summarizer
+    from ragchat.services.retrieval import Retriever
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Chat:
+    """The chat area's collaborators the routes use (no facade: each route calls the one it needs)."""
+
+    conversations: Conversations  # CRUD, transcripts
+    turns: Turns  # send / edit / stream
+    stops: StopFlags  # stopping an answer in flight
+    history: HistoryKeeper  # the history window and its summary
+
+
+def build_chat(
+    *,
+    conversations: ConversationStore,
+    counters: Counters,
+    retriever: Retriever,
+    model: ChatModel,
+    documents: DocumentStore,
+    settings: Settings,
+    clock: Clock = system_clock,
+    sleep: Callable[[float], None] = time.sleep,
+    personas: Mapping[str, str] | None = None,
+    summarizer: Summarizer | None = None,
+    pacing: StreamPacing | None = None,
+    metrics: Metrics = NO_METRICS,
+) -> Chat:
+    """``personas``: the registry loaded at start-up (default: the built-in ones). ``summarizer``
+    writes history summaries (default: the chat model; :class:`ExtractiveSummarizer` for a model
+    that is no LLM). ``pacing``: keep-alive and stop-check timing of streams."""
+    breaker = CircuitBreaker(counters, clock, metrics=metrics)
+    caller = ModelCaller(
+        model,
+        sleep=sleep,
+        breaker=breaker,
+        budget_s=settings.model_turn_budget_s,
+        clock=clock,
+        metrics=metrics,
+    )
+    book = Personas(personas)
+    chats = Conversations(conversations, documents, book.check)
+    stops = StopFlags(counters, clock)
+    history = HistoryKeeper(
+        conversations,
+        summarizer or ModelSummarizer(caller),
+        max_history=settings.max_chat_history,
+        summarize=settings.enable_chat_summarization,
+    )
+    parts = TurnParts(
+        conversations=chats,
+        store=conversations,
+        documents=documents,
+        retriever=retriever,
+        caller=caller,
+        breaker=breaker,
+        answerer=Answerer(caller, settings),
+        history=history,
+        limiter=_chat_limiter(counters, clock, settings),
+        replays=Replays(conversations, clock, sleep, takeover_s=settings.idempotency_takeover_s),
+        persona=book.paragraph,
+        metrics=TurnMetrics(metrics),
+        stops=stops,
+        pacing=pacing or StreamPacing(),
+    )
+    return Chat(conversations=chats, turns=Turns(parts, settings), stops=stops, history=history)
+
+
+def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> RateLimiter | None:
+    """The per-conversation / per-IP chat limiter, when rate limiting is on."""
+    if not settings.enable_rate_limiting:
+        return None
+    requests, window_s = settings.rate_limit("chat")
+    return RateLimiter(
+        counters, clock, requests=requests, window_s=window_s, ip_requests=settings.rate_limit_ip_requests
+    )
+
+
+class ChatRoot(Models):
+    @cached_property
+    def retriever(self) -> Retriever:
+        from ragchat.services.retrieval import Retriever
+        from ragchat.services.titles import DocumentTitles
+
+        return Retriever(
+            self.embedder,
+            self.index,
+            self.settings,
+            metrics=self.metrics,
+            titles=DocumentTitles(self.documents),
+            passage_vectors=self.passage_vectors,
+        )
+
+    @cached_property
+    def chat(self) -> Chat:
+        from ragchat.adapters.local.extractive import ExtractiveChatModel
+
+        # No LLM behind the extractive answerer: its history summaries are extractive too.
+        extractive = isinstance(self.chat_model, ExtractiveChatModel)
+        return build_chat(
+            conversations=self.conversations,
+            counters=self.counters,
+            retriever=self.retriever,
+            model=self.chat_model,
+            documents=self.documents,
+            settings=self.settings,
+            clock=self.clock,
+            personas=self.personas,
+            summarizer=ExtractiveSummarizer() if extractive else None,
+            metrics=self.metrics,
+        )
+
+    @cached_property
+    def ask(self) -> AskService:
+        """One-shot questions: the chat turn's retrieval and answer path, no history, no breaker."""
+        s = self.settings
+        caller = ModelCaller(self.chat_model, budget_s=s.model_turn_budget_s, metrics=self.metrics)
+        answerer = Answerer(caller, s)
+        return AskService(self.retriever, answerer, s, metrics=self.metrics, documents=self.documents)

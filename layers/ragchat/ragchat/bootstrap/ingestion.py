@@ -1,0 +1,93 @@
+"""What the ingestion side is made of: submitting (notes, files, direct uploads), the steps (split →
+embed → index → finalize), the launcher that runs them (the state machine on AWS, the in-process
+worker locally), document management, and the evidence warmer that runs after a document is READY."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from ragchat.bootstrap.backends import required
+from ragchat.bootstrap.models import Models
+
+if TYPE_CHECKING:
+    from ragchat.ports import IngestionLauncher
+    from ragchat.services.documents import DocumentService
+    from ragchat.services.evidence import EvidenceWarmer
+    from ragchat.services.ingestion import IngestionService, IngestSteps
+    from ragchat.services.uploads import UploadService
+
+# Room left for the form fields and multipart framing when the local server receives an upload.
+FORM_OVERHEAD_BYTES = 64 * 1024
+
+
+class IngestionRoot(Models):
+    @cached_property
+    def launcher(self) -> IngestionLauncher:
+        if self.settings.backend == "aws":
+            # never an in-process thread pool inside a Lambda: the state machine or a start-up error
+            from ragchat.adapters.aws.stepfunctions import StepFunctionsLauncher
+
+            arn = required(self.settings.state_machine_arn, "STATE_MACHINE_ARN")
+            return StepFunctionsLauncher(arn, self._client("stepfunctions"))
+        from ragchat.adapters.local.pipeline import InlineIngestionLauncher
+
+        launcher = InlineIngestionLauncher(lambda: self.ingest_steps, warmer=self.evidence_warmer)
+        self._opened(launcher.close)
+        return launcher
+
+    @cached_property
+    def ingest_steps(self) -> IngestSteps:
+        from ragchat.services.ingestion import IngestSteps
+
+        return IngestSteps(
+            self.documents,
+            self.blobs,
+            self.embedder,
+            self.index,
+            self.settings,
+            self.clock,
+            metrics=self.metrics,
+        )
+
+    @cached_property
+    def ingestion(self) -> IngestionService:
+        from ragchat.services.ingestion import IngestionService
+
+        return IngestionService(self.documents, self.blobs, self.launcher, self.settings)
+
+    @cached_property
+    def uploads(self) -> UploadService:
+        """Direct uploads over the blob store and ingestion. The local server takes a body up to its
+        request limit, so a local grant never allows more than that."""
+        from ragchat.services.uploads import UploadService
+
+        s = self.settings
+        max_bytes = s.max_upload_bytes
+        if s.backend != "aws":
+            max_bytes = min(max_bytes, s.body_limit_bytes - FORM_OVERHEAD_BYTES)
+        return UploadService(
+            self.blobs, self.ingestion, max_bytes=max_bytes, expires_in=s.upload_url_expires_s
+        )
+
+    @cached_property
+    def document_service(self) -> DocumentService:
+        from ragchat.services.documents import DocumentService
+
+        return DocumentService(self.documents, self.index, self.blobs)
+
+    @cached_property
+    def evidence_warmer(self) -> EvidenceWarmer | None:
+        """Embeds READY documents' passages (calibrated embedder) and sentences (extractive by meaning)."""
+        store = self.evidence_store
+        if store is None:
+            return None
+        from ragchat.domain.answerability import CALIBRATED
+        from ragchat.services.evidence import EvidenceWarmer
+
+        model_id = getattr(self.embedder, "model_id", "")
+        passages = self.settings.answerability == "calibrated" and model_id in CALIBRATED
+        sentences = self.extractive_by_meaning()
+        if not (passages or sentences):
+            return None
+        return EvidenceWarmer(self.documents, store, self.embedder, passages=passages, sentences=sentences)
