@@ -16,6 +16,8 @@ from tests.integration.serving_support import WAIT, GatedModel, Served, read_eve
 
 FAST = Limits(header_timeout=0.3, body_timeout=0.3, keep_alive=0.3, max_concurrency=200)
 
+NOTES_POST = b"POST /notes HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+
 
 @pytest.fixture
 def served() -> Iterator[Served]:
@@ -57,7 +59,9 @@ def test_a_burst_of_100_simultaneous_connections_is_all_answered(served: Served)
     def client() -> None:
         try:
             barrier.wait(WAIT)
-            status, _, _ = exchange(served, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            status, _, _ = exchange(
+                served, b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
             outcome = str(status)
         except ConnectionResetError:
             outcome = "reset"
@@ -75,9 +79,7 @@ def test_a_burst_of_100_simultaneous_connections_is_all_answered(served: Served)
 
 
 def test_a_body_that_stops_short_is_dropped_with_408(served: Served) -> None:
-    request = (
-        b"POST /notes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
-    )
+    request = NOTES_POST + b"Content-Length: 100\r\n\r\n"
     with connect(served) as sock:
         sock.sendall(request + b'{"text": "12')  # 12 of the 100 declared bytes, then nothing
         status, headers, body = parse(read_all(sock))  # returns once the server closes
@@ -88,14 +90,14 @@ def test_a_body_that_stops_short_is_dropped_with_408(served: Served) -> None:
 
 def test_headers_that_never_end_are_dropped_with_408(served: Served) -> None:
     with connect(served) as sock:
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         status, _, body = parse(read_all(sock))
     assert status == 408 and "headers not received" in json.loads(body)["error"]
 
 
 def test_an_idle_keep_alive_connection_is_closed(served: Served) -> None:
     with connect(served) as sock:
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
         first = read_all_or_first(sock)
         assert first.startswith(b"HTTP/1.1 200") and first.endswith(b"}")
         assert read_all(sock) == b""  # nothing more, then closed by the server
@@ -106,7 +108,7 @@ def test_connections_that_send_nothing_cost_no_thread(served: Served) -> None:
     socks = [connect(served) for _ in range(50)]
     try:
         for s in socks:
-            s.sendall(b"POST /notes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            s.sendall(NOTES_POST + b"Content-Length: 100\r\n\r\n{")
         assert served.call("GET", "/health")[0] == 200  # still answering
         assert threading.active_count() < before + 10
     finally:
@@ -146,11 +148,11 @@ def test_saturation_answers_503_with_retry_after() -> None:
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
-        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
-        (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 70_000 + b"\r\n\r\n", 431),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 414),
+        (b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"b" * 70_000 + b"\r\n\r\n", 431),
         (b"NOT HTTP AT ALL\r\n\r\n", 400),
-        (b"BREW /health HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-        (b"POST /notes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 411),
+        (b"BREW /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 405),
+        (b"POST /notes HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 411),
     ],
 )
 def test_protocol_errors_are_json(served: Served, request_bytes: bytes, status: int) -> None:
@@ -185,7 +187,7 @@ def test_an_oversized_body_is_refused_with_413_not_a_reset() -> None:
     with serving("serve") as served:  # the default body timeout: the whole body is read and dropped
         limit = served.api.container.settings.body_limit_bytes
         body = b"x" * (limit + 1)
-        head = f"POST /notes HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        head = NOTES_POST.decode() + f"Content-Length: {len(body)}\r\n\r\n"
         with connect(served) as sock:
             sock.sendall(head.encode() + body)
             status, _, answer = parse(read_all(sock))
@@ -194,12 +196,12 @@ def test_an_oversized_body_is_refused_with_413_not_a_reset() -> None:
 
 def test_clients_still_sending_take_no_slot() -> None:
     with serving("serve", limits=Limits(max_concurrency=1)) as served, connect(served) as slow:
-        slow.sendall(b"POST /notes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        slow.sendall(NOTES_POST + b"Content-Length: 100\r\n\r\n{")
         assert served.call("GET", "/health")[0] == 200  # the one slot is for requests being answered
 
 
 def test_head_tells_the_length_without_a_body(served: Served) -> None:
     with connect(served) as sock:  # the resolver has no HEAD routes: its 405 answer, minus the body
-        sock.sendall(b"HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        sock.sendall(b"HEAD /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         status, headers, body = parse(read_all(sock))
     assert status == 405 and int(headers["content-length"]) > 0 and body == b""

@@ -23,7 +23,8 @@ def test_the_read_timeouts_come_from_the_settings(kind: str) -> None:
     with serving(kind, env=FAST) as served:
         extra = "".join(f"{k}: {v}\r\n" for k, v in served.headers().items())
         head = (
-            f"POST /chat/conversations/c1/messages HTTP/1.1\r\nHost: x\r\n{extra}Content-Length: 100\r\n\r\n"
+            "POST /chat/conversations/c1/messages HTTP/1.1\r\nHost: localhost\r\n"
+            f"{extra}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
         )
         with connect(served) as sock:
             sock.sendall(head.encode() + b"{")
@@ -31,11 +32,11 @@ def test_the_read_timeouts_come_from_the_settings(kind: str) -> None:
         assert status == 408 and headers["connection"] == "close"
         assert "body not received" in json.loads(body)["error"]
         with connect(served) as sock:
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
             status, _, body = parse(read_all(sock))
         assert status == 408 and "headers not received" in json.loads(body)["error"]
         with connect(served) as sock:  # an idle keep-alive connection is closed by the server
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
             status, _, _ = parse(read_all(sock))
         assert status == 200
 

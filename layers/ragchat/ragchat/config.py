@@ -116,6 +116,13 @@ class Settings(BaseSettings):
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
     local_principal: str = Field("local", alias="RAGCHAT_LOCAL_USER")
+    # --- the local server's browser rules (``ragchat.serving.site``; comma-separated lists) ---------
+    # Host names served besides localhost, 127.0.0.1, [::1] and the bound address ("*": any).
+    allowed_hosts: str = Field("", alias="RAGCHAT_ALLOWED_HOSTS")
+    # Origins (scheme://host:port) other than the server's own that may call it from a browser.
+    cors_origins: str = Field("", alias="RAGCHAT_CORS_ORIGINS")
+    # Proxies whose X-Forwarded-For is believed (addresses or CIDR ranges); unset: the socket's peer.
+    trusted_proxies: str = Field("", alias="RAGCHAT_TRUSTED_PROXIES")
     # --- auth (HTML pages in the cloud) ----------------------------------------------------------
     # The Cognito user-pool app client the pages sign in with (template: !Ref UserPoolClient); with it
     # set, the pages call Cognito's InitiateAuth in AWS_REGION (see ``page_auth``).
@@ -259,6 +266,26 @@ class Settings(BaseSettings):
             reasons.append("RAGCHAT_CHAT_MODEL=anthropic; or set ANTHROPIC_SECRET_NAME")
         return "; ".join(reasons)
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: str) -> str:
+        import ipaddress
+
+        for part in _csv(value):
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError:
+                raise ValueError(f"{part!r} is not an IP address or CIDR range") from None
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for part in _csv(value):
+            if part != "*" and not re.fullmatch(r"https?://[^/\s]+", part.rstrip("/")):
+                raise ValueError(f"{part!r} is not an origin (scheme://host[:port])")
+        return value
+
     @field_validator("cognito_client_id", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
@@ -300,9 +327,25 @@ class Settings(BaseSettings):
         return "token" if self.api_token else "none"
 
     @property
+    def allowed_host_list(self) -> list[str]:
+        return _csv(self.allowed_hosts)
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return _csv(self.cors_origins)
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        return _csv(self.trusted_proxies)
+
+    @property
     def body_limit_bytes(self) -> int:
         """The largest raw body accepted: ``size * 1.2 <= max_body_bytes``."""
         return int(self.max_body_bytes / 1.2)
+
+
+def _csv(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

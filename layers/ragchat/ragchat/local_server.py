@@ -10,6 +10,11 @@ shells (``/ui``, ``/write``, ``/documents/ui``) or of their static scripts (``/s
 data; the page asks for the token itself) and CORS preflights needs ``Authorization: Bearer <token>``
 (else 401). The principal injected into the event (``requestContext.authorizer.claims.sub``) is
 ``RAGCHAT_LOCAL_USER`` (default ``local``).
+
+Browser rules (``ragchat.serving.site``): only known ``Host`` names, no wildcard CORS, no cross-site
+state changes. Binding an address other than loopback without a token is refused
+(:class:`InsecureBind`) unless the caller says ``insecure_no_auth``. Client addresses are the
+socket's peers unless ``RAGCHAT_TRUSTED_PROXIES`` names the proxy in front.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ragchat.serving.events import (
     response_headers,
 )
 from ragchat.serving.server import HttpServer
+from ragchat.serving.site import SitePolicy, is_loopback, is_wildcard
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -51,16 +57,32 @@ __all__ = [
 ]
 
 
+class InsecureBind(ValueError):
+    """A non-loopback address without ``RAGCHAT_API_TOKEN`` (and without ``insecure_no_auth``)."""
+
+
 class LocalServer:
     """The local API: ``start()`` serves in a background thread, ``stop()`` shuts down cleanly."""
 
     def __init__(
-        self, container: Container, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None
+        self,
+        container: Container,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        limits: Limits | None = None,
+        insecure_no_auth: bool = False,
     ) -> None:
         from ragchat.api.app import create_app
 
         self.container = container
         settings = container.settings
+        if not settings.api_token and not insecure_no_auth and not is_loopback(host):
+            raise InsecureBind(
+                f"refusing to serve {host} without a token: anyone who can reach this address could read "
+                "and delete your documents. Set RAGCHAT_API_TOKEN, bind 127.0.0.1, or pass "
+                "--insecure-no-auth if this network is yours alone"
+            )
         self.pool = ResolverPool(lambda: create_app(container)).prime()
         gateway = Gateway(
             self.pool,
@@ -68,14 +90,32 @@ class LocalServer:
             api_token=settings.api_token,
             principal=settings.local_principal,
         )
-        self.httpd = HttpServer(gateway, (host, port), limits or Limits.of(settings))
+        self.httpd = HttpServer(
+            gateway, (host, port), limits or Limits.of(settings), trusted_proxies=settings.trusted_proxy_list
+        )
+        gateway.site = SitePolicy.for_bind(
+            str(self.httpd.server_address[0]), settings.allowed_host_list, settings.cors_origin_list
+        )
         self._thread: threading.Thread | None = None
 
     @property
-    def url(self) -> str:
+    def address(self) -> str:
+        """The address actually bound, as ``host:port`` (``0.0.0.0:8000``, ``[::1]:8000``)."""
         host, port = str(self.httpd.server_address[0]), int(self.httpd.server_address[1])
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        return f"http://{shown}:{port}"
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    @property
+    def everywhere(self) -> bool:
+        """Bound to every interface (``0.0.0.0`` / ``::``)."""
+        return is_wildcard(str(self.httpd.server_address[0]))
+
+    @property
+    def url(self) -> str:
+        """A URL a client on this machine can use (loopback when bound to every interface)."""
+        host, port = str(self.httpd.server_address[0]), int(self.httpd.server_address[1])
+        if is_wildcard(host):
+            host = "::1" if ":" in host else "127.0.0.1"
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="ragchat-http", daemon=True)

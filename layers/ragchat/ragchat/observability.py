@@ -18,6 +18,11 @@
   (~0.1 s; patching every supported library costs ~0.4 s). Elsewhere, or without ``aws-xray-sdk``,
   a no-op. Handler responses are not recorded in traces (they hold user data).
 
+- **Redaction**: logs never hold query strings, questions or tokens (SPEC §11). The access log line
+  names a request by :func:`redact_target` (query values and upload grant tokens replaced by ``***``)
+  and :class:`FieldsFormatter` passes every message through :func:`redact` (bearer tokens,
+  ``token=``/``text=``-style parameters, upload URLs).
+
 Nothing here imports Powertools at import time: the CLI imports this module for its log format.
 """
 
@@ -28,6 +33,7 @@ import functools
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -227,6 +233,32 @@ def lambda_entry(fn: Handler, *, name: str, correlation_id_path: str | None = No
     return entry
 
 
+# ------------------------------------------------------------------------------------ redaction
+MASK = "***"
+# Path segments that are secrets: the grant token of a local upload URL.
+_SECRET_PATH = re.compile(r"(/uploads/local/)[^/?#\s]+")
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+")
+_QUERY = re.compile(r"(\?|&)([^=&\s#\"']+)=[^&\s#\"']*")
+
+
+def redact_target(target: str) -> str:
+    """A request target fit for a log: the path with upload tokens masked, and each query parameter
+    by name only (``/?text=what+is+it`` → ``/?text=***``)."""
+    path, sep, query = target.partition("?")
+    path = _SECRET_PATH.sub(rf"\1{MASK}", path)
+    if not sep:
+        return path
+    names = [part.split("=", 1)[0] for part in query.split("&") if part]
+    return path + "?" + "&".join(f"{name}={MASK}" for name in names)
+
+
+def redact(text: str) -> str:
+    """``text`` with bearer tokens, query-string values and upload tokens masked."""
+    text = _BEARER.sub(rf"\1 {MASK}", text)
+    text = _SECRET_PATH.sub(rf"\1{MASK}", text)
+    return _QUERY.sub(rf"\1\2={MASK}", text)
+
+
 # ------------------------------------------------------------------------------------ local lines
 _RECORD_KEYS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
@@ -260,4 +292,4 @@ class FieldsFormatter(logging.Formatter):
         finally:
             record.name = name
         fields = " ".join(f"{key}={_field(value)}" for key, value in event_fields(record).items())
-        return f"{line} {fields}" if fields else line
+        return redact(f"{line} {fields}" if fields else line)

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragchat.cli.common import SUPPORTED, build_container, fail, load_settings, setup_logging
+from ragchat.serving.site import is_loopback
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
     from ragchat.config import Settings
+    from ragchat.local_server import LocalServer
 
 SAMPLES_DIR = Path(__file__).parent.parent / "samples"
 
@@ -119,9 +121,19 @@ def warm_unwarmed(container: Container) -> int:
     return len(pending)
 
 
-def _banner(settings: Settings, url: str) -> None:
+def _banner(settings: Settings, server: LocalServer) -> None:
+    url = server.url
     auth = ' -H "Authorization: Bearer $RAGCHAT_API_TOKEN"' if settings.api_token else ""
-    typer.echo(f"ragchat {settings.backend} API listening on {url}  (Ctrl+C to stop)")
+    where = " (every interface)" if server.everywhere else ""
+    listening = f"http://{server.address}{where}"
+    typer.echo(f"ragchat {settings.backend} API listening on {listening}  (Ctrl+C to stop)")
+    if not settings.api_token and not is_loopback(server.address.rsplit(":", 1)[0]):
+        typer.secho(
+            "  WARNING: no RAGCHAT_API_TOKEN and not bound to loopback: anyone who can reach this address "
+            "can read and delete your documents (--insecure-no-auth)",
+            err=True,
+            fg=typer.colors.RED,
+        )
     typer.echo(f"  docs:    {url}/swagger")
     typer.echo(f"  ask:     curl -s{auth} '{url}/?text=How+does+ingestion+work%3F'")
     typer.echo(
@@ -136,15 +148,24 @@ def serve(
     port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
     samples: Annotated[bool, typer.Option("--samples", help="Ingest the bundled sample documents.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve a non-loopback --host without RAGCHAT_API_TOKEN (whoever reaches it has your data).",
+        ),
+    ] = False,
 ) -> None:
     """Run the whole API locally (a local API Gateway in front of the same handlers)."""
-    from ragchat.local_server import LocalServer
+    from ragchat.local_server import InsecureBind, LocalServer
 
     setup_logging(verbose)
     settings = load_settings()
     container = build_container(settings)
     try:
-        server = LocalServer(container, host=host, port=port)
+        server = LocalServer(container, host=host, port=port, insecure_no_auth=insecure_no_auth)
+    except InsecureBind as exc:
+        raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
@@ -157,7 +178,7 @@ def serve(
     signal.signal(signal.SIGTERM, _on_signal)
     _prepare(container, samples)
     server.start()
-    _banner(settings, server.url)
+    _banner(settings, server)
     while not stop.wait(0.5):
         pass
     typer.echo("Shutting down…")

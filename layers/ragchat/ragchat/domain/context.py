@@ -12,6 +12,7 @@ Vectors stored before this header existed were computed from the plain text: re-
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
@@ -32,7 +33,8 @@ def title_words(title: str) -> str:
 def nearest_headings(text: str, chunks: Sequence[str]) -> list[str]:
     """For each chunk of ``text`` (in order), the last Markdown heading starting before the chunk
     ("" when there is none, when the chunk starts with its own heading, or when it is not found)."""
-    headings = [(m.start(), m.group(2).strip()) for m in _HEADING.finditer(text)]
+    found = [(m.start(), m.group(2).strip()) for m in _HEADING.finditer(text)]
+    starts = [start for start, _ in found]  # ascending: the last heading before ``at`` is a bisection
     out: list[str] = []
     cursor = 0
     for chunk in chunks:
@@ -44,9 +46,9 @@ def nearest_headings(text: str, chunks: Sequence[str]) -> list[str]:
             out.append("")
             continue
         cursor = at
-        above = [h for start, h in headings if start < at]
+        above = bisect.bisect_left(starts, at)  # headings starting before ``at``
         starts_with_heading = _HEADING.match(chunk.strip()) is not None
-        out.append(above[-1] if above and not starts_with_heading else "")
+        out.append(found[above - 1][1] if above and not starts_with_heading else "")
     return out
 
 

@@ -11,13 +11,21 @@ There is deliberately no guessing fallback (Latin-1 would "succeed" on any bytes
 mojibake): undecodable bytes are rejected with the position of the first bad byte.
 
 Parsing libraries (pypdf, selectolax) are imported inside the functions that use them.
+
+Budgets (docs/security.md): extraction is linear in the input. HTML is parsed with element nesting
+capped at :data:`MAX_HTML_DEPTH` (the HTML parser's cost grows with the square of the depth: 200,000
+nested ``<div>`` took minutes); deeper tags are dropped by a linear pre-pass, their text kept. A
+document may spend at most :data:`MAX_EXTRACTION_CPU_S` seconds of CPU (checked between PDF pages
+and after each parsing stage); over it, :class:`ExtractionError` says so and the document FAILS
+while the worker goes on with the next one.
 """
 
 from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ragchat.domain.errors import ValidationError
@@ -49,8 +57,29 @@ _BY_EXTENSION = EXTENSION_TYPES
 PRIMARY_EXTENSIONS: dict[str, str] = {ctype: exts[0] for ctype, exts in SUPPORTED_TYPES.items()}
 
 
+MAX_HTML_DEPTH = 256
+MAX_EXTRACTION_CPU_S = 60.0
+
+
 class ExtractionError(ValidationError):
     """The file has a supported type but no text could be read from it."""
+
+
+class CpuBudget:
+    """CPU seconds of the current thread a document may still spend (``time.thread_time``)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.thread_time) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.started = clock()
+
+    def check(self, stage: str) -> None:
+        used = self.clock() - self.started
+        if used > self.seconds:
+            raise ExtractionError(
+                f"Extraction stopped: the document used more than {self.seconds:g} s of CPU ({stage}); "
+                "split it into smaller files."
+            )
 
 
 def supported_description() -> str:
@@ -105,15 +134,24 @@ def detect_content_type(filename: str | None, declared: str | None) -> str:
     raise ValidationError(f"Unsupported {what}. Supported types: {supported_description()}.")
 
 
-def extract(data: bytes, *, content_type: str | None, filename: str | None = None) -> list[Page]:
-    """Text pages of a document: ``[(text, metadata), ...]``; at least one, none blank."""
+def extract(
+    data: bytes,
+    *,
+    content_type: str | None,
+    filename: str | None = None,
+    budget: CpuBudget | None = None,
+) -> list[Page]:
+    """Text pages of a document: ``[(text, metadata), ...]``; at least one, none blank. ``budget``:
+    the CPU time it may take (default :data:`MAX_EXTRACTION_CPU_S` from now)."""
+    budget = budget or CpuBudget(MAX_EXTRACTION_CPU_S)
     ctype = detect_content_type(filename, content_type)
     if ctype == PDF:
-        pages = _pdf_pages(data)
+        pages = _pdf_pages(data, budget)
     elif ctype == HTML:
-        pages = _html_pages(_decode(data))
+        pages = _html_pages(_decode(data), budget)
     else:
         pages = [(_decode(data), {})]
+    budget.check("text extracted")
     pages = [(text, meta) for text, meta in pages if text.strip()]
     if not pages:
         raise ExtractionError("The document contains no text.")
@@ -161,10 +199,61 @@ _PARA_MARK, _LINE_MARK = "\ue000", "\ue001"
 _MARKS = re.compile(r"[ \ue000\ue001]*[\ue000\ue001][ \ue000\ue001]*")
 
 
-def _html_pages(html: str) -> list[Page]:
+# Elements that never have content (no closing tag to wait for).
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source"}
+    | {"track", "wbr", "basefont", "bgsound", "frame", "keygen"}
+)
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)\b[^>]*>")
+
+
+def flatten_html(html: str, max_depth: int = MAX_HTML_DEPTH) -> tuple[str, int]:
+    """``html`` with every element opened deeper than ``max_depth`` (and its closing tag) replaced by
+    a space, so the parser never nests deeper; the text is kept. Returns (html, tags dropped).
+
+    One pass over the tags with a stack: a closing tag pops up to its element when that element is
+    open (per-name counts make the check O(1); each element is popped once), so it is linear."""
+    stack: list[str] = []
+    open_count: dict[str, int] = {}
+    dropped_open: dict[str, int] = {}
+    dropped = 0
+
+    def keep_or_drop(m: re.Match[str]) -> str:
+        nonlocal dropped
+        closing, name = m.group(1) == "/", m.group(2).lower()
+        if name in _VOID:
+            return m.group(0)
+        if not closing:
+            if len(stack) >= max_depth:
+                dropped_open[name] = dropped_open.get(name, 0) + 1
+                dropped += 1
+                return " "
+            stack.append(name)
+            open_count[name] = open_count.get(name, 0) + 1
+            return m.group(0)
+        if dropped_open.get(name, 0) > 0 and not (stack and stack[-1] == name):
+            dropped_open[name] -= 1
+            dropped += 1
+            return " "
+        if open_count.get(name, 0) > 0:
+            while stack:
+                top = stack.pop()
+                open_count[top] -= 1
+                if top == name:
+                    break
+        return m.group(0)
+
+    return _TAG.sub(keep_or_drop, html), dropped
+
+
+def _html_pages(html: str, budget: CpuBudget | None = None) -> list[Page]:
     from selectolax.lexbor import LexborHTMLParser
 
-    tree = LexborHTMLParser(html.replace(_PARA_MARK, "").replace(_LINE_MARK, ""))
+    budget = budget or CpuBudget(MAX_EXTRACTION_CPU_S)
+    html, _dropped = flatten_html(html.replace(_PARA_MARK, "").replace(_LINE_MARK, ""))
+    budget.check("HTML pre-pass")
+    tree = LexborHTMLParser(html)
+    budget.check("HTML parsed")
     title_node = tree.css_first("title")
     title = " ".join(title_node.text().split()) if title_node is not None else ""
     tree.strip_tags(_INVISIBLE, recursive=True)
@@ -191,8 +280,8 @@ def check_pdf(data: bytes) -> None:
     raise ExtractionError(_NO_PDF_TEXT)
 
 
-def _pdf_pages(data: bytes) -> list[Page]:
-    pages = list(_pdf_texts(data))
+def _pdf_pages(data: bytes, budget: CpuBudget | None = None) -> list[Page]:
+    pages = list(_pdf_texts(data, budget))
     if not pages:
         raise ExtractionError(_NO_PDF_TEXT)
     return pages
@@ -201,7 +290,7 @@ def _pdf_pages(data: bytes) -> list[Page]:
 _NO_PDF_TEXT = "The PDF has no extractable text (it may be scanned images; OCR is not supported)."
 
 
-def _pdf_texts(data: bytes) -> Iterator[Page]:
+def _pdf_texts(data: bytes, budget: CpuBudget | None = None) -> Iterator[Page]:
     """The non-blank pages' text, lazily; ExtractionError for an unreadable PDF."""
     from pypdf import PdfReader
 
@@ -217,6 +306,8 @@ def _pdf_texts(data: bytes) -> Iterator[Page]:
             if not opened:
                 raise ExtractionError("Could not read PDF: it is password-protected.")
         for number, page in enumerate(reader.pages, start=1):
+            if budget is not None:
+                budget.check(f"PDF page {number}")
             text = _clean(page.extract_text() or "")
             text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
             if text:

@@ -122,7 +122,7 @@ class GatewayApp:
             ms = (time.perf_counter() - started) * 1000
             client = (scope.get("client") or ("-",))[0]
             logger.info(
-                '%s "%s %s" %d %d %.1fms', client, scope["method"], _target(scope), exchange.status,
+                '%s "%s %s" %d %d %.1fms', client, scope["method"], _logged(scope), exchange.status,
                 exchange.size, ms,
             )  # fmt: skip
 
@@ -130,9 +130,9 @@ class GatewayApp:
         try:
             await self._serve(exchange)
         except (ClientGone, OSError):
-            logger.info("client disconnected (%s)", _target(exchange.scope))
+            logger.info("client disconnected (%s)", _logged(exchange.scope))
         except Exception:
-            logger.exception("unhandled error serving %s", _target(exchange.scope))
+            logger.exception("unhandled error serving %s", _logged(exchange.scope))
             if not exchange.started:
                 await exchange.json(500, {"error": "Internal server error"}, close=True)
 
@@ -173,11 +173,14 @@ class GatewayApp:
         self.in_flight += 1
         try:
             client_ip = (scope.get("client") or ("127.0.0.1",))[0]
-            await self._respond(exchange, self.gateway.event_for(method, target, headers, body, client_ip))
+            event = self.gateway.event_for(method, target, headers, body, client_ip)
+            await self._respond(exchange, event, headers)
         finally:
             self.in_flight -= 1
 
-    async def _respond(self, exchange: Exchange, event_and_context: tuple[dict[str, Any], Any]) -> None:
+    async def _respond(
+        self, exchange: Exchange, event_and_context: tuple[dict[str, Any], Any], request: Message
+    ) -> None:
         """Resolve on a worker thread and write the proxy response (a streamed body chunk by chunk)."""
         event, context = event_and_context
         loop = asyncio.get_running_loop()
@@ -185,7 +188,7 @@ class GatewayApp:
         result = await loop.run_in_executor(self.executor, self.gateway.resolve, event, context)
         app_ms = (time.perf_counter() - t0) * 1000
         out = [*response_headers(result), ("Server-Timing", f"app;dur={app_ms:.1f}")]
-        out = [(k, v) for k, v in out if k.lower() not in HOP_BY_HOP]
+        out = [(k, v) for k, v in self.gateway.response_headers(request, out) if k.lower() not in HOP_BY_HOP]
         out.append(("x-request-id", event["requestContext"]["requestId"]))
         status = int(result.get("statusCode", 200))
         payload = response_body(result)
@@ -231,7 +234,7 @@ class GatewayApp:
             close = getattr(chunks, "close", None)
             if callable(close):
                 if gone.is_set():
-                    logger.info("client disconnected during a stream (%s)", _target(exchange.scope))
+                    logger.info("client disconnected during a stream (%s)", _logged(exchange.scope))
                 await loop.run_in_executor(self.executor, close)
 
     async def _next_chunk(self, exchange: Exchange, chunks: Iterator[Any], *, keep_alive: bool) -> Any:
@@ -288,6 +291,13 @@ def _headers(scope: Scope) -> Message:
     for name, value in scope["headers"]:
         headers[name.decode("latin-1")] = value.decode("latin-1")
     return headers
+
+
+def _logged(scope: Scope) -> str:
+    """The request target as logs may show it (no query values, no upload tokens)."""
+    from ragchat.observability import redact_target
+
+    return redact_target(_target(scope))
 
 
 def _target(scope: Scope) -> str:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ragchat.serving.site import SitePolicy
+
 STAGE = "$default"
 TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded", "application/xml")
 
@@ -224,15 +226,32 @@ class Gateway:
     """The three steps from an HTTP request to a proxy response (``ragchat.lambda_web`` overrides the
     first two for the Lambda Web Adapter)."""
 
-    def __init__(self, pool: ResolverPool, *, body_limit: int, api_token: str | None, principal: str):
+    def __init__(
+        self,
+        pool: ResolverPool,
+        *,
+        body_limit: int,
+        api_token: str | None,
+        principal: str,
+        site: SitePolicy | None = None,
+    ):
         self.pool = pool
         self.body_limit = body_limit
         self.api_token = api_token
         self.principal = principal
+        self.site = site  # the browser rules of ``ragchat serve`` (``ragchat.serving.site``)
 
     def refusal(self, method: str, path: str, headers: Headers) -> Refusal | None:
         """Checked before the body is read: ``None`` to go on, else (status, JSON body, headers)."""
+        if self.site is not None:
+            refused = self.site.refusal(method, path, headers)
+            if refused is not None:
+                return refused
         return bearer_refusal(self.api_token, method, path, headers.get("Authorization", "") or "")
+
+    def response_headers(self, request: Headers, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The headers to send: the resolver's, with CORS decided by the site policy (if any)."""
+        return headers if self.site is None else self.site.cors_headers(request, headers)
 
     def event_for(
         self, method: str, raw_path: str, headers: Headers, body: bytes, client_ip: str

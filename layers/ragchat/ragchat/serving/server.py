@@ -18,6 +18,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Sequence
 
 import h11
 import uvicorn
@@ -133,7 +134,17 @@ def bind(host: str, port: int, backlog: int) -> socket.socket:
 class HttpServer:
     """uvicorn serving ``gateway`` on a socket bound at construction (so the port is known at once)."""
 
-    def __init__(self, gateway: Gateway, address: tuple[str, int], limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        address: tuple[str, int],
+        limits: Limits | None = None,
+        *,
+        trusted_proxies: Sequence[str] = (),
+    ) -> None:
+        """``trusted_proxies``: the peers whose ``X-Forwarded-For``/``-Proto`` uvicorn believes (addresses
+        or CIDR ranges). None by default: the client address is the socket's peer, whatever a client
+        claims in a header (uvicorn's own default would trust any local process)."""
         self.limits = limits or Limits()
         self.app = GatewayApp(gateway, self.limits)
         self.socket = bind(address[0], address[1], self.limits.backlog)
@@ -149,6 +160,8 @@ class HttpServer:
             h11_max_incomplete_event_size=self.limits.max_header_bytes,
             server_header=False,
             date_header=True,
+            proxy_headers=bool(trusted_proxies),
+            forwarded_allow_ips=list(trusted_proxies) or None,
         )
         config.timeout_keep_alive = self.limits.keep_alive  # type: ignore[assignment]  # float is fine
         self.uvicorn = uvicorn.Server(config)
