@@ -182,7 +182,7 @@ def test_citations_copy_and_edit_and_resend(browser: Any) -> None:  # noqa: F811
             answer = page.locator(".msg.assistant")
             expect(answer.get_by_role("button", name="Copy")).to_be_visible(timeout=WAIT_MS)
             expect(answer.locator(".content")).to_have_text(
-                "The sky looks blue because sunlight is scattered by the air1."
+                "The sky looks blue because sunlight is scattered by the air[1]."
             )
             assert "[source:" not in answer.inner_text() and "Sources:" not in answer.inner_text()
 
@@ -193,7 +193,11 @@ def test_citations_copy_and_edit_and_resend(browser: Any) -> None:  # noqa: F811
             detail = answer.locator(".source-detail")
             expect(detail).to_be_visible()
             expect(detail.locator(".snippet")).to_have_text(SKY)
-            expect(detail.locator("code")).to_have_text("n-sky")
+            link = detail.get_by_role("link", name="Open in Documents")
+            assert link.get_attribute("href").endswith("/documents/ui#d1")  # the note's document
+            assert "n-sky" not in answer.inner_text()  # never the raw note id
+            chip.click()
+            expect(detail).to_be_hidden()
             answer.get_by_role("button", name="Source 1").click()  # the inline marker opens the same chip
             expect(detail).to_be_visible()
 
@@ -234,7 +238,10 @@ HOSTILE_SOURCES = [
         for i in range(2, 6)
     ),
 ]
-HOSTILE_ANSWER = f"Read the guide {SCRIPT} [source: a1] and the rest [source: a4].\n\nSources: a1, a4"
+HOSTILE_ANSWER = (
+    f"Read the guide {SCRIPT} [source: a1] and the rest [source: a4].[click](javascript:window.__xss=3)"
+    "\n\nSources: a1, a4"
+)
 
 
 def test_sources_refusals_and_rate_limits_as_sent(browser: Any) -> None:  # noqa: F811
@@ -261,7 +268,10 @@ def test_sources_refusals_and_rate_limits_as_sent(browser: Any) -> None:  # noqa
             message.fill("What does the guide say?")
             message.press("Enter")
             answer = page.locator(".msg.assistant")
-            expect(answer.locator(".content")).to_have_text(f"Read the guide {SCRIPT}1 and the rest4.")
+            shown = f"Read the guide {SCRIPT}[1] and the rest[4].click"
+            expect(answer.locator(".content")).to_have_text(shown)
+            expect(answer.locator(".content a")).to_have_count(0)  # [click](javascript:…) is no link
+            expect(answer.locator(".content")).not_to_contain_text("Sources:")
             chips = answer.locator(".chip")
             expect(chips.filter(visible=True)).to_have_count(3)  # three, then "Show more sources"
             expect(chips.nth(0)).to_have_text(f"1Guide {SCRIPT} · p. 3")
@@ -287,6 +297,7 @@ def test_sources_refusals_and_rate_limits_as_sent(browser: Any) -> None:  # noqa
             message.fill("What is the capital of Mars?")
             message.press("Enter")
             refused = page.locator(".msg.assistant.refusal")
+            expect(refused.locator(".refusal-label")).to_have_text("Not answered from your notes")
             expect(refused.locator(".content")).to_have_text("I could not find this in your notes.")
             expect(refused.locator(".suggestions li")).to_have_text(["Add a note about it"])
 

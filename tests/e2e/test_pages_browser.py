@@ -162,7 +162,12 @@ def test_ask_once_shows_the_answer_and_the_cited_source(page: Any, notes: dict[s
     expect(page.locator("#answer")).to_contain_text("Ada Quill", timeout=WAIT_MS)
     source = page.locator("#sources li").filter(has_text="Zephyr lighthouse")
     expect(source).to_have_count(1)
-    assert source.locator("code").inner_text().strip()  # the note id is shown with the snippet
+    source.locator(".chip").click()  # the source opens: title, snippet, a link to its document
+    expect(source.locator(".snippet")).to_contain_text("Ada Quill")
+    link = source.get_by_role("link", name="Open in Documents")
+    assert link.get_attribute("href") == f"/documents/ui#{notes['lighthouse']}"
+    link.click()
+    expect(page.locator(f"tr[data-id='{notes['lighthouse']}']")).to_have_class("linked")
 
 
 def test_chat_two_turns_with_sources_and_reopen(page: Any, notes: dict[str, str]) -> None:
@@ -218,34 +223,32 @@ def test_chat_shows_the_api_error_and_keeps_the_message(page: Any, server: Serve
 def test_markup_in_documents_is_shown_as_text_never_run(page: Any, hostile: str) -> None:
     expect = _expect()
 
-    def assert_inert() -> None:
+    def assert_inert(files: int) -> None:
         assert page.evaluate("window.__xss") is None
         assert page.evaluate("document.querySelectorAll('img').length") == 0
-        assert page.evaluate("document.scripts.length") == 3  # common.js, the page's script, the JSON config
-        runnable = "document.querySelectorAll('script:not([type=\"application/json\"])').length"
-        assert (
-            page.evaluate(runnable) == 2
-        )  # both loaded from files: no inline script (CSP script-src 'self')
+        assert page.evaluate("document.scripts.length") == files + 1  # the page's files + the JSON config
+        runnable = "[...document.scripts].filter(s => s.type !== 'application/json' && !s.src).length"
+        assert page.evaluate(runnable) == 0  # every script loaded from a file (CSP script-src 'self')
 
     page.goto("/documents/ui")
     row = page.locator(f"tr[data-id='{hostile}']")
     expect(row).to_contain_text(f"Hostile {SCRIPT}{IMG}")
     expect(row).to_contain_text("READY")
-    assert_inert()
+    assert_inert(2)  # common.js, documents.js
 
     page.goto("/ui")
     page.fill("#q", "What is written in the quokka cipher memo?")
     page.click("#f button")
     expect(page.locator("#sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#sources li").filter(has_text=SCRIPT)).to_have_count(1)
-    assert_inert()
+    assert_inert(5)  # common.js, marked, DOMPurify, markdown.js, ask.js
 
     page.fill("#collection", "browser-xss")
     page.click("#new-conv-button")
     page.fill("#message", "What is written in the quokka cipher memo?")
     page.click("#send")
     expect(page.locator(".msg.assistant .sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
-    assert_inert()
+    assert_inert(5)
 
 
 def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) -> None:

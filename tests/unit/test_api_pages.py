@@ -37,12 +37,17 @@ MODES = {
 }
 CONFIG_RE = re.compile(r'<script type="application/json" id="ragchat-config">(.*?)</script>', re.S)
 SCRIPT_SRC_RE = re.compile(r'<script src="((?:\.\./)?static/[\w.-]+)"></script>')
+# The Markdown renderer and sanitizer, vendored unchanged (``web/vendor``): the chat page's only
+# route from text to markup is marked's output through DOMPurify (checked in the browser tests).
+VENDORED = ("static/marked.min.js", "static/purify.min.js")
 
 
-def scripts_of(api: Api, path: str, body: str) -> list[str]:
+def scripts_of(api: Api, path: str, body: str, *, vendored: bool = True) -> list[str]:
     """The scripts a page loads, fetched the way the browser would (relative to the page's path)."""
     texts = []
     for src in SCRIPT_SRC_RE.findall(body):
+        if not vendored and src in VENDORED:
+            continue
         url = posixpath.normpath(posixpath.join(posixpath.dirname(path), src))
         res = api.call("GET", url, principal=None)
         assert res["statusCode"] == 200, url
@@ -50,9 +55,9 @@ def scripts_of(api: Api, path: str, body: str) -> list[str]:
     return texts
 
 
-def page_and_scripts(api: Api, path: str, **kwargs: str | None) -> str:
+def page_and_scripts(api: Api, path: str, *, vendored: bool = True, **kwargs: str | None) -> str:
     body = api.call("GET", path, **kwargs)["body"]
-    return "\n".join([body, *scripts_of(api, path, body)])
+    return "\n".join([body, *scripts_of(api, path, body, vendored=vendored)])
 
 
 def page_config_of(body: str) -> dict[str, str]:
@@ -67,8 +72,21 @@ def test_pages_are_html_and_need_no_principal():
         res = api.call("GET", path, principal=None)
         assert res["statusCode"] == 200, path
         assert header(res, "Content-Type").startswith("text/html")
-        scripts = scripts_of(api, path, res["body"])
-        assert len(scripts) == 2 and "textContent" in scripts[0], path  # common.js, then the page's
+        scripts = SCRIPT_SRC_RE.findall(res["body"])
+        assert scripts[0] == "static/common.js" or scripts[0] == "../static/common.js", path
+        texts = scripts_of(api, path, res["body"])
+        assert "textContent" in texts[0], path
+        # the page's own script last; the chat page first loads the Markdown renderer and sanitizer
+        expected = {
+            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "ask.js"],
+            "/write": ["write.js"],
+            "/documents/ui": ["documents.js"],
+        }[path]
+        assert [s.rsplit("/", 1)[1] for s in scripts[1:]] == expected, path
+    marked = api.call("GET", "/static/marked.min.js", principal=None)
+    assert header(marked, "Content-Type").startswith("text/javascript") and "marked v18" in marked["body"]
+    purify = api.call("GET", "/static/purify.min.js", principal=None)
+    assert "DOMPurify 3." in purify["body"] and "sourceMappingURL" not in purify["body"]
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -135,7 +153,7 @@ def test_pages_never_render_data_as_html():
     api = make_api()
     for path in PAGES:
         shell = api.call("GET", path)["body"]
-        body = page_and_scripts(api, path)
+        body = page_and_scripts(api, path, vendored=False)  # our own code; DOMPurify itself parses HTML
         for sink in HTML_SINKS:
             assert sink not in body, (path, sink)
         # no inline script: each <script> element loads a file, or is the JSON config (not executed)

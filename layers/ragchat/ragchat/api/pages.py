@@ -44,8 +44,11 @@ _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label
 <label for=collection class=label>Collection <span class=muted>(optional)</span></label>
 <input id=collection placeholder="All notes" maxlength=@COLLECTION@ autocomplete=off></form>
 <button id=ask-once type=button class=side-link>Ask once</button>
-<h2 class=side-heading>Recent</h2><ul id=convs class=convs></ul>
-<p id=convs-empty class="muted small" hidden>No conversations yet.</p></aside>
+<h2 class=side-heading>Recent</h2><div id=search-box class=search-box hidden>
+<label for=conv-search class=sr-only>Search conversations</label>
+<input id=conv-search type=search placeholder="Search conversations" autocomplete=off></div>
+<ul id=convs class=convs></ul><p id=convs-empty class="muted small" hidden>No conversations yet.</p>
+<p id=convs-none class="muted small" role=status hidden></p></aside>
 <div id=scrim class=scrim hidden></div>
 <section class=chat-main aria-labelledby=conv-title><header class=chat-head>
 <button id=menu type=button class="icon-btn menu" aria-label="Conversations" aria-controls=sidebar
@@ -56,10 +59,13 @@ aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
 <form id=f class=ask-form><label for=q class=sr-only>Question</label>
 <input id=q placeholder="Ask a question about your notes" required autocomplete=off>
 <button class="btn primary">Ask</button></form>
-<div id=answer-box class=answer-card hidden><div id=answer class=content></div>
+<div id=answer-box class=answer-card hidden aria-live=polite>
+<p id=answer-label class=refusal-label hidden>Not answered from your notes</p>
+<div id=answer class=content></div>
 <ol id=sources class=sources></ol></div></div>
 <div id=messages class=messages></div></div>
-<div class=composer-wrap><p id=chat-error class=error role=alert></p>
+<div class=composer-wrap><button id=jump type=button class="btn small jump" hidden>Jump to latest ↓</button>
+<p id=chat-error class=error role=alert></p>
 <form id=chat-form class=composer hidden><label for=message class=sr-only>Message</label>
 <textarea id=message rows=1 placeholder="Message your notes…" maxlength=4000 required></textarea>
 <button id=send class="btn primary send">Send</button>
@@ -98,9 +104,20 @@ _PAGES = {
 # Where each page's shell lives, so its static links resolve under any stage prefix (``/Prod/…``).
 _UP = {"ask": "", "write": "", "documents": "../"}
 _NAV = (("ask", "/ui", "Chat"), ("write", "/write", "Add"), ("documents", "/documents/ui", "Documents"))
-# The page scripts and the style sheet (``ragchat/web``), served at ``/static/<name>``.
+# The page scripts and the style sheet (``ragchat/web``), served at ``/static/<name>``; the vendored
+# Markdown renderer and sanitizer (``web/vendor``, versions in its README) at ``/static/<file>`` too.
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
-STATIC_FILES = ("common.js", "ask.js", "write.js", "documents.js", "style.css")
+STATIC_FILES = {
+    **{n: n for n in ("common.js", "markdown.js", "ask.js", "write.js", "documents.js", "style.css")},
+    "marked.min.js": "vendor/marked.min.js",
+    "purify.min.js": "vendor/purify.min.js",
+}
+# Each page's scripts after common.js, in order (the chat page renders Markdown).
+_SCRIPTS = {
+    "ask": ("marked.min.js", "purify.min.js", "markdown.js", "ask.js"),
+    "write": ("write.js",),
+    "documents": ("documents.js",),
+}
 WEB = Path(__file__).resolve().parent.parent / "web"
 
 
@@ -182,6 +199,7 @@ def render(page: str, config: dict[str, str] | None = None) -> str:
         for key, path, label in _NAV
     )
     heading = f"<h1 class=sr-only>{title}</h1>" if page == "ask" else f"<h1>{title}</h1>"
+    scripts = "".join(f'<script src="{up}static/{name}"></script>' for name in _SCRIPTS[page])
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
@@ -190,7 +208,7 @@ def render(page: str, config: dict[str, str] | None = None) -> str:
         f"<nav>{nav}{api_link}{account}</nav></header>"
         f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
         f"<div class=page>{heading}{signin}<main id=app hidden>{_fill(body)}</main></div>"
-        f'<script src="{up}static/common.js"></script><script src="{up}static/{page}.js"></script>'
+        f'<script src="{up}static/common.js"></script>{scripts}'
         "</body></html>"
     )
 
@@ -224,7 +242,7 @@ def static_file(name: str) -> tuple[str, str] | None:
     """(content type, text) of a page script or the style sheet; ``None`` for any other name."""
     if name not in STATIC_FILES:
         return None
-    return STATIC_TYPES[Path(name).suffix], (WEB / name).read_text(encoding="utf-8")
+    return STATIC_TYPES[Path(name).suffix], (WEB / STATIC_FILES[name]).read_text(encoding="utf-8")
 
 
 def router(container: Container) -> APIGatewayRouter:

@@ -1,87 +1,90 @@
-// The Chat page (loaded after common.js): one-shot ask, conversations, answers streamed over SSE
-// (fetch + ReadableStream), Stop, edit-and-resend, citation chips, Copy. Everything the server sends
-// is inserted with textContent (el()), never as HTML.
+// The Chat page (loaded after common.js and markdown.js): one-shot ask, conversations (searchable),
+// answers streamed over SSE (fetch + ReadableStream) and rendered as sanitized Markdown, Stop,
+// edit-and-resend, Regenerate, Copy, thumbs up / down, citation markers and chips. Everything else
+// the server sends is inserted with textContent (el()), never as HTML.
 let current = null;   // the open conversation's id
 let busy = null;      // the answer being streamed: {controller, convId}
 let canRename = false; // PATCH /chat/conversations/{id} is in /openapi.json
 const convs = $('convs'), messages = $('messages'), chatError = $('chat-error'), chatForm = $('chat-form');
 const input = $('message'), sendButton = $('send'), stopButton = $('stop'), scroller = $('scroller');
-const SHOWN_SOURCES = 3;
-const TAG = /\[source:\s*([A-Za-z0-9_-]+)\]/g;
-const SOURCES_LINE = /\n*[ \t]*Sources:[ \t]*[A-Za-z0-9_-]+(?:[ \t]*,[ \t]*[A-Za-z0-9_-]+)*[ \t]*$/;
 const enc = encodeURIComponent;
-let uid = 0;
-
-// ------------------------------------------------------------------ answer text and sources
-function plainText(text) {  // what Copy puts on the clipboard: no [source: …] tags, no Sources line
-  return text.replace(SOURCES_LINE, '').replace(/[ \t]*\[source:\s*[A-Za-z0-9_-]+\]/g, '')
-    .replace(/[ \t]+([.,;:!?])/g, '$1').replace(/[ \t]{2,}/g, ' ').trim(); }
-function sourceLabel(s) { return (s.title || s.id) + (s.page ? ' · p. ' + s.page : ''); }
-// The answer's text with each [source: id] tag shown as a numbered button opening that source.
-function renderContent(box, text, msgEl) {
-  const body = text.replace(SOURCES_LINE, ''), order = (msgEl.sources || []).map(s => s.id);
-  box.replaceChildren(); let last = 0;
-  for (const m of body.matchAll(TAG)) {
-    box.append(body.slice(last, m.index).replace(/[ \t]+$/, '')); last = m.index + m[0].length;
-    const id = m[1]; let n = order.indexOf(id); if (n < 0) { order.push(id); n = order.length - 1; }
-    const cite = el('button', String(n + 1), 'cite'); cite.type = 'button';
-    cite.setAttribute('aria-label', 'Source ' + (n + 1)); cite.onclick = () => openSource(msgEl, id);
-    box.append(cite); }
-  box.append(body.slice(last)); }
-function openSource(msgEl, id) {
-  for (const li of msgEl.querySelectorAll('.sources li')) if (li.dataset.id === id) {
-    li.hidden = false; const chip = li.querySelector('.chip');
-    if (chip.getAttribute('aria-expanded') !== 'true') chip.click(); chip.focus(); } }
-function sourceItem(s, n) {
-  const li = el('li'); li.dataset.id = s.id;
-  const chip = el('button', null, 'chip'), detail = el('div', null, 'source-detail');
-  chip.type = 'button'; chip.append(el('span', String(n), 'n'), el('span', sourceLabel(s), 't'));
-  chip.title = sourceLabel(s); detail.id = 'source-' + (++uid); detail.hidden = true;
-  chip.setAttribute('aria-expanded', 'false'); chip.setAttribute('aria-controls', detail.id);
-  detail.append(el('div', s.title || 'Note', 'title'));
-  if (s.page) detail.append(el('div', 'Page ' + s.page, 'muted small page'));
-  detail.append(el('p', s.text, 'snippet'), el('code', s.id));
-  chip.onclick = () => { const open = chip.getAttribute('aria-expanded') !== 'true';
-    chip.setAttribute('aria-expanded', String(open)); detail.hidden = !open; };
-  li.append(chip, detail); return li; }
-function fillSources(ol, sources) {
-  ol.replaceChildren(); const items = (sources || []).map((s, i) => sourceItem(s, i + 1));
-  items.forEach((li, i) => { li.hidden = i >= SHOWN_SOURCES; ol.append(li); });
-  if (items.length > SHOWN_SOURCES) {
-    const li = el('li', null, 'more'), more = el('button', 'Show more sources (' +
-      (items.length - SHOWN_SOURCES) + ')', 'more-sources');
-    more.type = 'button'; more.onclick = () => { for (const i of items) i.hidden = false; li.remove(); };
-    li.append(more); ol.append(li); } }
+const GUARD_MODEL = 'guard';  // the stored model of a refusal (not enough evidence in the notes)
+let allConvs = [];  // the caller's conversations as last listed (the search filters these)
 
 // ------------------------------------------------------------------ one-shot ask
 $('f').onsubmit = e => { e.preventDefault();
   const box = $('answer-box'), out = $('answer'), list = $('sources');
-  box.hidden = false; box.classList.remove('failed'); out.textContent = 'Thinking…'; list.replaceChildren();
+  box.hidden = false; box.classList.remove('failed', 'refusal'); list.replaceChildren(); $('answer-label').hidden = true;
+  out.replaceChildren(typing());
   api('/?text=' + encodeURIComponent($('q').value)).then(r => {
-    box.sources = r.sources || []; renderContent(out, r.answer, box); fillSources(list, box.sources);
+    box.sources = r.sources || [];
+    if (r.guardUsed) { box.classList.add('refusal'); $('answer-label').hidden = false; out.textContent = r.answer; }
+    else renderContent(out, r.answer, box);
+    fillSources(list, box.sources);
   }).catch(err => { box.classList.add('failed'); out.textContent = describe(err); }); };
 
 // ------------------------------------------------------------------ messages
 function who(role) { return role === 'user' ? 'You' : role === 'assistant' ? 'Assistant' : 'Summary'; }
 function nearBottom() { return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80; }
-function toBottom() { scroller.scrollTop = scroller.scrollHeight; }
+function toBottom() { scroller.scrollTop = scroller.scrollHeight; $('jump').hidden = true; }
+scroller.addEventListener('scroll', () => { if (nearBottom()) $('jump').hidden = true; });
+$('jump').onclick = () => { toBottom(); input.focus(); };
+function typing() {  // shown until the first words of an answer arrive
+  const t = el('span', null, 'typing'); t.setAttribute('role', 'img'); t.setAttribute('aria-label', 'Assistant is typing');
+  t.append(el('i'), el('i'), el('i')); return t; }
+const TIME = new Intl.DateTimeFormat(undefined, {hour: '2-digit', minute: '2-digit'});
+const DATE_TIME = new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'short'});
+function showTime(div, iso) {  // "14:05" (today) or "3 Mar, 14:05"; the full date in the tooltip
+  const t = div.querySelector('time'); const d = iso ? new Date(iso) : null;
+  if (!t || !d || isNaN(d)) return; t.dateTime = iso; t.title = DATE_TIME.format(d);
+  t.textContent = d.toDateString() === new Date().toDateString() ? TIME.format(d)
+    : d.toLocaleDateString(undefined, {day: 'numeric', month: 'short'}) + ', ' + TIME.format(d); }
 function addMessage(m) {
   const div = el('div', null, 'msg ' + m.role); div.dataset.id = m.id || m.messageId || '';
-  div.append(el('div', who(m.role), m.role === 'user' ? 'who sr-only' : 'who'), el('div', null, 'content'));
-  messages.append(div); showMessage(div, m); setEmpty(false); return div; }
+  const meta = el('div', null, 'meta'); meta.append(el('span', who(m.role), 'who'), el('time', '', 'when'));
+  div.append(meta, el('div', null, 'content'));
+  messages.append(div); showMessage(div, m); showTime(div, m.createdAt); setEmpty(false); return div; }
 function setEmpty(on) { const p = $('empty'); if (p) p.hidden = !on; }
 function showMessage(div, m) {  // (re)draws a message from its stored form
-  div.content = m.content || ''; div.sources = m.sources || [];
+  div.content = m.content || ''; div.sources = m.sources || []; div.model = m.model || div.model;
   const content = div.querySelector('.content');
-  for (const old of div.querySelectorAll(':scope > .sources, :scope > .msg-actions, :scope > .note')) old.remove();
-  if (m.role !== 'assistant') { content.textContent = div.content; }
+  for (const old of div.querySelectorAll(':scope > .sources, :scope > .msg-actions, :scope > .note, :scope > .refusal-label, :scope > .suggestions')) old.remove();
+  const refused = m.role === 'assistant' && (m.refusal || div.model === GUARD_MODEL);
+  div.classList.toggle('refusal', !!refused);
+  if (m.role !== 'assistant' || refused) { content.textContent = div.content; }
   else { renderContent(content, div.content, div);
     if (div.sources.length) { const ol = el('ol', null, 'sources'); fillSources(ol, div.sources); div.append(ol); } }
+  if (refused) content.before(el('p', 'Not answered from your notes', 'refusal-label'));
   if (m.interrupted) div.append(el('p', 'Stopped: this answer was cut short.', 'note'));
   const actions = el('div', null, 'msg-actions');
-  if (m.role === 'assistant') actions.append(copyButton(div));
+  if (m.role === 'assistant') actions.append(copyButton(div), regenerateButton(div), ...feedbackButtons(div, m.feedback));
   if (m.role === 'user') actions.append(editButton(div));
   if (actions.childNodes.length) div.append(actions); }
+function feedbackButtons(div, rating) {
+  const said = el('span', '', 'muted small said'); said.setAttribute('role', 'status');
+  const make = (value, label) => { const b = el('button', null, 'icon-btn thumb ' + value); b.type = 'button'; b.append(thumbIcon());
+    b.dataset.rating = value; b.setAttribute('aria-label', label); b.title = label;
+    b.setAttribute('aria-pressed', String(rating === value)); b.onclick = () => rate(div, value, said); return b; };
+  return [make('up', 'Good answer'), make('down', 'Bad answer'), said]; }
+// A thumb drawn as inline SVG (no icon font or image: every system shows it the same way). The
+// outline follows Feather's "thumbs-up" (MIT); "down" is the same shape turned over in CSS.
+const THUMB = 'M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3';
+function thumbIcon() { const ns = 'http://www.w3.org/2000/svg', svg = document.createElementNS(ns, 'svg'), path = document.createElementNS(ns, 'path');
+  for (const [k, v] of Object.entries({viewBox: '0 0 24 24', width: '16', height: '16', fill: 'none', stroke: 'currentColor',
+    'stroke-width': '2', 'stroke-linecap': 'round', 'stroke-linejoin': 'round', 'aria-hidden': 'true', focusable: 'false'})) svg.setAttribute(k, v);
+  path.setAttribute('d', THUMB); svg.append(path); return svg; }
+function rate(div, value, said) {
+  const pressed = div.querySelector('.thumb.' + value).getAttribute('aria-pressed') === 'true';
+  const rating = pressed ? null : value;
+  api('/chat/conversations/' + enc(current) + '/messages/' + enc(div.dataset.id) + '/feedback',
+    {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({rating})}).then(m => {
+    for (const b of div.querySelectorAll('.thumb')) b.setAttribute('aria-pressed', String(b.dataset.rating === m.feedback));
+    said.textContent = m.feedback ? 'Thanks for the feedback' : 'Rating removed';
+    setTimeout(() => { said.textContent = ''; }, 2000); }).catch(err => { said.textContent = describe(err); }); }
+function regenerateButton(div) {  // answer the question before this answer again (the last answer only)
+  const b = el('button', 'Regenerate', 'btn small ghost regen'); b.type = 'button'; b.title = 'Answer the question again';
+  b.onclick = () => { let q = div.previousElementSibling; while (q && !q.classList.contains('user')) q = q.previousElementSibling;
+    if (q && !busy) edit(q, q.content); }; return b; }
 function copyButton(div) {
   const b = el('button', 'Copy', 'btn small ghost'), said = el('span', '', 'muted small');
   b.type = 'button'; said.setAttribute('role', 'status');
@@ -144,7 +147,8 @@ function stop() {
     .catch(hangUp); }
 function answerEvents(bot, state) {  // SPEC §10 events → the message on screen
   const content = bot.querySelector('.content');
-  const redraw = () => { bot.content = state.text; bot.sources = state.sources; renderContent(content, state.text, bot); };
+  const redraw = () => { bot.content = state.text; bot.sources = state.sources;
+    if (state.text.trim()) renderContent(content, state.text, bot, true); };
   const on = {
     answer_start: data => { bot.dataset.id = data.messageId || ''; },
     answer_delta: data => { state.text += data.text; redraw(); },
@@ -153,10 +157,13 @@ function answerEvents(bot, state) {  // SPEC §10 events → the message on scre
       if (typeof data.content === 'string') state.text = data.content; },
     refusal: data => { state.refusal = data; state.done = true; },
     error: data => { state.error = data; state.done = true; }};
-  return (name, data) => { const follow = nearBottom(); if (on[name]) on[name](data); if (follow) toBottom(); }; }
+  // The view follows the answer while the reader is at the bottom; scrolled up, it stays put and
+  // offers "Jump to latest".
+  return (name, data) => { const follow = nearBottom(); if (on[name]) on[name](data);
+    if (follow) toBottom(); else $('jump').hidden = false; }; }
 function finishAnswer(bot, state) {
   bot.classList.remove('streaming');
-  if (state.refusal) { bot.classList.add('refusal'); showMessage(bot, {role: 'assistant', content: state.refusal.message});
+  if (state.refusal) { showMessage(bot, {role: 'assistant', content: state.refusal.message, refusal: true});
     const tips = state.refusal.suggestions || [];
     if (tips.length) { const ul = el('ul', null, 'suggestions'); for (const t of tips) ul.append(el('li', t));
       bot.querySelector('.msg-actions').before(ul); }
@@ -168,6 +175,7 @@ function finishAnswer(bot, state) {
 async function turn(path, method, payload, userEl, restore) {
   const convId = current, controller = new AbortController();
   const bot = addMessage({role: 'assistant', content: ''}); bot.classList.add('streaming');
+  bot.querySelector('.content').replaceChildren(typing());
   const state = {text: '', sources: [], done: false};
   busy = {controller, convId}; setBusy(true); chatError.textContent = ''; toBottom();
   try {
@@ -186,11 +194,12 @@ async function turn(path, method, payload, userEl, restore) {
     else { state.error = {message: describe(err)}; finishAnswer(bot, state); }
   } finally {
     busy = null; setBusy(false); loadConversations(); syncIds(convId); } }
-// The ids the server gave the messages (an edit needs the user message's), matched by position.
+// The ids and times the server gave the messages (an edit and a rating need the id), matched by position.
 function syncIds(convId) { api('/chat/conversations/' + enc(convId)).then(c => {
   const shown = messages.querySelectorAll('.msg');
   if (convId !== current || busy || shown.length !== c.messages.length) return;
-  c.messages.forEach((m, i) => { if (shown[i].classList.contains(m.role)) shown[i].dataset.id = m.id; }); }).catch(() => {}); }
+  c.messages.forEach((m, i) => { if (!shown[i].classList.contains(m.role)) return;
+    shown[i].dataset.id = m.id; shown[i].model = m.model; showTime(shown[i], m.createdAt); }); }).catch(() => {}); }
 function send(content) {
   const id = newMessageId(), userEl = addMessage({role: 'user', content, messageId: id});
   userEl.classList.add('pending'); input.value = ''; autosize();
@@ -207,17 +216,18 @@ function edit(div, content) {  // the server deletes every later message, then a
 function showTitle(c) {
   $('conv-title').textContent = (c.title || 'New conversation') + (c.collection ? ' · ' + c.collection : ''); }
 function convItem(c) {
-  const li = el('li', null, 'conv' + (c.id === current ? ' current' : ''));
+  const li = el('li', null, 'conv' + (c.id === current ? ' current' : '')), title = c.title || 'New conversation';
   const b = el('button', null, 'open'); b.type = 'button'; b.onclick = () => open(c.id);
+  b.title = title + (c.collection ? ' · ' + c.collection : '');  // the whole title, however long
   if (c.id === current) b.setAttribute('aria-current', 'true');
-  b.append(el('span', c.title || 'New conversation'),
+  b.append(el('span', title, 'conv-title'),
     el('span', c.messageCount + ' messages' + (c.collection ? ' · ' + c.collection : ''), 'muted'));
   const tools = el('span', null, 'tools');
   if (canRename) { const r = el('button', 'Rename', 'icon-btn'); r.type = 'button';
-    r.setAttribute('aria-label', 'Rename ' + (c.title || 'New conversation')); r.onclick = () => rename(li, c);
+    r.setAttribute('aria-label', 'Rename ' + title); r.onclick = () => rename(li, c);
     tools.append(r); }
   const d = el('button', 'Delete', 'icon-btn'); d.type = 'button';
-  d.setAttribute('aria-label', 'Delete ' + (c.title || 'New conversation')); d.onclick = () => remove(c);
+  d.setAttribute('aria-label', 'Delete ' + title); d.onclick = () => remove(c);
   tools.append(d); li.append(b, tools); return li; }
 function rename(li, c) {
   const form = el('form', null, 'conv-edit'), field = el('input'), ok = el('button', 'Save', 'btn small');
@@ -232,9 +242,20 @@ function remove(c) {
   api('/chat/conversations/' + enc(c.id), {method: 'DELETE'}).then(() => {
     if (c.id === current) home(); return loadConversations(); }).catch(fail); }
 function fail(err) { chatError.textContent = describe(err); }
-function loadConversations() { return api('/chat/conversations?limit=50').then(p => {
-  convs.replaceChildren(...p.items.map(convItem)); $('convs-empty').hidden = p.items.length > 0;
+function loadConversations() { return api('/chat/conversations?limit=200').then(p => {
+  allConvs = p.items; showConversations();
   const c = p.items.find(i => i.id === current); if (c) showTitle(c); }).catch(fail); }
+// The list, filtered by the search box: every word typed must appear in the title (or collection).
+function showConversations() {
+  const words = $('conv-search').value.toLowerCase().split(/\s+/).filter(Boolean);
+  const shown = allConvs.filter(c => { const hay = ((c.title || 'New conversation') + ' ' + (c.collection || '')).toLowerCase();
+    return words.every(w => hay.includes(w)); });
+  convs.replaceChildren(...shown.map(convItem));
+  $('convs-empty').hidden = allConvs.length > 0; $('search-box').hidden = allConvs.length === 0;
+  const none = $('convs-none'); none.hidden = !(allConvs.length && !shown.length);
+  none.textContent = 'No conversation title matches “' + $('conv-search').value.trim() + '”.'; }
+$('conv-search').oninput = showConversations;
+$('conv-search').onkeydown = e => { if (e.key === 'Escape' && e.target.value) { e.stopPropagation(); e.target.value = ''; showConversations(); } };
 function open(id, draft) { if (busy && busy.convId !== id) stop(); return api('/chat/conversations/' + enc(id)).then(c => {
   current = c.id; if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar();
   $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);

@@ -25,7 +25,12 @@ function load(reset) { if (reset) cursor = null;
     for (const d of p.items) rows.append(row(d));
     if (reset && !p.items.length) { const tr = el('tr'), td = el('td', 'No documents yet: add one on the Add page.', 'muted');
       td.colSpan = 7; tr.append(td); rows.append(tr); }
-    cursor = p.cursor; more.hidden = !cursor; }).catch(fail); }
+    cursor = p.cursor; more.hidden = !cursor; if (reset) showLinked(); }).catch(fail); }
+// /documents/ui#<id> (a source's "Open in Documents" link on the chat page): that row, highlighted.
+function showLinked() { const id = decodeURIComponent(location.hash.slice(1)); if (!id) return;
+  const tr = [...rows.querySelectorAll('tr')].find(r => r.dataset.id === id);
+  if (tr) { tr.classList.add('linked'); tr.tabIndex = -1; tr.scrollIntoView({block: 'center'}); tr.focus(); }
+  else docError.textContent = 'That document is not in this list (deleted, or further down: use More).'; }
 more.onclick = () => load(false); $('refresh').onclick = () => load(true);
 function start() { load(true); }
 boot();
