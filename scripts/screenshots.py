@@ -1,5 +1,5 @@
 """Screenshots of the three pages (``/ui``, ``/write``, ``/documents/ui``) at 1280 px and 375 px wide,
-written to ``docs/screenshots/*.png``.
+and of the chat page in dark mode (``chat-dark-*.png``), written to ``docs/screenshots/*.png``.
 
 Runs ``ragchat serve --samples`` (extractive answerer, SQLite, the MiniLM model of ``make model``) in a
 throwaway data directory, asks two questions in a conversation, and photographs the pages in headless
@@ -91,16 +91,11 @@ def shoot(url: str) -> list[Path]:
             executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"]
         )
         for size, viewport in SIZES.items():
-            page = browser.new_context(base_url=url, viewport=viewport).new_page()
-            page.goto("/ui")
-            if viewport["width"] < 700:  # the conversation list is a drawer behind the menu button
-                page.get_by_role("button", name="Conversations").click()
-            page.locator("#convs li", has_text=QUESTIONS[0]).locator("button.open").click()
-            page.locator(".msg.assistant .chip").first.wait_for()
-            page.locator(".msg.assistant").last.locator(".chip").first.click()
-            page.locator("#scroller").evaluate("s => { s.scrollTop = s.scrollHeight; }")
-            page.get_by_label("Message", exact=True).fill("What file types can I upload?")
-            written.append(_save(page, f"chat-{size}.png"))
+            dark = browser.new_context(base_url=url, viewport=viewport, color_scheme="dark").new_page()
+            written.append(_chat(dark, viewport, f"chat-dark-{size}.png"))
+            dark.context.close()
+            page = browser.new_context(base_url=url, viewport=viewport, color_scheme="light").new_page()
+            written.append(_chat(page, viewport, f"chat-{size}.png"))
             page.goto("/write")
             page.fill("#title", "Team handbook")
             page.fill("#text", "Expenses are approved by the team lead within five working days.")
@@ -115,6 +110,18 @@ def shoot(url: str) -> list[Path]:
             page.context.close()
         browser.close()
     return written
+
+
+def _chat(page: Any, viewport: dict[str, int], name: str) -> Path:
+    page.goto("/ui")
+    if viewport["width"] < 700:  # the conversation list is a drawer behind the menu button
+        page.get_by_role("button", name="Conversations").click()
+    page.locator("#convs li", has_text=QUESTIONS[0]).locator("button.open").click()
+    page.locator(".msg.assistant .chip").first.wait_for()
+    page.locator(".msg.assistant").last.locator(".chip").first.click()
+    page.locator("#scroller").evaluate("s => { s.scrollTop = s.scrollHeight; }")
+    page.get_by_label("Message", exact=True).fill("What file types can I upload?")
+    return _save(page, name)
 
 
 def _save(page: Any, name: str) -> Path:
