@@ -22,7 +22,7 @@ from ragchat.domain.errors import ModelError
 
 from tests.fakes.clock import FakeClock
 from tests.fakes.search import FakeEmbedder, FakeVectorIndex, unit
-from tests.fakes.services import FakeBlobStore, FakeChatModel, FakeLauncher
+from tests.fakes.services import FakeBlobStore, FakeChatModel, FakeLauncher, OneBatchSteps
 from tests.fakes.stores import FakeConversationStore, FakeCounters, FakeDocumentStore
 from tests.fakes.streaming import FakePacing, SteppedChatModel
 
@@ -37,6 +37,7 @@ __all__ = [
     "FakeLauncher",
     "FakePacing",
     "FakeVectorIndex",
+    "OneBatchSteps",
     "SteppedChatModel",
     "unit",
 ]

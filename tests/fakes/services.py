@@ -124,8 +124,9 @@ class FakeBlobStore:
 
 # ---------------------------------------------------------------------------------------- launcher
 class FakeLauncher:
-    """``IngestionLauncher`` that records starts; with ``run`` set (e.g. ``steps.run``) it runs the
-    pipeline synchronously on ``start``. A document is run at most once per ``start`` while running."""
+    """``IngestionLauncher`` that records starts; with ``run`` set (e.g. ``ingest_runner.run_to_end``
+    over the steps) it runs the pipeline synchronously on ``start``. A document is run at most once
+    per ``start`` while running."""
 
     def __init__(self, run: Callable[[str, str], Any] | None = None) -> None:
         self.run = run
@@ -144,3 +145,28 @@ class FakeLauncher:
             self.run(owner, document_id)
         finally:
             self._running.discard(key)
+
+
+class OneBatchSteps:
+    """Stands in for ``IngestSteps`` under a launcher: every document is one split, one batch of one
+    chunk, one finalize. Subclasses override :meth:`split` to record, block or fail."""
+
+    documents = None  # never consulted: no step raises NotFound
+
+    def split(self, owner: str, document_id: str) -> dict[str, Any]:
+        return {"version": None, "chunkCount": 1, "batches": [{"key": f"work/{document_id}/b"}]}
+
+    def read_batch(self, owner: str, document_id: str, key: str, version: Any) -> Any:
+        return None, [{"index": 0, "text": document_id}]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0] for _ in texts]
+
+    def store_batch(self, *args: Any, **kwargs: Any) -> int:
+        return 1
+
+    def finalize(self, *args: Any) -> dict[str, Any]:
+        return {}
+
+    def fail(self, *args: Any) -> dict[str, Any]:
+        return {}

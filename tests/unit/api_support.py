@@ -8,6 +8,7 @@ from typing import Any
 from ragchat.api.app import create_app
 from ragchat.bootstrap import Container
 from ragchat.config import load_settings
+from ragchat.services.ingest_runner import run_to_end
 
 from tests.events import api_event
 from tests.fakes import (
@@ -62,5 +63,5 @@ def make_api(env: dict[str, str] | None = None, *, run_pipeline: bool = True, **
     }
     container = Container(settings, clock=clock, **parts)
     if run_pipeline:
-        launcher.run = lambda owner, doc_id: container.ingest_steps.run(owner, doc_id)
+        launcher.run = lambda owner, doc_id: run_to_end(container.ingest_steps, [(owner, doc_id)])
     return Api(container, create_app(container), launcher, documents, index, clock)

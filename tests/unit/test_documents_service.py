@@ -8,6 +8,7 @@ from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import note_id
 from ragchat.domain.models import DocumentStatus, SearchFilter
 from ragchat.services.documents import DocumentService
+from ragchat.services.ingest_runner import run_to_end
 from ragchat.services.ingestion import IngestionService, IngestSteps
 from ragchat.services.retrieval import Retriever
 
@@ -29,7 +30,7 @@ class World:
         self.embedder = FakeEmbedder()
         self.index = FakeVectorIndex(dimension=self.embedder.dimension)
         self.steps = IngestSteps(self.docs, self.blobs, self.embedder, self.index, self.settings)
-        self.launcher = FakeLauncher(run=self.steps.run)
+        self.launcher = FakeLauncher(run=lambda owner, doc_id: run_to_end(self.steps, [(owner, doc_id)]))
         self.ingestion = IngestionService(self.docs, self.blobs, self.launcher, self.settings)
         self.service = DocumentService(self.docs, self.index, self.blobs)
         self.retriever = Retriever(self.embedder, self.index, self.settings)
@@ -60,7 +61,7 @@ def test_disabling_while_ingesting_is_applied_when_the_pipeline_finishes() -> No
     w.launcher.run = None
     doc = w.ingestion.submit(OWNER, body=SOLAR)
     w.service.update(OWNER, doc.id, enabled=False)  # still PENDING: nothing to switch yet
-    w.steps.run(OWNER, doc.id)
+    run_to_end(w.steps, [(OWNER, doc.id)])
     stored = w.service.get(OWNER, doc.id)
     assert stored.status == DocumentStatus.READY and stored.enabled is False
     assert w.index.count(OWNER) == 0

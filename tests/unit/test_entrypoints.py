@@ -8,8 +8,9 @@ import pytest
 from ragchat.bootstrap import Container
 from ragchat.config import ConfigError, load_settings
 from ragchat.domain.ids import stable_document_id
-from ragchat.entrypoints.ingest_steps import ingest_step_handler, step_error
+from ragchat.entrypoints.ingest_steps import ingest_step_handler
 from ragchat.entrypoints.s3_ingest import ingest_s3_event, s3_ingest_handler
+from ragchat.services.ingest_pipeline import step_error
 
 from tests.events import json_body
 from tests.fakes import FakeBlobStore

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ragchat.adapters.local.pipeline import InlineIngestionLauncher
@@ -20,7 +21,7 @@ from ragchat.domain import answerability
 from ragchat.domain.models import Document, DocumentStatus, VectorRecord
 from ragchat.services.evidence import EvidenceWarmer, chunk_evidence_texts
 
-from tests.fakes import FakeEmbedder
+from tests.fakes import FakeEmbedder, OneBatchSteps
 
 OWNER = "local"
 POLICY = """# Expense policy
@@ -251,9 +252,10 @@ def test_warming_yields_to_an_upload_and_resumes_after_it() -> None:
             return False
         return True
 
-    class Steps:
-        def run(self, owner: str, document_id: str) -> None:
+    class Steps(OneBatchSteps):
+        def split(self, owner: str, document_id: str) -> dict[str, Any]:
             events.append(f"ingest {document_id}")
+            return super().split(owner, document_id)
 
     launcher = InlineIngestionLauncher(lambda: Steps(), warmer=warmer)  # type: ignore[arg-type, return-value]
     try:

@@ -8,7 +8,8 @@ from typing import Any
 from ragchat.config import load_settings
 from ragchat.domain.ids import note_id
 from ragchat.domain.models import DocumentStatus, Note, SearchFilter, VectorRecord
-from ragchat.entrypoints.ingest_steps import run_step
+from ragchat.services.ingest_pipeline import EMBED_INDEX, run_step
+from ragchat.services.ingest_runner import record_failure, run_to_end
 from ragchat.services.ingest_steps import work_prefix
 from ragchat.services.ingestion import IngestionService, IngestSteps
 
@@ -127,7 +128,7 @@ def test_the_old_runs_failure_after_the_new_finalize_leaves_it_ready() -> None:
     v1 = w.upload(OLD)
     v2 = w.upload(NEW)
     w.run(v2)
-    w.steps.record_failure(OWNER, DOC, "embed_index", RuntimeError("late"), v1)
+    record_failure(w.steps, OWNER, DOC, EMBED_INDEX, RuntimeError("late"), v1)
     doc = w.docs.get_document(OWNER, DOC)
     assert doc is not None and doc.status == DocumentStatus.READY and doc.error is None
     assert w.note_texts() == [NEW]
@@ -191,11 +192,11 @@ class RecordingSteps:
 def test_the_step_handler_passes_the_executions_version_to_every_step() -> None:
     steps = RecordingSteps()
     base = {"owner": OWNER, "documentId": DOC, "version": "v9"}
-    run_step(steps, {**base, "step": "split"}, OWNER, DOC)  # type: ignore[arg-type]
-    run_step(steps, {**base, "step": "embed_index", "key": "k"}, OWNER, DOC)  # type: ignore[arg-type]
-    run_step(steps, {**base, "step": "finalize", "chunkCount": 3}, OWNER, DOC)  # type: ignore[arg-type]
-    run_step(steps, {**base, "step": "fail", "error": {"Cause": "x"}}, OWNER, DOC)  # type: ignore[arg-type]
-    run_step(steps, {"step": "split", "version": None}, OWNER, DOC)  # type: ignore[arg-type]
+    run_step(steps, {**base, "step": "split"})  # type: ignore[arg-type]
+    run_step(steps, {**base, "step": "embed_index", "key": "k"})  # type: ignore[arg-type]
+    run_step(steps, {**base, "step": "finalize", "chunkCount": 3})  # type: ignore[arg-type]
+    run_step(steps, {**base, "step": "fail", "error": {"Cause": "x"}})  # type: ignore[arg-type]
+    run_step(steps, {"step": "split", "owner": OWNER, "documentId": DOC, "version": None})  # type: ignore[arg-type]
     assert steps.calls == [
         ("split", OWNER, DOC, "v9"),
         ("embed_index", OWNER, DOC, "k", "v9"),
@@ -219,5 +220,5 @@ def test_the_local_runner_drops_a_reuploaded_documents_job_at_its_next_batch() -
     assert not runner.active() and w.embedder.document_calls == 2  # the third batch is never embedded
     doc = w.docs.get_document(OWNER, DOC)
     assert doc is not None and doc.status == DocumentStatus.PENDING and doc.error is None
-    w.steps.run(OWNER, DOC)  # the run the launcher queued for the new content
+    run_to_end(w.steps, [(OWNER, DOC)])  # the run the launcher queued for the new content
     assert w.note_texts() == [NEW] and w.searchable("Eiffel") == [NEW]

@@ -12,6 +12,7 @@ from ragchat.domain.context import chunk_header, embedding_text
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
 from ragchat.domain.ids import note_id, stable_document_id
 from ragchat.domain.models import Document, DocumentStatus, SearchFilter
+from ragchat.services.ingest_runner import run_to_end
 from ragchat.services.ingestion import IngestionService, IngestSteps, human_error
 
 from tests.fakes import (
@@ -44,7 +45,7 @@ class World:
         self.steps = IngestSteps(
             self.docs, self.blobs, self.embedder, self.index, self.settings, clock=self.clock
         )
-        self.launcher = FakeLauncher(run=self.steps.run)
+        self.launcher = FakeLauncher(run=lambda owner, doc_id: run_to_end(self.steps, [(owner, doc_id)]))
         self.service = IngestionService(self.docs, self.blobs, self.launcher, self.settings, clock=self.clock)
 
     def notes_of(self, doc_id: str) -> list[str]:
@@ -153,7 +154,7 @@ def test_corrupt_pdf_fails_with_a_readable_error_and_leaves_nothing() -> None:
     # when accepted and is corrupt when the pipeline reads it takes the same path.
     w = World()
     doc = accepted_then_corrupted(w, b"%PDF-1.7\nthis is not really a pdf")
-    w.steps.run(OWNER, doc.id)
+    run_to_end(w.steps, [(OWNER, doc.id)])
     stored = w.docs.get_document(OWNER, doc.id)
     assert stored is not None
     assert stored.status == DocumentStatus.FAILED
@@ -169,7 +170,8 @@ def test_embedder_failure_midway_marks_failed_and_removes_the_indexed_part() -> 
         {"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"},
         embedder=FailingEmbedder(ok_calls=1, error=RuntimeError("embedding service unavailable")),
     )
-    doc = w.service.submit(OWNER, body=many_paragraphs(80))
+    # more chunks than one embedder call takes (256): the first call's batches are stored, then it fails
+    doc = w.service.submit(OWNER, body=many_paragraphs(400))
     stored = w.docs.get_document(OWNER, doc.id)
     assert stored is not None
     assert stored.status == DocumentStatus.FAILED
@@ -212,7 +214,7 @@ def test_rerun_overwrites_instead_of_duplicating() -> None:
     w = World()
     doc = w.service.submit(OWNER, body=TEXT)
     first = sorted(w.notes_of(doc.id))
-    w.steps.run(OWNER, doc.id)
+    run_to_end(w.steps, [(OWNER, doc.id)])
     assert sorted(w.notes_of(doc.id)) == first
     assert sorted(w.index.records) == first
 
@@ -310,9 +312,9 @@ def test_run_many_embeds_several_documents_together_with_the_same_outcome_as_run
     one_by_one, together = World(env), World(env)
     ids = submitted(one_by_one, bodies)
     for doc_id in ids:
-        one_by_one.steps.run(OWNER, doc_id)
+        run_to_end(one_by_one.steps, [(OWNER, doc_id)])
     ids2 = submitted(together, bodies)
-    together.steps.run_many([(OWNER, d) for d in ids2])
+    run_to_end(together.steps, [(OWNER, d) for d in ids2])
 
     assert together.embedder.document_calls < one_by_one.embedder.document_calls
     for a, b in zip(ids, ids2, strict=True):
@@ -340,7 +342,7 @@ def test_run_many_fails_only_the_document_that_fails() -> None:
     broken_pdf = accepted_then_corrupted(w, b"%PDF-1.7\nnot a pdf").id
     poisoned = w.service.submit(OWNER, body="This one carries poison for the embedder.").id
     good2 = w.service.submit(OWNER, body="Ferns reproduce with spores.").id
-    w.steps.run_many([(OWNER, d) for d in (good1, broken_pdf, poisoned, good2)])
+    run_to_end(w.steps, [(OWNER, d) for d in (good1, broken_pdf, poisoned, good2)])
 
     status = {d: w.docs.get_document(OWNER, d).status for d in (good1, broken_pdf, poisoned, good2)}  # type: ignore[union-attr]
     assert status == {

@@ -20,6 +20,7 @@ from ragchat.entrypoints.ingest_steps import ingest_step_handler
 from ragchat.entrypoints.s3_ingest import s3_ingest_handler
 from ragchat.observability import NoTracer, PowertoolsMetrics, powertools_metrics, root_logger, tracer
 from ragchat.services import metrics as names
+from ragchat.services.ingest_runner import run_to_end
 from ragchat.services.metrics import NO_METRICS, PHASES
 from ragchat.services.retrieval import logger as retrieval_logger
 
@@ -124,13 +125,13 @@ def test_ingestion_failures_and_durations_are_counted() -> None:
     metrics = recorded(api)
     failing = add_note(api, "A note the embedder cannot read.")
     embedder.fail_with = ModelError("embedding model down")
-    api.container.ingest_steps.run("alice", failing)
+    run_to_end(api.container.ingest_steps, [("alice", failing)])
     assert json_body(api.call("GET", f"/documents/{failing}"))["status"] == "FAILED"
     assert metrics.total("IngestionFailed") == 1 and metrics.of("IngestionSeconds") == []
     embedder.fail_with = None
     ready = add_note(api)
     api.clock.advance(12)  # queued for 12 s before the pipeline ran
-    api.container.ingest_steps.run("alice", ready)
+    run_to_end(api.container.ingest_steps, [("alice", ready)])
     assert json_body(api.call("GET", f"/documents/{ready}"))["status"] == "READY"
     (duration,) = metrics.of("IngestionSeconds")
     assert duration.value == pytest.approx(12.0) and duration.unit == "Seconds"

@@ -10,23 +10,26 @@ from ragchat.adapters.local.extractive import ExtractiveChatModel
 from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest
 
+from tests.fakes import OneBatchSteps
+
 WAIT = 10.0  # upper bound for waiting on the worker; never reached when things work
 
 
-class RecordingSteps:
-    """Stands in for ``IngestSteps``: records runs; a run of ``block`` waits until released."""
+class RecordingSteps(OneBatchSteps):
+    """Stands in for ``IngestSteps``: records runs (a run is a split, one batch, a finalize); a run of
+    ``block`` waits in its split until released; one of ``fail`` fails its split."""
 
     def __init__(self, block: str | None = None, fail: str | None = None) -> None:
         self.runs: list[str] = []
         self.block = block
-        self.fail = fail
+        self.fail_on = fail
         self.started = threading.Event()
         self.release = threading.Event()
         self.concurrent = 0
         self.max_concurrent = 0
         self._lock = threading.Lock()
 
-    def run(self, owner: str, document_id: str) -> Any:
+    def split(self, owner: str, document_id: str) -> Any:
         with self._lock:
             self.concurrent += 1
             self.max_concurrent = max(self.max_concurrent, self.concurrent)
@@ -35,9 +38,9 @@ class RecordingSteps:
             if document_id == self.block and self.runs.count(document_id) == 1:
                 self.started.set()
                 assert self.release.wait(WAIT)
-            if document_id == self.fail:
+            if document_id == self.fail_on:
                 raise RuntimeError("boom")
-            return None
+            return super().split(owner, document_id)
         finally:
             with self._lock:
                 self.concurrent -= 1

@@ -10,7 +10,6 @@ when installed), ``ops`` (health, openapi, swagger), ``ui`` (HTML pages).
 
 from __future__ import annotations
 
-import base64
 import importlib
 import logging
 from collections.abc import Callable, Mapping
@@ -20,7 +19,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConf
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ragchat.api.auth import principal
-from ragchat.api.body import body_problem, register_body_errors, strict_json
+from ragchat.api.body import body_problem, body_size, register_body_errors, strict_json
 from ragchat.api.errors import error_event_response, register_error_handlers
 
 if TYPE_CHECKING:
@@ -57,16 +56,6 @@ class RagchatResolver(APIGatewayRestResolver):
         return super().resolve(event, context)
 
 
-def body_size(event: Mapping[str, Any]) -> int:
-    body = event.get("body")
-    if not body:
-        return 0
-    if event.get("isBase64Encoded") and isinstance(body, str):
-        # Decoded size without decoding: 3 bytes per 4 characters, minus padding.
-        return len(body) * 3 // 4 - body[-2:].count("=")
-    return len(body.encode("utf-8")) if isinstance(body, str) else len(bytes(body))
-
-
 def _area_router(area: str, container: Container) -> Router | None:
     if area == "notes":
         from ragchat.api import notes
@@ -75,7 +64,7 @@ def _area_router(area: str, container: Container) -> Router | None:
     if area == "ops":
         from ragchat.api import ops
 
-        return ops.router(container)
+        return ops.router(container, full_app=lambda: create_app(container))
     module_name = {"chat": "ragchat.api.chat", "ui": "ragchat.api.pages"}.get(area)
     if module_name is None:
         raise ValueError(f"unknown API area {area!r}; expected one of {sorted(ALL_AREAS)}")
@@ -131,8 +120,3 @@ def create_app(container: Container, *, areas: set[str] | frozenset[str] | None 
         )
         _ = Server  # servers default to the stage base path (relative), like /openapi.json
     return app
-
-
-def decode_body(event: Mapping[str, Any]) -> bytes:
-    body = event.get("body") or ""
-    return base64.b64decode(body) if event.get("isBase64Encoded") else str(body).encode("utf-8")

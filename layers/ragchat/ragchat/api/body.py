@@ -142,3 +142,18 @@ def _check_strings(value: Any) -> None:
 
 def _lone(text: str) -> int:
     return next(i for i, ch in enumerate(text) if 0xD800 <= ord(ch) <= 0xDFFF)
+
+
+def body_size(event: Mapping[str, Any]) -> int:
+    body = event.get("body")
+    if not body:
+        return 0
+    if event.get("isBase64Encoded") and isinstance(body, str):
+        # Decoded size without decoding: 3 bytes per 4 characters, minus padding.
+        return len(body) * 3 // 4 - body[-2:].count("=")
+    return len(body.encode("utf-8")) if isinstance(body, str) else len(bytes(body))
+
+
+def decode_body(event: Mapping[str, Any]) -> bytes:
+    body = event.get("body") or ""
+    return base64.b64decode(body) if event.get("isBase64Encoded") else str(body).encode("utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -11,6 +12,8 @@ from ragchat import __version__
 from ragchat.api.auth import principal
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
     from ragchat.bootstrap import Container
 
 OPENAPI_TITLE = "ragchat"
@@ -20,7 +23,9 @@ OPENAPI_DESCRIPTION = (
 )
 
 
-def router(container: Container) -> APIGatewayRouter:
+def router(container: Container, *, full_app: Callable[[], APIGatewayRestResolver]) -> APIGatewayRouter:
+    """``full_app`` builds the resolver of every area (the OpenAPI document covers the whole API,
+    whatever areas this function serves)."""
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
     @r.get("/health", summary="Liveness", tags=["ops"])
@@ -33,7 +38,7 @@ def router(container: Container) -> APIGatewayRouter:
         return Response(
             status_code=200,
             content_type=content_types.APPLICATION_JSON,
-            body=openapi_json(container, base_path=_base_path(r.current_event)),
+            body=openapi_json(full_app(), base_path=_base_path(r.current_event)),
         )
 
     return r
@@ -45,14 +50,11 @@ def _base_path(event: Any) -> str:
     return "/" if not stage or stage == "$default" else f"/{stage}"
 
 
-def openapi_json(container: Container, *, base_path: str = "/") -> str:
-    """The OpenAPI document of the whole API (every area, chat included when installed), whatever
-    areas this function serves. Building routers touches no service, so this is cheap."""
+def openapi_json(full: APIGatewayRestResolver, *, base_path: str = "/") -> str:
+    """The OpenAPI document of ``full``, the resolver of every area (chat included when installed).
+    Building routers touches no service, so this is cheap."""
     from aws_lambda_powertools.event_handler.openapi.models import Server
 
-    from ragchat.api.app import create_app
-
-    full = create_app(container)
     return full.get_openapi_json_schema(
         title=OPENAPI_TITLE,
         version=__version__,

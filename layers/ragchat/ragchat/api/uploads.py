@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
+from ragchat.api.body import decode_body
 from ragchat.api.limits import rate_limit
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.labels import MAX_TITLE_CHARS
@@ -99,8 +100,6 @@ def read_form(event: Any) -> tuple[dict[str, str], bytes]:
     file name (or named ``file``)."""
     from email.parser import BytesParser
     from email.policy import HTTP
-
-    from ragchat.api.app import decode_body
 
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     ctype = headers.get("content-type", "")

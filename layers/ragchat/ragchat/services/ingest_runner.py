@@ -15,9 +15,11 @@ while it is ingested (issue 8) is noticed the same way: each job carries the con
 split took, the steps of an older version write nothing, and the job ends without a trace; the
 launcher has queued a new run for the newest content.
 
-The outcome per document is the same as :meth:`IngestSteps.run`'s: one that fails is ``FAILED``
-on its own; if a shared embedder call fails, each batch in it is embedded again on its own, so
-only the document whose text fails is marked ``FAILED``.
+The stages and the failure policy are :mod:`ragchat.services.ingest_pipeline`'s (the state machine
+follows the same definition): a document that fails is ``FAILED`` on its own; if a shared embedder
+call fails, each batch in it is embedded again on its own, so only the document whose text fails is
+marked ``FAILED``. :func:`run_to_end` runs documents to the end in the calling thread (``ragchat
+ingest``, tests); the local launcher runs one round at a time between its other work.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.errors import NotFound
+from ragchat.domain.errors import NotFound, RagchatError
+from ragchat.services.ingest_pipeline import EMBED_INDEX, FINALIZE, SPLIT, Stage, failure_message
 from ragchat.services.ingest_steps import embedding_texts
 
 if TYPE_CHECKING:
@@ -134,7 +137,10 @@ class SlicedRunner:
         try:
             job.plan = steps.split(owner, document_id)
         except Exception as exc:
-            self._end(steps, job, "split", exc)
+            self._end(steps, job, SPLIT, exc)
+            return
+        if not job.plan["batches"]:  # superseded while splitting: finalize stands down and ends it
+            self._finalize(steps, job)
 
     def _take(self, steps: IngestSteps, order: list[_Job], served: list[_Job]) -> list[_Slice]:
         slices: list[_Slice] = []
@@ -152,7 +158,7 @@ class SlicedRunner:
                 try:
                     doc, chunks = steps.read_batch(job.key[0], job.key[1], item["key"], job.version)
                 except Exception as exc:
-                    self._end(steps, job, "embed_index", exc)
+                    self._end(steps, job, EMBED_INDEX, exc)
                     continue
                 slices.append(_Slice(job, doc, chunks))
                 texts += len(chunks)
@@ -182,7 +188,7 @@ class SlicedRunner:
                 mine = s.vectors if s.vectors is not None else steps.embed(embedding_texts(s.chunks))
                 stored = steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
-                self._end(steps, job, "embed_index", exc)
+                self._end(steps, job, EMBED_INDEX, exc)
                 continue
             if stored == 0 and s.chunks:  # re-uploaded meanwhile: finalize stands down and ends the job
                 self._finalize(steps, job)
@@ -196,16 +202,41 @@ class SlicedRunner:
         try:
             steps.finalize(job.key[0], job.key[1], job.plan["chunkCount"], job.version)
         except Exception as exc:
-            self._end(steps, job, "finalize", exc)
+            self._end(steps, job, FINALIZE, exc)
         else:
             job.done = True
 
     @staticmethod
-    def _end(steps: IngestSteps, job: _Job, phase: str, exc: Exception) -> None:
+    def _end(steps: IngestSteps, job: _Job, stage: Stage, exc: Exception) -> None:
         """A slice failed: the document was deleted (clean up quietly) or it is ``FAILED``."""
         job.done = True
         owner, document_id = job.key
         if isinstance(exc, NotFound) and steps.documents.get_document(owner, document_id) is None:
             steps.abandon(owner, document_id)
         else:
-            steps.record_failure(owner, document_id, phase, exc, job.version)
+            record_failure(steps, owner, document_id, stage, exc, job.version)
+
+
+def record_failure(
+    steps: IngestSteps, owner: str, document_id: str, stage: Stage, exc: Exception, version: str | None
+) -> None:
+    """Log ``exc`` and run the pipeline's failure step for it."""
+    if isinstance(exc, RagchatError) and exc.status < 500:  # bad input (e.g. an unreadable PDF)
+        logger.warning(
+            "ingest.error", extra={"documentId": document_id, "phase": stage.step, "error": exc.message}
+        )
+    else:
+        logger.exception("ingest.error", extra={"documentId": document_id, "phase": stage.step})
+    try:
+        steps.fail(owner, document_id, failure_message(stage, exc), version)
+    except Exception:  # pragma: no cover - storage down: nothing more we can do here
+        logger.exception("ingest.fail_error", extra={"documentId": document_id})
+
+
+def run_to_end(steps: IngestSteps, keys: Iterable[Key]) -> None:
+    """Run documents (``(owner, document_id)``) to the end in this thread: fairly, their embedder
+    calls coalesced; each ends ``READY``, ``FAILED``, or removed when deleted meanwhile."""
+    runner = SlicedRunner()
+    runner.add(keys)
+    while runner.active():
+        runner.round(steps)

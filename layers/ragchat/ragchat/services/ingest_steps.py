@@ -2,8 +2,8 @@
 
 The steps are plain methods taking and returning JSON-able values: in the cloud the Step Functions
 state machine calls each in its own Lambda invocation (camelCase keys in and out); locally
-:mod:`ragchat.services.ingest_runner` runs them in-process (:meth:`IngestSteps.run` for one document,
-:meth:`IngestSteps.run_many` for several, fairly and with their embedder calls coalesced).
+:mod:`ragchat.services.ingest_runner` runs them in-process (several documents fairly, their embedder
+calls coalesced). The order and the failure policy are :mod:`ragchat.services.ingest_pipeline`'s.
 
 States: ``PENDING`` (accepted, body stored) → ``PROCESSING`` (split started) → ``READY`` (every
 chunk embedded and indexed, vectors switched on) or ``FAILED`` (error recorded, nothing of the
@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, parse_iso, system_clock
-from ragchat.domain.errors import NotFound, RagchatError, ValidationError
+from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import note_id
-from ragchat.domain.intake import error_message, human_error
+from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
 
@@ -406,59 +406,3 @@ class IngestSteps:
         logger.warning("ingest.failed", extra={"documentId": document_id, "error": message})
         self.metrics.add(INGESTION_FAILED)
         return {"status": DocumentStatus.FAILED.value, "error": message}
-
-    # ---------------------------------------------------------------- in-process
-    def run(self, owner: str, document_id: str) -> Document | None:
-        """Every step in order, in-process (the local pipeline). Any failure → ``fail``. Returns the
-        final document (``None`` if it was deleted meanwhile)."""
-        timings: dict[str, float] = {}
-        phase = "split"
-        version: str | None = None
-        try:
-            t0 = time.perf_counter()
-            plan = self.split(owner, document_id)
-            version = plan.get("version")
-            timings["split"] = (time.perf_counter() - t0) * 1000
-            phase = "embed_index"
-            t1 = time.perf_counter()
-            for item in plan["batches"]:
-                self.embed_index(owner, document_id, item["key"], version)
-            timings["embed_index"] = (time.perf_counter() - t1) * 1000
-            phase = "finalize"
-            t2 = time.perf_counter()
-            self.finalize(owner, document_id, plan["chunkCount"], version)
-            timings["finalize"] = (time.perf_counter() - t2) * 1000
-        except Exception as exc:
-            self.record_failure(owner, document_id, phase, exc, version)
-        else:
-            logger.info(
-                "ingest.durations",
-                extra={"documentId": document_id, **{f"{k}Ms": round(v, 1) for k, v in timings.items()}},
-            )
-        return self.documents.get_document(owner, document_id)
-
-    def record_failure(
-        self, owner: str, document_id: str, phase: str, exc: Exception, version: str | None = None
-    ) -> None:
-        if isinstance(exc, RagchatError) and exc.status < 500:  # bad input (e.g. an unreadable PDF)
-            logger.warning(
-                "ingest.error", extra={"documentId": document_id, "phase": phase, "error": exc.message}
-            )
-        else:
-            logger.exception("ingest.error", extra={"documentId": document_id, "phase": phase})
-        prefix = {"split": "", "embed_index": "Embedding/indexing failed: ", "finalize": ""}[phase]
-        try:
-            self.fail(owner, document_id, prefix + error_message(exc), version)
-        except Exception:  # pragma: no cover - storage down: nothing more we can do here
-            logger.exception("ingest.fail_error", extra={"documentId": document_id})
-
-    def run_many(self, keys: Sequence[tuple[str, str]]) -> None:
-        """Run several documents (``(owner, document_id)``) to the end, fairly and with their
-        embedder calls coalesced (:class:`~ragchat.services.ingest_runner.SlicedRunner`). The
-        outcome per document is the same as :meth:`run`'s."""
-        from ragchat.services.ingest_runner import SlicedRunner
-
-        runner = SlicedRunner(max_new_per_round=max(1, len(keys)))
-        runner.add(keys)
-        while runner.active():
-            runner.round(self)

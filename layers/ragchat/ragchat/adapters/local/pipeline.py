@@ -44,8 +44,7 @@ class InlineIngestionLauncher:
     current one (a replacement uploaded mid-run is not lost). The worker takes up to
     ``max_documents_per_run`` queued documents per round into its :class:`SlicedRunner`, which
     gives every document in hand a slice per round with their embedder calls coalesced (about
-    ``coalesce_texts`` texts per call). Steps without ``split`` (a stand-in that only has ``run``)
-    are run one document at a time."""
+    ``coalesce_texts`` texts per call)."""
 
     def __init__(
         self,
@@ -195,10 +194,6 @@ class InlineIngestionLauncher:
 
     def _round(self, keys: list[Key]) -> list[Key]:
         steps = self._steps_factory()
-        if not callable(getattr(steps, "split", None)):  # whole-document steps: one at a time
-            for key in keys:
-                self._run_one(steps, key)
-            return keys
         self._runner.add(keys)
         return self._runner.round(steps, arrived=self._arrived)
 
@@ -237,10 +232,3 @@ class InlineIngestionLauncher:
                     self._queue.append(key)
                     self._queued.add(key)
             self._cond.notify_all()
-
-    @staticmethod
-    def _run_one(steps: IngestSteps, key: Key) -> None:
-        try:
-            steps.run(*key)
-        except Exception:  # run() records failures itself; this is a last resort
-            logger.exception("ingest.worker_error", extra={"documentId": key[1]})
