@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) model
 
-# One-time export of all-MiniLM-L6-v2 to ONNX (cached under $(RAGCHAT_DATA_DIR)/models).
+# One-time export of all-MiniLM-L6-v2 to ONNX, into the per-user model cache that every command
+# reads ($$XDG_CACHE_HOME or ~/.cache + /ragchat/models; RAGCHAT_MODEL_DIR overrides it).
 model: $(STAMP)
 	$(PY) -m ragchat.adapters.local.model_prep
 

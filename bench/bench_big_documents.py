@@ -37,7 +37,7 @@ def _container(tmp: str) -> Any:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
-    model_dir = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
+    model_dir = str(load_settings().models_path)
     settings = load_settings(
         {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": model_dir, "RAGCHAT_CHAT_MODEL": "extractive"}
     )

@@ -62,7 +62,7 @@ def build(tmp: str) -> Any:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
-    models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
+    models = str(load_settings().models_path)
     passed = ("RAGCHAT_", "AWS_", "COHERE_", "TITAN_", "CHUNK_")
     env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}

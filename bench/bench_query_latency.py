@@ -56,8 +56,9 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def _models_path() -> Path:
-    env = os.environ.get("RAGCHAT_MODEL_DIR")
-    return Path(env) if env else REPO / ".ragchat" / "models"
+    from ragchat.config import load_settings
+
+    return load_settings().models_path
 
 
 def _load_corpus(n: int) -> list[str]:

@@ -23,7 +23,8 @@ export SAM_CLI_TELEMETRY=0
 export SAM_LOCAL_CACHE="${SAM_LOCAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ragchat-sam-local}"
 OUT=.aws-sam/local
 PY="$ROOT/.venv/bin/python"
-MODELS="${RAGCHAT_DATA_DIR:-.ragchat}/models"
+# the per-user model cache every command reads (RAGCHAT_MODEL_DIR, else ~/.cache/ragchat/models)
+MODELS="$("$PY" -c 'from ragchat.config import load_settings; print(load_settings().models_path)' 2>/dev/null || echo "${RAGCHAT_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ragchat/models}")"
 EXTRAS_PKGS=(numpy onnxruntime tokenizers)
 
 log() { echo "sam-local: $*" >&2; }

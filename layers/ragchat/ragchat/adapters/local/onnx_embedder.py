@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragchat.domain.errors import RagchatError
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -33,8 +35,15 @@ MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 
 
-class ModelNotPreparedError(RuntimeError):
-    """The exported model is missing; the message says how to prepare it."""
+#: The one command that prepares the model (into ``Settings.models_path``).
+PREPARE_COMMAND = "make install"
+
+
+class ModelNotPreparedError(RagchatError, RuntimeError):
+    """The exported model is missing; the one-line message says the command that prepares it. The
+    CLI prints it as is; the API answers 503 with it."""
+
+    status = 503
 
 
 def model_dir(models_path: Path) -> Path:
@@ -99,9 +108,8 @@ class OnnxMiniLMEmbedder:
         missing = [p.name for p in (model_path, tokenizer_path) if not p.is_file()]
         if missing:
             raise ModelNotPreparedError(
-                f"The local embedding model {MODEL_ID} is not prepared ({', '.join(missing)} missing in "
-                f"{folder}). Run `make model` (or `python -m ragchat.adapters.local.model_prep`) once; "
-                "it exports the model to ONNX and caches it there."
+                f"the embedding model {MODEL_ID} is not prepared in {folder}: run `{PREPARE_COMMAND}` "
+                "in the ragchat repository (or set RAGCHAT_MODEL_DIR to a prepared model cache)"
             )
         return cls(model_path, tokenizer_path, **kwargs)
 
