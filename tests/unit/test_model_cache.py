@@ -12,6 +12,13 @@ from ragchat.config import load_settings
 from typer.testing import CliRunner
 
 
+@pytest.fixture(autouse=True)
+def _no_model_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings also read the process environment: the developer's own cache must not leak in."""
+    monkeypatch.delenv("RAGCHAT_MODEL_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+
 def test_the_model_cache_is_per_user_and_ignores_the_data_dir(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     for data_dir in ("/somewhere", ".ragchat", str(tmp_path / "data")):
