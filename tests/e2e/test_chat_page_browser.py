@@ -238,6 +238,16 @@ HOSTILE_SOURCES = [
         for i in range(2, 6)
     ),
 ]
+# A stored snippet is the note's first 160 characters, spaces collapsed: Markdown marks, a word cut.
+RAW_SNIPPET = (
+    "## Opening hours The **reading room** opens at nine on weekdays and at ten on Saturdays; "
+    "the archive opens by appointment only, booked one week in advance at the front desk."
+)[:160]
+HOSTILE_SOURCES[1]["text"] = RAW_SNIPPET
+CLEAN_SNIPPET = (
+    "Opening hours The reading room opens at nine on weekdays and at ten on Saturdays; the archive "
+    "opens by appointment only, booked one week in advance at…"
+)
 HOSTILE_ANSWER = (
     f"Read the guide {SCRIPT} [source: a1] and the rest [source: a4].[click](javascript:window.__xss=3)"
     "\n\nSources: a1, a4"
@@ -282,6 +292,8 @@ def test_sources_refusals_and_rate_limits_as_sent(browser: Any) -> None:  # noqa
             expect(detail.locator(".title")).to_have_text(f"Guide {SCRIPT}")
             expect(detail.locator(".page")).to_have_text("Page 3")
             expect(detail.locator(".snippet")).to_have_text(f"Snippet {IMG} one")
+            chips.nth(1).click()
+            expect(answer.locator(".source-detail").nth(1).locator(".snippet")).to_have_text(CLEAN_SNIPPET)
             answer.get_by_role("button", name="Source 4").click()
             expect(answer.locator(".source-detail").nth(3)).to_contain_text("Snippet 4")
             assert page.evaluate("window.__xss") is None

@@ -279,6 +279,11 @@ def test_search_over_titles_tooltips_and_a_stored_refusal(browser: Any, served: 
         expect(search).to_have_value("")
         expect(items.filter(has_text="Tea budget")).to_have_count(1)
 
+        page.get_by_label("Question").fill("zqx vbnm plork?")  # asked once: refused the same way
+        page.get_by_role("button", name="Ask", exact=True).click()
+        expect(page.locator("#answer-box.refusal #answer-label")).to_have_text("Not answered from your notes")
+        expect(page.locator("#answer")).to_have_text(turn["content"])
+
         _open(page, "Off topic")
         refused = page.locator(".msg.assistant")
         expect(refused).to_have_class("msg assistant refusal")

@@ -184,7 +184,8 @@ async function turn(path, method, payload, userEl, restore) {
     if (!r.ok) throw httpError(r.status, await r.json().catch(() => ({})));
     userEl.classList.remove('pending');
     if ((r.headers.get('Content-Type') || '').includes('text/event-stream')) await readEvents(r, answerEvents(bot, state));
-    else { const j = await r.json(); Object.assign(state, {text: j.content, sources: j.sources || [], done: true});
+    else { const j = await r.json(); bot.dataset.id = j.id || '';
+      Object.assign(state, {text: j.content, sources: j.sources || [], done: true});
       if (j.guardUsed) state.refusal = {message: j.content, suggestions: []}; }
     finishAnswer(bot, state);
   } catch (err) {

@@ -32,12 +32,14 @@ function plainText(text) {
   return text.replace(SOURCES_LINE, '').replace(/[ \t]*\[source:\s*[A-Za-z0-9_-]+\]/g, '')
     .replace(/[ \t]+([.,;:!?])/g, '$1').replace(/[ \t]{2,}/g, ' ').trim(); }
 function sourceLabel(s) { return (s.title || 'Untitled note') + (s.page ? ' · p. ' + s.page : ''); }
-// A stored snippet (≤ 160 characters of the note) as clean text: no Markdown marks, whole words.
+// A stored snippet (the note's first 160 characters, spaces collapsed) as clean text: no Markdown
+// heading, list or bold marks, and no word cut in two.
 function cleanSnippet(text) {
-  let t = String(text || '').replace(/^\s*(?:#{1,6}\s+|[-*+>]\s+|\d+[.)]\s+)/gm, '')
+  const raw = String(text || ''), cut = raw.length >= 160;  // the server keeps 160 characters
+  let t = raw.replace(/^\s*(?:[-*+>]\s+|\d+[.)]\s+)/gm, '').replace(/(^|\s)#{1,6}\s+/g, '$1')
     .replace(/\*\*/g, '').replace(/\s+/g, ' ').trim();
-  if (t.length >= 150 && !/[.!?…"')\]]$/.test(t)) { const cut = t.lastIndexOf(' ');
-    t = (cut > 40 ? t.slice(0, cut) : t).replace(/[,;:\s-]+$/, '') + '…'; }
+  if (cut && !/[.!?…"')\]]$/.test(t)) { const space = /\s$/.test(raw) ? t.length : t.lastIndexOf(' ');
+    t = (space > 40 ? t.slice(0, space) : t).replace(/[,;:\s-]+$/, '') + '…'; }
   return t; }
 // The answer as Markdown into ``box``; each [source: id] as a button numbered by ``msgEl.sources``.
 function renderContent(box, text, msgEl, streaming) {
