@@ -133,15 +133,15 @@ def test_the_local_upload_is_ingested_in_place(local_api: Api, tmp_path: Path) -
     assert not (tmp_path / "blobs" / ticket["key"]).exists()
 
 
-def test_posting_the_same_form_again_replaces_the_document(local_api: Api) -> None:
+def test_a_grant_is_used_once_and_a_replay_ingests_nothing(local_api: Api) -> None:
     ticket = body(presign(local_api, {"filename": "v.txt"}))
     post_file(local_api, ticket, b"first version")
-    assert post_file(local_api, ticket, b"second version")["statusCode"] == 201
+    replay = post_file(local_api, ticket, b"second version")
+    assert replay["statusCode"] == 409 and "used already" in body(replay)["error"]
     (only,) = body(local_api.call("GET", "/documents"))["items"]
     assert only["id"] == ticket["documentId"]
-    assert (
-        "second" in body(local_api.call("GET", f"/documents/{only['id']}", query={"include": "body"}))["body"]
-    )
+    stored = body(local_api.call("GET", f"/documents/{only['id']}", query={"include": "body"}))["body"]
+    assert "first" in stored and "second" not in stored
 
 
 def test_an_expired_or_altered_grant_is_refused(local_api: Api) -> None:

@@ -40,7 +40,7 @@ S3_BUCKET_PATTERN = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?")
 # Parts of the wiring that need settings only some functions get (``Settings.require``).
 Part = Literal["launcher"]
 # The rate-limited routes (``Settings.rate_limit``; ``ragchat.services.limits``).
-RateLimitedRoute = Literal["chat", "ask", "notes", "uploads"]
+RateLimitedRoute = Literal["chat", "ask", "notes", "uploads", "receiver"]
 
 
 class ConfigError(ValueError):
@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     rate_limit_notes_window_s: int | None = Field(None, alias="RATE_LIMIT_NOTES_WINDOW_SECONDS", ge=1)
     rate_limit_uploads_requests: int | None = Field(None, alias="RATE_LIMIT_UPLOADS_REQUESTS", ge=1)
     rate_limit_uploads_window_s: int | None = Field(None, alias="RATE_LIMIT_UPLOADS_WINDOW_SECONDS", ge=1)
+    # the local upload receiver (POST /uploads/local/<token>): per IP only (the grant has no principal)
+    rate_limit_receiver_requests: int | None = Field(None, alias="RATE_LIMIT_RECEIVER_REQUESTS", ge=1)
+    rate_limit_receiver_window_s: int | None = Field(None, alias="RATE_LIMIT_RECEIVER_WINDOW_SECONDS", ge=1)
     rate_limit_ip_requests: int | None = Field(None, alias="RATE_LIMIT_IP_REQUESTS", ge=1)
     # Direct uploads (POST /uploads, issue 11): the largest file a presigned POST accepts (1 byte up to
     # this) and how long the presigned POST stays valid.

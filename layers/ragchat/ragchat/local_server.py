@@ -93,6 +93,7 @@ class LocalServer:
         self.httpd = HttpServer(
             gateway, (host, port), limits or Limits.of(settings), trusted_proxies=settings.trusted_proxy_list
         )
+        gateway.grant_check = container.uploads.check_grant  # before the body is read
         gateway.site = SitePolicy.for_bind(
             str(self.httpd.server_address[0]), settings.allowed_host_list, settings.cors_origin_list
         )

@@ -29,4 +29,5 @@ def source_ip(event: Any) -> str | None:
 
 def rate_limit(container: Container, route: RateLimitedRoute, event: Any) -> None:
     """Count this request on ``route`` for its principal and address, or raise ``RateLimited``."""
-    container.limiter.check(route, principal(event), source_ip(event))
+    owner = None if route == "receiver" else principal(event)  # an upload URL's holder has none
+    container.limiter.check(route, owner, source_ip(event))

@@ -225,20 +225,12 @@ def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
 
 
 def _first_multipart_file(ctype: str, data: bytes, fallback_name: str) -> tuple[str, str, bytes]:
-    from email.parser import BytesParser
-    from email.policy import HTTP
+    from ragchat.domain.uploads import parse_form
 
-    message = BytesParser(policy=HTTP).parsebytes(
-        b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n" + data
-    )
-    if not message.is_multipart():
-        raise ValidationError("Malformed multipart body")
-    for part in message.iter_parts():
-        name = part.get_filename()
-        if name is None:
+    for part in parse_form(data, ctype):  # bounded: part count and header size capped
+        if part.filename is None:
             continue
-        payload = part.get_payload(decode=True)
-        if not isinstance(payload, bytes) or not payload:
+        if not part.data:
             raise ValidationError("Empty upload: the file part has no content")
-        return name, part.get_content_type(), payload
+        return part.filename or fallback_name, part.content_type, part.data
     raise ValidationError("No file part in the multipart body (expected a field with a filename)")

@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragchat.api.auth import principal
 from ragchat.api.body import decode_body
 from ragchat.api.limits import rate_limit
-from ragchat.domain.errors import ValidationError
 from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.services.uploads import UploadTicket
 
@@ -64,8 +63,11 @@ def router(container: Container) -> APIGatewayRouter:
         include_in_schema=False,
     )
     def receive_local(token: Annotated[str, Path()]) -> Response[dict[str, Any]]:
-        fields, data = read_form(r.current_event)
-        doc = container.uploads.receive_local(token, fields, data)
+
+        event = r.current_event
+        rate_limit(container, "receiver", event)  # per IP: whoever holds a URL has no principal
+        ctype = {k.lower(): v for k, v in (event.headers or {}).items()}.get("content-type", "")
+        doc = container.uploads.receive_local(token, ctype, decode_body(event.raw_event))
         return _json(201, {"documentId": doc.id, "status": str(doc.status)})
 
     return r
@@ -93,36 +95,6 @@ def absolute_url(url: str, event: Any) -> str:
         return url
     scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip() or "http"
     return f"{scheme}://{host}{url}"
-
-
-def read_form(event: Any) -> tuple[dict[str, str], bytes]:
-    """A ``multipart/form-data`` body as (text fields, the file's bytes); the file is the part with a
-    file name (or named ``file``)."""
-    from email.parser import BytesParser
-    from email.policy import HTTP
-
-    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
-    ctype = headers.get("content-type", "")
-    if not ctype.lower().startswith("multipart/form-data"):
-        raise ValidationError("Send the upload as multipart/form-data: the fields, then the file")
-    message = BytesParser(policy=HTTP).parsebytes(
-        b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n" + decode_body(event.raw_event)
-    )
-    if not message.is_multipart():
-        raise ValidationError("Malformed multipart body")
-    fields: dict[str, str] = {}
-    data: bytes | None = None
-    for part in message.iter_parts():
-        name = str(part.get_param("name", header="content-disposition") or "")
-        payload = part.get_payload(decode=True)
-        raw = payload if isinstance(payload, bytes) else b""
-        if part.get_filename() is not None or name == "file":
-            data = raw
-        else:
-            fields[name] = raw.decode("utf-8", errors="replace")
-    if data is None:
-        raise ValidationError("No file part in the form (send the file last, in a field named 'file')")
-    return fields, data
 
 
 def _json(status: int, body: dict[str, Any]) -> Response[dict[str, Any]]:

@@ -67,7 +67,12 @@ class IngestionRoot(Models):
         if s.backend != "aws":
             max_bytes = min(max_bytes, s.body_limit_bytes - FORM_OVERHEAD_BYTES)
         return UploadService(
-            self.blobs, self.ingestion, max_bytes=max_bytes, expires_in=s.upload_url_expires_s
+            self.blobs,
+            self.ingestion,
+            max_bytes=max_bytes,
+            expires_in=s.upload_url_expires_s,
+            claims=self.counters,
+            clock=self.clock,
         )
 
     @cached_property

@@ -33,7 +33,9 @@ class Container(ChatRoot, IngestionRoot):
         from ragchat.services.limits import RequestLimiter
 
         s = self.settings
-        routes: tuple[RateLimitedRoute, ...] = ("ask", "notes", "uploads") if s.enable_rate_limiting else ()
+        routes: tuple[RateLimitedRoute, ...] = (
+            ("ask", "notes", "uploads", "receiver") if s.enable_rate_limiting else ()
+        )
         rules: dict[str, Rule] = {route: Rule(*s.rate_limit(route)) for route in routes}
         return RequestLimiter(self.counters, self.clock, rules, ip_requests=s.rate_limit_ip_requests)
 

@@ -9,6 +9,12 @@
   S3 metadata is US-ASCII: other text is carried as an RFC 2047 encoded word (what S3 itself uses),
   and :func:`decode_metadata_value` reads either form back.
 - A local upload grant is a signed token (HMAC-SHA256 over the grant as JSON, with an expiry).
+- A grant is single-use: the upload that lands first claims it (``grant_claim_key``, a conditional
+  write in the counters store); a replay is refused (409) and ingests nothing. Granted uploads carry
+  the metadata ``grant`` so the S3 trigger can tell them from objects dropped into the bucket.
+- Forms are parsed by :func:`parse_form`, linear and bounded: at most :data:`MAX_FORM_PARTS` parts,
+  each with at most :data:`MAX_PART_HEADER_BYTES` of headers (200,000 tiny parts cost a minute of
+  CPU with ``email.parser``; here they are refused at the 33rd part).
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ UPLOADS_PREFIX = "uploads/"
 MAX_FILENAME_CHARS = 128
 # S3 user metadata: at most 2 KB (names and values, UTF-8 bytes).
 MAX_METADATA_BYTES = 2048
+# A form: the grant's fields (key, Content-Type, x-amz-meta-*) and the file; nothing needs more.
+MAX_FORM_PARTS = 32
+MAX_PART_HEADER_BYTES = 8 * 1024
+GRANT_MARKER = "grant"  # object metadata of a granted upload (``x-amz-meta-grant``)
 _SAFE_OWNER = re.compile(r"^[A-Za-z0-9_.@+:-]{1,128}$")  # Cognito subs, apikey:<id>, local names
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.()+-]+")
 
@@ -118,8 +128,9 @@ def document_id_for_key(key: str) -> str:
 
 
 def upload_metadata(title: str | None, collection: str | None) -> dict[str, str]:
-    """Object metadata for an upload (names without the ``x-amz-meta-`` prefix), ASCII-safe."""
-    meta: dict[str, str] = {}
+    """Object metadata for a granted upload (names without the ``x-amz-meta-`` prefix), ASCII-safe;
+    ``grant`` marks it single-use."""
+    meta: dict[str, str] = {GRANT_MARKER: "1"}
     if title:
         meta["title"] = encode_metadata_value(title)
     if collection:
@@ -169,3 +180,84 @@ def verify_grant(token: str, secret: bytes, now: float) -> UploadGrant:
     if now >= grant.expires:
         raise Forbidden("The upload URL has expired: ask POST /uploads for a new one")
     return grant
+
+
+def grant_claim_key(key: str) -> str:
+    """The counter that records an upload grant (one per key) as used."""
+    return "grant:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def is_granted(metadata: dict[str, str]) -> bool:
+    return metadata.get(GRANT_MARKER) == "1"
+
+
+# ------------------------------------------------------------------------------ multipart forms
+_BOUNDARY = re.compile(r'boundary="?([^";]{1,70})"?', re.IGNORECASE)
+_PARAM = re.compile(r'(?i);\s*(name|filename)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True, slots=True)
+class FormPart:
+    name: str
+    filename: str | None
+    content_type: str
+    data: bytes
+
+
+def parse_form(
+    body: bytes,
+    content_type: str,
+    *,
+    max_parts: int = MAX_FORM_PARTS,
+    max_header_bytes: int = MAX_PART_HEADER_BYTES,
+) -> list[FormPart]:
+    """The parts of a ``multipart/form-data`` body, in order. Linear in the body (each byte is
+    searched once); ``ValidationError`` (400) for a malformed form, more than ``max_parts`` parts or
+    a part whose headers are longer than ``max_header_bytes``."""
+    if not content_type.lower().startswith("multipart/form-data"):
+        raise ValidationError("Send the upload as multipart/form-data: the fields, then the file")
+    match = _BOUNDARY.search(content_type)
+    if match is None:
+        raise ValidationError("Malformed multipart body: no boundary in the Content-Type")
+    delimiter = b"--" + match.group(1).encode("latin-1")
+    pos = body.find(delimiter)
+    if pos < 0:
+        raise ValidationError("Malformed multipart body: the boundary never appears")
+    parts: list[FormPart] = []
+    pos += len(delimiter)
+    while True:
+        if body.startswith(b"--", pos):
+            return parts
+        if not body.startswith(b"\r\n", pos):
+            raise ValidationError("Malformed multipart body: a boundary is not followed by a line break")
+        if len(parts) >= max_parts:
+            raise ValidationError(f"Too many parts in the form (at most {max_parts})")
+        head_start = pos + 2
+        head_end = body.find(b"\r\n\r\n", head_start, head_start + max_header_bytes + 4)
+        if head_end < 0:
+            raise ValidationError(
+                f"Malformed multipart body: part headers missing or over {max_header_bytes} bytes"
+            )
+        end = body.find(b"\r\n" + delimiter, head_end + 4)
+        if end < 0:
+            raise ValidationError("Malformed multipart body: a part is not closed by the boundary")
+        parts.append(_form_part(body[head_start:head_end], body[head_end + 4 : end]))
+        pos = end + 2 + len(delimiter)
+
+
+def _form_part(head: bytes, data: bytes) -> FormPart:
+    headers: dict[str, str] = {}
+    for line in head.decode("utf-8", errors="replace").split("\r\n"):
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    disposition = headers.get("content-disposition", "")
+    if not disposition.lower().startswith("form-data"):
+        raise ValidationError("Malformed multipart body: a part without Content-Disposition: form-data")
+    params = {k.lower(): v.replace('\\"', '"') for k, v in _PARAM.findall(disposition)}
+    return FormPart(
+        name=params.get("name", ""),
+        filename=params.get("filename"),
+        content_type=headers.get("content-type", "text/plain"),
+        data=data,
+    )

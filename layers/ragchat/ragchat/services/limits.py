@@ -106,11 +106,11 @@ class RequestLimiter:
     def enabled(self) -> bool:
         return bool(self.rules)
 
-    def check(self, route: str, owner: str, ip: str | None = None) -> None:
+    def check(self, route: str, owner: str | None, ip: str | None = None) -> None:
         if not self.rules:
             return
         rule = self.rules[route]
-        dims = [Dimension("owner", f"rl:{route}:owner:{owner}", rule)]
+        dims = [Dimension("owner", f"rl:{route}:owner:{owner}", rule)] if owner else []
         if ip:
             ip_rule = Rule(self.ip_requests or rule.requests, rule.window_s)
             dims.append(Dimension("ip", f"rl:{route}:ip:{ip}", ip_rule))

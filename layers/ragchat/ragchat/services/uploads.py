@@ -10,7 +10,14 @@ has landed and been accepted (an abandoned upload leaves no document behind), th
 ``READY``/``FAILED``. Clients poll and treat 404 as "not arrived yet" until the grant expires.
 
 The body is never copied: the document's ``body_key`` is the upload key, so deleting the document
-deletes the uploaded object, and a second POST to the same key replaces the document.
+deletes the uploaded object.
+
+Single use (docs/security.md): a grant is consumed by the first upload that lands — locally when the
+receiver accepts it, on S3 when the trigger ingests it — by a conditional write in the counters
+store (``claims``). A replay is refused with 409 and ingests nothing (on S3 the replayed POST still
+overwrites the object — S3 has no conditional form POST — but the trigger ingests nothing). Locally
+the grant is checked before the body is read (:meth:`UploadService.check_grant`) and before the form
+is parsed.
 """
 
 from __future__ import annotations
@@ -21,24 +28,32 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, system_clock, utc_iso
-from ragchat.domain.errors import Forbidden, PayloadTooLarge, RagchatError, ValidationError
+from ragchat.domain.errors import Conflict, Forbidden, PayloadTooLarge, RagchatError, ValidationError
 from ragchat.domain.ids import new_id
 from ragchat.domain.models import Document
 from ragchat.domain.uploads import (
     PresignedUpload,
+    UploadGrant,
     decode_metadata_value,
     document_id_for_key,
+    grant_claim_key,
+    is_granted,
     owner_of_key,
+    parse_form,
     upload_key,
     upload_metadata,
     validate_upload_request,
 )
 
 if TYPE_CHECKING:
-    from ragchat.ports import BlobStore
+    from ragchat.ports import BlobStore, Counters
     from ragchat.services.ingestion import IngestionService
 
 logger = Logger(service="ragchat", child=True)
+
+# Room for the form fields and the multipart framing around the file.
+FORM_OVERHEAD_BYTES = 64 * 1024
+USED = "This upload URL has been used already: ask POST /uploads for a new one"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +76,12 @@ class UploadService:
         *,
         max_bytes: int,
         expires_in: int,
+        claims: Counters,
         clock: Clock = system_clock,
     ) -> None:
         self.blobs = blobs
         self.ingestion = ingestion
+        self.claims = claims
         self.max_bytes = max_bytes
         self.expires_in = expires_in
         self.clock = clock
@@ -101,7 +118,10 @@ class UploadService:
 
     def ingest_stored(self, key: str, *, data: bytes, metadata: dict[str, str], source: str) -> Document:
         """Accept an object already stored under ``uploads/<owner>/…`` as a document, in place. The
-        owner comes from the key only; the id is stable per key (same key → same document)."""
+        owner comes from the key only; the id is stable per key (same key → same document). A granted
+        upload (S3 trigger) is ingested once: a replay of its presigned POST raises ``Conflict``."""
+        if source != "api" and is_granted(metadata):
+            self._claim(key, ttl_seconds=self.expires_in + 3600)
         title = decode_metadata_value(metadata.get("title") or "").strip()
         return self.ingestion.submit_file(
             owner_of_key(key),
@@ -115,11 +135,23 @@ class UploadService:
             stored_key=key,
         )
 
-    def receive_local(self, token: str, fields: dict[str, str], data: bytes) -> Document:
-        """The local stand-in for S3's form POST: check the grant (signature, expiry, key, type,
-        size), store the file, then ingest it as the S3 trigger would. A file the ingestion refuses
-        is removed again (S3 keeps it; here the client sees the 400 at once)."""
+    def check_grant(self, token: str, declared_bytes: int | None = None) -> UploadGrant:
+        """What the receiver checks before reading a body: the signature and expiry (403), that the
+        grant is unused (409) and that the declared body can fit (413)."""
         grant = self.blobs.upload_grant(token)
+        if self.claims.get(grant_claim_key(grant.key), now=self.clock()) > 0:
+            raise Conflict(USED)
+        if declared_bytes is not None and declared_bytes > grant.max_bytes + FORM_OVERHEAD_BYTES:
+            raise PayloadTooLarge(f"Upload is too large (limit {grant.max_bytes} bytes)")
+        return grant
+
+    def receive_local(self, token: str, content_type: str, body: bytes) -> Document:
+        """The local stand-in for S3's form POST: check the grant (signature, expiry, unused), parse
+        the form (bounded), check it against the grant (key, type, size), consume the grant, store
+        the file, then ingest it as the S3 trigger would. A file the ingestion refuses is removed
+        again (S3 keeps it; here the client sees the 400 at once); the grant stays used."""
+        grant = self.check_grant(token, len(body))
+        fields, data = form_fields_and_file(body, content_type)
         if fields.get("key") != grant.key:
             raise Forbidden("The form's key does not match the upload URL")
         declared = fields.get("Content-Type") or fields.get("content-type")
@@ -129,6 +161,7 @@ class UploadService:
             raise PayloadTooLarge(f"Upload is too large (limit {grant.max_bytes} bytes)")
         if len(data) < grant.min_bytes:
             raise ValidationError("Empty upload: the file part has no content")
+        self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
         self.blobs.put(grant.key, data, content_type=grant.content_type)
         try:
             return self.ingest_stored(grant.key, data=data, metadata=grant.metadata, source="api")
@@ -136,3 +169,27 @@ class UploadService:
             if exc.status < 500:
                 self.blobs.delete(grant.key)
             raise
+
+    def _claim(self, key: str, *, ttl_seconds: float) -> None:
+        """Mark the grant of ``key`` used (atomic); ``Conflict`` when it already was."""
+        claimed = self.claims.increment_up_to(
+            grant_claim_key(key), limit=1, ttl_seconds=ttl_seconds, now=self.clock()
+        )
+        if claimed is None:
+            logger.warning("upload.replay_refused", extra={"key": key})
+            raise Conflict(USED)
+
+
+def form_fields_and_file(body: bytes, content_type: str) -> tuple[dict[str, str], bytes]:
+    """A form as (text fields, the file's bytes): the file is the part with a file name (or named
+    ``file``); parsed by :func:`ragchat.domain.uploads.parse_form` (bounded)."""
+    fields: dict[str, str] = {}
+    data: bytes | None = None
+    for part in parse_form(body, content_type):
+        if part.filename is not None or part.name == "file":
+            data = part.data
+        else:
+            fields[part.name] = part.data.decode("utf-8", errors="replace")
+    if data is None:
+        raise ValidationError("No file part in the form (send the file last, in a field named 'file')")
+    return fields, data

@@ -37,6 +37,7 @@ Refusal = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, extra
 # (``ragchat.api.pages``).
 OPEN_PAGES = frozenset({"/ui", "/write", "/documents/ui"})
 OPEN_PREFIXES = ("/static/",)
+UPLOAD_RECEIVER = "/uploads/local/"  # a presigned upload: its token is the grant
 
 
 class Headers(Protocol):
@@ -211,7 +212,7 @@ def bearer_refusal(api_token: str | None, method: str, path: str, authorization:
         return None
     if method in ("GET", "HEAD") and (path in OPEN_PAGES or path.startswith(OPEN_PREFIXES)):
         return None
-    if method == "POST" and path.startswith("/uploads/local/"):  # a presigned upload: its token is the grant
+    if method == "POST" and path.startswith(UPLOAD_RECEIVER):  # a presigned upload: its token is the grant
         return None
     scheme, _, token = authorization.partition(" ")
     # bytes: compare_digest refuses non-ASCII str, and a typed token may hold anything
@@ -240,6 +241,9 @@ class Gateway:
         self.api_token = api_token
         self.principal = principal
         self.site = site  # the browser rules of ``ragchat serve`` (``ragchat.serving.site``)
+        # Checks an upload grant (token, declared body size) before the body is read; raises a
+        # ``RagchatError`` (403 forged/expired, 409 used, 413 too large) to refuse.
+        self.grant_check: Callable[[str, int | None], object] | None = None
 
     def refusal(self, method: str, path: str, headers: Headers) -> Refusal | None:
         """Checked before the body is read: ``None`` to go on, else (status, JSON body, headers)."""
@@ -247,7 +251,25 @@ class Gateway:
             refused = self.site.refusal(method, path, headers)
             if refused is not None:
                 return refused
+        if self.grant_check is not None and method == "POST" and path.startswith(UPLOAD_RECEIVER):
+            refused = self._grant_refusal(path[len(UPLOAD_RECEIVER) :], headers)
+            if refused is not None:
+                return refused
         return bearer_refusal(self.api_token, method, path, headers.get("Authorization", "") or "")
+
+    def _grant_refusal(self, token: str, headers: Headers) -> Refusal | None:
+        from ragchat.domain.errors import RagchatError
+
+        assert self.grant_check is not None
+        try:
+            declared = int(headers.get("Content-Length") or 0)
+        except ValueError:
+            declared = None
+        try:
+            self.grant_check(unquote(token), declared)
+        except RagchatError as exc:
+            return exc.status, {"error": exc.message}, {}
+        return None
 
     def response_headers(self, request: Headers, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The headers to send: the resolver's, with CORS decided by the site policy (if any)."""
