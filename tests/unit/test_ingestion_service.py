@@ -403,7 +403,7 @@ def test_titles_lose_control_characters() -> None:
     w = World()
     doc = w.service.submit(OWNER, body=TEXT, title="Line one\r\nline\ttwo\x00\x1b[31m")
     assert doc.title == "Line one line two[31m"
-    derived = w.service.submit(OWNER, body="\x00\x07Heading with a bell\n\nBody text.")
+    derived = w.service.submit(OWNER, body="\x1b\x07Heading with a bell\n\nBody text.")
     assert derived.title == "Heading with a bell"
     only_controls = w.service.submit(OWNER, body=TEXT, title="\x00\x01\n")  # as if none was given
     assert only_controls.title == "Photosynthesis converts light energy into chemical energy in plants."

@@ -21,6 +21,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from ragchat.api.auth import principal
 from ragchat.api.body import body_problem, body_size, register_body_errors, strict_json
 from ragchat.api.errors import error_event_response, register_error_handlers
+from ragchat.api.security_headers import swagger_headers
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -116,7 +117,7 @@ def create_app(container: Container, *, areas: set[str] | frozenset[str] | None 
             version=__version__,
             description=OPENAPI_DESCRIPTION,
             servers=None,
-            middlewares=[_require_principal],
+            middlewares=[_require_principal, swagger_headers],
         )
         _ = Server  # servers default to the stage base path (relative), like /openapi.json
     return app

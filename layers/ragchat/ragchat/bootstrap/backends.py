@@ -81,9 +81,10 @@ class Backends:
     # ------------------------------------------------------------------ connections
     @cached_property
     def _sqlite(self) -> SqliteDatabase:
+        from ragchat.adapters.local.files import private_dir
         from ragchat.adapters.local.sqlite_store import SqliteDatabase
 
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.settings.data_dir)  # 0700 whatever the umask (docs/security.md)
         db = SqliteDatabase(self.settings.data_dir / "ragchat.db")
         self._opened(db.close)
         return db

@@ -54,6 +54,18 @@ def validate_metadata(metadata: Any) -> dict[str, Any]:
     return dict(metadata)
 
 
+def check_text_characters(text: str) -> str:
+    """A text document's characters at intake: a NUL byte is refused (400) with where it is — it
+    means binary data, and would otherwise be accepted now and FAIL in the worker. Other control
+    characters are kept here and stripped by extraction (tabs and line breaks stay)."""
+    at = text.find("\x00")
+    if at >= 0:
+        raise ValidationError(
+            f"text contains a NUL character (\\u0000) at position {at}: send text, not binary data"
+        )
+    return text
+
+
 def validate_split(split: Any) -> bool:
     """``split`` is a JSON boolean (``"yes"``, ``1`` or ``"true"`` are refused); absent means true."""
     if split is None:

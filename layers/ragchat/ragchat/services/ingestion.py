@@ -123,7 +123,9 @@ def _checked_text(raw: bytes, content_type: str) -> str | None:
         raise ValidationError("Text must be UTF-8 encoded") from None
     if not text.strip():
         raise ValidationError("text is required and must not be blank")
-    return text
+    from ragchat.domain.intake import check_text_characters
+
+    return check_text_characters(text)
 
 
 class IngestionService:

@@ -9,10 +9,14 @@ reader sees the old or the new content, never half a file.
 Direct uploads (``presign_post``): the "presigned POST" is a route of the local server itself,
 ``/uploads/local/<token>``, where the token is the grant signed with a secret kept in
 ``<root>/.upload-secret`` (made on first use, shared by every process on the same data dir).
+
+Private to their user whatever the umask (docs/security.md): folders are made 0700
+(:func:`private_dir`) and files 0600 (``mkstemp``, renamed into place).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import tempfile
@@ -24,6 +28,32 @@ from ragchat.domain.uploads import PresignedUpload, UploadGrant, sign_grant, ver
 _TMP = ".tmp"
 _SECRET = ".upload-secret"
 LOCAL_UPLOAD_PATH = "/uploads/local/"
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` (and missing parents) as a folder only its user can open: made 0700, and tightened
+    to 0700 if it already existed (a umask cannot loosen it)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    return path
+
+
+def _make_dirs(root: Path, directory: Path) -> None:
+    """Each missing folder from ``root`` down to ``directory`` made 0700 (``mkdir(parents=True)``
+    would give the parents the umask's default)."""
+    for part in [*reversed(directory.relative_to(root).parents), directory.relative_to(root)]:
+        if str(part) != ".":
+            (root / part).mkdir(exist_ok=True, mode=0o700)
+
+
+def private_file(path: Path) -> Path:
+    """``path`` created if missing, and set 0600 (only its user may read or write it)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o600)
+    return path
 
 
 class FileBlobStore:
@@ -54,9 +84,10 @@ class FileBlobStore:
     # ------------------------------------------------------------------ BlobStore
     def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None:
         target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
+        _make_dirs(self.root, target.parent)
         tmp_dir = self.root / _TMP
-        tmp_dir.mkdir(parents=True, exist_ok=True)
+        _make_dirs(self.root, tmp_dir)
         fd, tmp_name = tempfile.mkstemp(dir=tmp_dir, prefix="blob-")
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -154,7 +185,7 @@ class FileBlobStore:
             return path.read_bytes()
         except FileNotFoundError:
             pass
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         fd, tmp_name = tempfile.mkstemp(dir=self.root, prefix=".secret-")
         try:
             with os.fdopen(fd, "wb") as fh:

@@ -119,7 +119,14 @@ class SqliteDatabase:
             return int(row[0]) if row else 0
 
     def _migrate(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        from ragchat.adapters.local.files import private_dir, private_file
+
+        private_dir(self.path.parent)
+        private_file(self.path)  # SQLite gives the -wal and -shm files the database's mode
+        for suffix in ("-wal", "-shm"):
+            sidecar = self.path.with_name(self.path.name + suffix)
+            if sidecar.exists():  # made 0644 by an earlier version
+                private_file(sidecar)
         with self.write() as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             row = conn.execute("SELECT version FROM schema_version").fetchone()
