@@ -83,6 +83,34 @@ def test_an_older_schema_is_migrated_on_open(tmp_path: Path):
     db.close()
 
 
+def test_messages_stored_before_ratings_existed_load_unrated_and_take_a_rating(tmp_path: Path):
+    path = tmp_path / "v5.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    # the file as it was before the feedback step (the steps before it applied)
+    feedback_step = MIGRATIONS.index(["ALTER TABLE messages ADD COLUMN feedback TEXT"])
+    conn.execute("INSERT INTO schema_version VALUES (?)", (feedback_step,))
+    for step in MIGRATIONS[:feedback_step]:
+        for statement in step:
+            conn.execute(statement)
+    conn.execute(
+        "INSERT INTO conversations (id, owner, title, created_at, updated_at) "
+        "VALUES ('c1', 'alice', '', 't', 't')"
+    )
+    conn.execute(
+        "INSERT INTO messages (id, conversation_id, owner, role, content, created_at) "
+        "VALUES ('m1', 'c1', 'alice', 'assistant', 'an old answer', 't')"
+    )
+    conn.commit()
+    conn.close()
+    db = SqliteDatabase(path)
+    store = SqliteConversationStore(db)
+    old = store.get_message("alice", "c1", "m1")
+    assert old is not None and old.content == "an old answer" and old.feedback is None
+    assert store.set_feedback("alice", "c1", "m1", "up").feedback == "up"
+    db.close()
+
+
 def test_a_newer_schema_is_refused(tmp_path: Path):
     path = tmp_path / "new.db"
     SqliteDatabase(path).close()
