@@ -361,3 +361,41 @@ def test_light_and_dark_at_1280_and_375_px_keep_aa_contrast_and_the_composer_who
         assert page.get_by_label("Message", exact=True).bounding_box()["width"] > 150
     finally:
         _close(page)
+
+
+def test_keyboard_only_finds_opens_answers_and_rates(browser: Any, served: Served) -> None:  # noqa: F811
+    expect = _expect()
+    _conversation(served, "Keyboard walk", QUESTION)
+    page = _page(browser, served)
+    focused = "document.activeElement"
+    try:
+        page.goto("/ui")
+        search = page.get_by_label("Search conversations")
+        expect(page.locator("#convs li", has_text="Keyboard walk")).to_have_count(1)
+        search.focus()
+        page.keyboard.type("keyboard walk")
+        page.keyboard.press("Tab")  # from the search box to the one conversation left
+        assert page.evaluate(f"{focused}.closest('li').textContent").startswith("Keyboard walk")
+        page.keyboard.press("Enter")
+        message = page.get_by_label("Message", exact=True)
+        expect(message).to_be_focused()  # opened, ready to type
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("button", name="Send")).to_be_focused()
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.press("Shift+Tab")  # back past the box: the last answer's controls
+        bad = page.locator(".msg.assistant").get_by_role("button", name="Bad answer")
+        expect(bad).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(bad).to_have_attribute("aria-pressed", "true")
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.press("Shift+Tab")  # Good, Regenerate, Copy
+        expect(page.locator(".msg.assistant").get_by_role("button", name="Copy")).to_be_focused()
+        page.keyboard.press("Shift+Tab")  # the source chip, opened with Enter
+        chip = page.locator(".msg.assistant .chip")
+        expect(chip).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(chip).to_have_attribute("aria-expanded", "true")
+        expect(page.locator(".msg.assistant .source-detail")).to_be_visible()
+    finally:
+        _close(page)
