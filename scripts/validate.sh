@@ -95,6 +95,12 @@ test -f "$layer/ragchat/__init__.py" || { echo "validate: layer lacks the ragcha
 test -f "$layer/ragchat/samples/what-is-ragchat.md" || { echo "validate: layer lacks package data" >&2; exit 1; }
 ls "$layer"/pydantic_core/_pydantic_core.cpython-312-aarch64-linux-gnu.so >/dev/null 2>&1 ||
   { echo "validate: layer lacks the python3.12 aarch64 pydantic_core binary" >&2; exit 1; }
+# the layer holds exactly requirements.txt (layers/ragchat/Makefile): boto3 whole, no gRPC
+test -f "$layer/boto3/__init__.py" && test -f "$layer/botocore/__init__.py" ||
+  { echo "validate: the layer lacks boto3/botocore (bundled whole)" >&2; exit 1; }
+if ls -d "$layer"/grpc "$layer"/google/protobuf "$layer"/opensearch_protobufs >/dev/null 2>&1; then
+  echo "validate: the layer bundles gRPC/protobuf, which ragchat never imports" >&2; exit 1
+fi
 # Architecture=x86_64 (for `sam local` on x86_64 machines) uses its own layer build
 ls .aws-sam/build/RagchatLayerX86/python/pydantic_core/_pydantic_core.cpython-312-x86_64-linux-gnu.so >/dev/null 2>&1 ||
   { echo "validate: RagchatLayerX86 lacks the python3.12 x86_64 pydantic_core binary" >&2; exit 1; }
@@ -104,5 +110,5 @@ done
 # the streaming function is a web server started by the Lambda Web Adapter: run.sh must stay executable
 test -x .aws-sam/build/ChatStreamFunction/run.sh ||
   { echo "validate: ChatStreamFunction/run.sh missing or not executable in the build" >&2; exit 1; }
-echo "validate: sam build OK ($(du -sh .aws-sam/build/RagchatLayer | cut -f1) layer)"
+echo "validate: sam build OK ($(du -sh .aws-sam/build/RagchatLayer | cut -f1) layer unzipped)"
 echo "validate: OK"

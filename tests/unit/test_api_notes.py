@@ -119,7 +119,12 @@ def test_no_principal_is_401_everywhere_but_health_and_the_page_shells():
         assert api.call("GET", page, principal=None)["statusCode"] == 200, page
     health = api.call("GET", "/health", principal=None)
     assert health["statusCode"] == 200
-    assert json_body(health) == {"status": "ok", "version": "0.1.0", "backend": "local"}
+    assert json_body(health) == {
+        "status": "ok",
+        "version": "0.1.0",
+        "backend": "local",
+        "model": "extractive",
+    }
 
 
 def test_api_key_authorizer_principal_is_accepted():

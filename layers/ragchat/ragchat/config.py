@@ -43,6 +43,28 @@ Part = Literal["launcher"]
 RateLimitedRoute = Literal["chat", "ask", "notes", "uploads", "receiver"]
 
 
+# Claude Haiku 4.5 on Bedrock, invoked through a cross-Region inference profile: ``<geo>.`` + this.
+DEFAULT_BEDROCK_CHAT_MODEL = "anthropic.claude-haiku-4-5-20251001-v1:0"
+# Region prefix -> inference-profile geography; other Regions use the global profile.
+PROFILE_GEOGRAPHY = {"us": "us", "eu": "eu", "ap": "apac"}
+
+
+def default_bedrock_chat_model(region: str) -> str:
+    """The answer model when BEDROCK_CHAT_MODEL_ID is unset: Claude Haiku 4.5 through the inference
+    profile of ``region``'s geography (``us-east-1`` -> ``us.anthropic.claude-haiku-4-5-...``)."""
+    geography = PROFILE_GEOGRAPHY.get(region.split("-", 1)[0], "global")
+    return f"{geography}.{DEFAULT_BEDROCK_CHAT_MODEL}"
+
+
+def is_anthropic_key(value: object) -> bool:
+    """Whether a configured Anthropic key can be real: a non-blank ``sk-...`` token. A secret left
+    empty or holding a placeholder (``none``, ``changeme``, ``{}``) means "no key"."""
+    if not isinstance(value, str):
+        return False
+    key = value.strip()
+    return key.startswith("sk-") and len(key) > 3 and not any(c.isspace() for c in key)
+
+
 class ConfigError(ValueError):
     """Invalid configuration; the message names the offending environment variable."""
 
@@ -147,9 +169,10 @@ class Settings(BaseSettings):
     anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)
     anthropic_secret_name: str | None = Field(None, alias="ANTHROPIC_SECRET_NAME")
     anthropic_model: str = Field("claude-sonnet-4-5", alias="ANTHROPIC_MODEL")
-    bedrock_chat_model_id: str = Field(
-        "anthropic.claude-3-5-haiku-20241022-v1:0", alias="BEDROCK_CHAT_MODEL_ID"
-    )
+    # A Claude inference-profile id (``us.anthropic.claude-haiku-4-5-20251001-v1:0``); unset: Claude
+    # Haiku 4.5 through the profile of AWS_REGION's geography (``default_bedrock_chat_model``), as the
+    # template's BedrockChatModelId does.
+    bedrock_chat_model_id: str = Field("", alias="BEDROCK_CHAT_MODEL_ID")
     # Model-call deadlines (issue 8): a hung model costs a turn at most the budget, then the fallback.
     # The budget must fit inside the function timeout with margin (29 s behind API Gateway).
     model_connect_timeout_s: float = Field(3.0, alias="MODEL_CONNECT_TIMEOUT_SECONDS", gt=0, le=60)
@@ -186,6 +209,8 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("CHUNK_OVERLAP must be smaller than CHUNK_SIZE")
+        if not self.bedrock_chat_model_id.strip():
+            self.bedrock_chat_model_id = default_bedrock_chat_model(self.aws_region)
         missing = self.missing()
         if missing:
             raise ValueError(f"{', '.join(missing)} must be set ({self._why(missing)})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
     from ragchat.bootstrap import Container
 
+logger = logging.getLogger(__name__)
+
 OPENAPI_TITLE = "ragchat"
 OPENAPI_DESCRIPTION = (
     "Retrieval-augmented notes and chat. Every API route but /health needs a principal "
@@ -28,9 +31,14 @@ def router(container: Container, *, full_app: Callable[[], APIGatewayRestResolve
     whatever areas this function serves)."""
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
-    @r.get("/health", summary="Liveness", tags=["ops"])
+    @r.get("/health", summary="Liveness, and which model answers chat turns", tags=["ops"])
     def health() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__, "backend": container.settings.backend}
+        return {
+            "status": "ok",
+            "version": __version__,
+            "backend": container.settings.backend,
+            "model": answering_model(container),
+        }
 
     @r.get("/openapi.json", summary="This OpenAPI document", tags=["ops"], include_in_schema=False)
     def openapi() -> Response[str]:
@@ -42,6 +50,22 @@ def router(container: Container, *, full_app: Callable[[], APIGatewayRestResolve
         )
 
     return r
+
+
+def answering_model(container: Container) -> str:
+    """Who answers chat turns: ``bedrock:<model id>``, ``anthropic:<model>`` or ``extractive``
+    (``auto`` resolved); ``unknown`` when the Anthropic secret can't be read (liveness still answers;
+    the error is logged)."""
+    try:
+        choice = container.chat_choice()
+    except Exception:  # the secret store is down or denies access: report it, stay alive
+        logger.exception("health: could not tell which model answers")
+        return "unknown"
+    if choice == "bedrock":
+        return f"bedrock:{container.settings.bedrock_chat_model_id}"
+    if choice == "anthropic":
+        return f"anthropic:{container.settings.anthropic_model}"
+    return "extractive"
 
 
 def _base_path(event: Any) -> str:

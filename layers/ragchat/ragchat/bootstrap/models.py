@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ragchat.bootstrap.backends import Backends, close_client
-from ragchat.config import ConfigError
+from ragchat.config import ConfigError, is_anthropic_key
 
 if TYPE_CHECKING:
     from ragchat.ports import ChatModel, EvidenceStore
@@ -41,9 +41,9 @@ class Models(Backends):
         if "chat_model" in self.__dict__:
             model = self.__dict__["chat_model"]
             return isinstance(model, ExtractiveChatModel) and model.relevance_vectors is not None
-        return self._chat_choice() == "extractive" and self._sentences_by_meaning()
+        return self.chat_choice() == "extractive" and self._sentences_by_meaning()
 
-    def _chat_choice(self) -> str:
+    def chat_choice(self) -> str:
         """``RAGCHAT_CHAT_MODEL`` with ``auto`` resolved: Claude when a key is configured."""
         choice = self.settings.chat_model
         if choice == "auto":
@@ -56,7 +56,7 @@ class Models(Backends):
 
     @cached_property
     def chat_model(self) -> ChatModel:
-        choice = self._chat_choice()
+        choice = self.chat_choice()
         if choice == "anthropic":
             from ragchat.adapters.aws.anthropic_model import AnthropicChatModel
 
@@ -100,5 +100,6 @@ class Models(Backends):
             from aws_lambda_powertools.utilities import parameters
 
             value = parameters.get_secret(self.settings.anthropic_secret_name, max_age=300)
-            return str(value) if value else None
+            # a secret left empty or holding a placeholder is "no key": auto mode never sends it
+            return value.strip() if is_anthropic_key(value) else None
         return None
