@@ -359,6 +359,18 @@ def test_each_role_reaches_only_the_bucket_prefixes_it_uses() -> None:
 STAGE_ARN = "arn:${AWS::Partition}:apigateway:${AWS::Region}::/restapis/${API}/stages/${Stage}"
 
 
+def test_every_function_that_counts_may_update_the_counters_table() -> None:
+    """Rate limits (every API function: ENABLE_RATE_LIMITING) and single-use upload grants (the S3
+    trigger claims them) are conditional updates in the counters table."""
+    res = effective()
+    counting = ["NotesApiFunctionRole", "ChatApiFunctionRole", "ChatStreamFunctionRole"]
+    counting.append("S3IngestFunctionRole")
+    for role in counting:
+        statements = role_statements(res, role)
+        updates = [st for st in statements if "dynamodb:UpdateItem" in as_list(st["Action"])]
+        assert any("CountersTable" in json.dumps(st["Resource"]) for st in updates), role
+
+
 def test_waf_is_opt_in_and_rate_limits_each_ip_on_both_apis() -> None:
     off = effective()
     assert not [k for k, v in off.items() if v["Type"].startswith("AWS::WAFv2::")]
