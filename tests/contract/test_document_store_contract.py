@@ -316,3 +316,17 @@ def test_the_ingested_version_is_stored_and_updated(document_store):
     assert updated is not None and updated.version == "v2"
     assert document_store.get_document(doc.owner, doc.id).version == "v2"
     assert document_store.update_document(doc.owner, doc.id, {"status": DocumentStatus.READY}).version == "v2"
+
+
+def test_the_content_hash_is_stored_with_the_document(document_store):
+    """Issue 21: a re-upload is recognised by the hash of its bytes, so every store keeps it (a record
+    written before hashes were kept reads back ``None``)."""
+    doc = make_doc()
+    assert document_store.create_document(doc).content_hash is None
+    digest = "ab" * 32
+    document_store.create_document(replace(doc, content_hash=digest))
+    assert document_store.get_document(doc.owner, doc.id).content_hash == digest
+    ready = document_store.update_document(doc.owner, doc.id, {"status": DocumentStatus.READY})
+    assert ready is not None and ready.content_hash == digest
+    listed = document_store.list_documents(doc.owner).items
+    assert [d.content_hash for d in listed] == [digest]

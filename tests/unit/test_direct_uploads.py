@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from ragchat.adapters.local.files import FileBlobStore
 from ragchat.domain.errors import Forbidden, ValidationError
-from ragchat.domain.ids import stable_document_id
+from ragchat.domain.ids import named_document_id
 from ragchat.domain.uploads import (
     UploadGrant,
     decode_metadata_value,
@@ -70,7 +70,8 @@ def test_presign_names_the_key_the_document_id_and_pins_type_and_labels() -> Non
     assert response["statusCode"] == 201, response
     ticket = body(response)
     assert ticket["key"].startswith("uploads/alice/") and ticket["key"].endswith("/Q3_report.md")
-    assert ticket["documentId"] == stable_document_id(ticket["key"])
+    # the file of that name in that collection: uploading it again is the same document
+    assert ticket["documentId"] == named_document_id("alice", "finance", "Q3_report.md")
     assert ticket["contentType"] == "text/markdown"
     assert ticket["fields"]["Content-Type"] == "text/markdown"
     assert ticket["fields"]["x-amz-meta-title"] == "Q3"
@@ -79,10 +80,13 @@ def test_presign_names_the_key_the_document_id_and_pins_type_and_labels() -> Non
     assert ticket["expiresAt"].endswith("Z") and ticket["maxBytes"] > 1024 * 1024
 
 
-def test_each_presign_is_a_new_document() -> None:
+def test_each_presign_is_a_new_key_for_the_document_its_name_says() -> None:
     api = make_api()
     first, second = (body(presign(api, {"filename": "a.txt"})) for _ in range(2))
-    assert first["documentId"] != second["documentId"]
+    assert first["key"] != second["key"]
+    assert first["documentId"] == second["documentId"]
+    assert body(presign(api, {"filename": "b.txt"}))["documentId"] != first["documentId"]
+    assert body(presign(api, {"filename": "a.txt", "collection": "kb"}))["documentId"] != first["documentId"]
 
 
 @pytest.mark.parametrize(

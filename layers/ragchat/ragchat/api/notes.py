@@ -17,11 +17,21 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ragchat.api.auth import principal
 from ragchat.api.limits import rate_limit
-from ragchat.api.schemas import DocumentPatch, NoteIn, document_json, note_json, page_json, source_json
+from ragchat.api.negotiation import app_location, wants_html
+from ragchat.api.schemas import (
+    DocumentPatch,
+    NoteIn,
+    accepted_json,
+    document_json,
+    note_json,
+    page_json,
+    source_json,
+)
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import supported_extensions, supported_type, type_for_filename
-from ragchat.domain.ids import stable_document_id
+from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
+from ragchat.domain.uploads import safe_filename
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -57,7 +67,7 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
     def post_note(note: Annotated[NoteIn, Body()]) -> Response[dict[str, Any]]:
         who = owner()
         rate_limit(container, "notes", r.current_event)
-        doc = container.ingestion.submit(
+        accepted = container.ingestion.accept(
             who,
             text=note.text,
             title=note.title,
@@ -65,8 +75,10 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
             metadata=note.metadata,
             collection=note.collection,
             split=note.split,
+            source=note.source or "api",
+            document_id=stable_document_id(f"{who}\n{note.source}") if note.source else None,
         )
-        return _json(202, {"documentId": doc.id, "status": str(doc.status)})
+        return _json(*accepted_json(accepted))
 
     def list_notes(limit: int, cursor: str | None, document_id: str | None) -> dict[str, Any]:
         page = container.document_service.list_notes(
@@ -108,7 +120,14 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
         )
         return page_json(page, document_json)
 
-    @r.post("/documents", status_code=202, summary="Upload a file (.txt .md .html .pdf)", tags=["documents"])
+    @r.post(
+        "/documents",
+        status_code=202,
+        summary="Upload a file (.txt .md .html .pdf)",
+        description="The same bytes under the same file name (or `source`) in the same collection answer "
+        '200 with `"duplicate": true` and the existing document; changed bytes are a new version of it.',
+        tags=["documents"],
+    )
     def upload_document(
         title: Annotated[str | None, Query(max_length=MAX_TITLE_CHARS)] = None,
         collection: Annotated[str | None, Query()] = None,
@@ -118,17 +137,18 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
         who = owner()
         rate_limit(container, "notes", r.current_event)
         name, content_type, data = _read_upload(r.current_event, filename)
-        doc = container.ingestion.submit_file(
+        document_id = _upload_document_id(who, source, collection, name)
+        accepted = container.ingestion.accept(
             who,
-            data=data,
-            filename=name,
+            body=data,
+            filename=name or "upload",
             content_type=content_type,
             title=title,
             collection=collection,
             source=source or "api",
-            document_id=stable_document_id(f"{who}\n{source}") if source else None,
+            document_id=document_id,
         )
-        return _json(202, {"documentId": doc.id, "status": str(doc.status)})
+        return _json(*accepted_json(accepted))
 
     @r.get(
         "/documents/<document_id>", summary="A document: metadata, status, chunk count", tags=["documents"]
@@ -171,11 +191,25 @@ def _document_edit_routes(r: APIGatewayRouter, container: Container, owner: Call
 
 
 def _ask_route(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
-    @r.get("/", summary="Ask a one-shot question", tags=["ask"])
+    @r.get(
+        "/",
+        summary="Ask a one-shot question",
+        description="Without `text`, a browser (`Accept: text/html`) is redirected to the chat page `/ui`.",
+        tags=["ask"],
+    )
     def ask(
         text: Annotated[str | None, Query(description="The question.")] = None,
         collection: Annotated[str | None, Query()] = None,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Any]:  # the answer, or a browser's redirect (no body)
+        event = r.current_event
+        if text is None and wants_html((event.headers or {}).get("accept")):
+            # A browser opening the API's root gets the app (API clients keep their JSON 400).
+            return Response(
+                status_code=302,
+                content_type=None,
+                body=None,
+                headers={"Location": app_location(event.raw_event)},
+            )
         who = owner()
         if text is None or not text.strip():
             raise ValidationError("text: a question is required (GET /?text=...)")
@@ -204,6 +238,16 @@ def _json(
     )
 
 
+def _upload_document_id(who: str, source: str | None, collection: str | None, name: str) -> str | None:
+    """Which document an upload is: the one its ``source`` names, else the file of that name in that
+    collection (as for a direct upload); a nameless upload is a new document."""
+    if source:
+        return stable_document_id(f"{who}\n{source}")
+    if name:
+        return named_document_id(who, validate_collection(collection), safe_filename(name))
+    return None
+
+
 def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
     """The uploaded file from a raw body (``Content-Type`` of the file, name in ``?filename=`` or the
     ``X-Filename`` header) or from ``multipart/form-data`` (first file part)."""
@@ -221,7 +265,7 @@ def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
         raise ValidationError(
             f"Unsupported file type: upload {supported_extensions()} (name it with ?filename= or X-Filename)"
         )
-    return name or "upload", ctype, data
+    return name, ctype, data
 
 
 def _first_multipart_file(ctype: str, data: bytes, fallback_name: str) -> tuple[str, str, bytes]:

@@ -17,6 +17,7 @@ from ragchat.domain.models import source_json as source_json  # the one source s
 
 if TYPE_CHECKING:
     from ragchat.services.chat import TurnResult
+    from ragchat.services.ingestion import Accepted
 
 MAX_TITLE = MAX_TITLE_CHARS
 
@@ -34,6 +35,14 @@ class NoteIn(BaseModel):
     metadata: dict[str, Any] | None = None
     collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")
     split: StrictBool | None = Field(None, description="Split into chunks (default: ENABLE_TEXT_SPLITTING).")
+    source: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description="Where the note comes from (e.g. wiki:page-42). The document id is derived from it (per "
+        "caller): the same source again is that document again (a new version, or a duplicate when the "
+        "text and options are unchanged).",
+    )
 
     @field_validator("text")
     @classmethod
@@ -72,6 +81,16 @@ def document_json(doc: Document) -> dict[str, Any]:
         "createdAt": doc.created_at,
         "updatedAt": doc.updated_at,
     }
+
+
+def accepted_json(accepted: Accepted) -> tuple[int, dict[str, Any]]:
+    """The answer to an upload: 202 and the new document's status, or 200 with ``duplicate: true``
+    when these bytes already were that document (nothing was started)."""
+    doc = accepted.document
+    body = {"documentId": doc.id, "status": str(doc.status), "duplicate": accepted.duplicate}
+    if accepted.duplicate:
+        body["title"] = doc.title
+    return (200 if accepted.duplicate else 202), body
 
 
 def note_json(note: Note) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragchat.api.auth import principal
 from ragchat.api.body import decode_body
 from ragchat.api.limits import rate_limit
+from ragchat.api.schemas import accepted_json
 from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.services.uploads import UploadTicket
 
@@ -67,8 +68,9 @@ def router(container: Container) -> APIGatewayRouter:
         event = r.current_event
         rate_limit(container, "receiver", event)  # per IP: whoever holds a URL has no principal
         ctype = {k.lower(): v for k, v in (event.headers or {}).items()}.get("content-type", "")
-        doc = container.uploads.receive_local(token, ctype, decode_body(event.raw_event))
-        return _json(201, {"documentId": doc.id, "status": str(doc.status)})
+        accepted = container.uploads.receive_local(token, ctype, decode_body(event.raw_event))
+        status, body = accepted_json(accepted)
+        return _json(201 if status == 202 else status, body)
 
     return r
 

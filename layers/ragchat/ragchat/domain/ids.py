@@ -29,3 +29,10 @@ def stable_document_id(source: str) -> str:
         n, r = divmod(n, 32)
         chars.append(alphabet[r])
     return "D" + "".join(chars)[:25]
+
+
+def named_document_id(owner: str, collection: str | None, filename: str) -> str:
+    """The id of the file ``filename`` an owner keeps in ``collection``: uploading a file under the
+    same name again (same owner, same collection) is that document again, a new version of it when
+    the bytes changed. Distinct from every ``stable_document_id`` of a path or key."""
+    return stable_document_id(f"name\n{owner}\n{collection or ''}\n{filename}")

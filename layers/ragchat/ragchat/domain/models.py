@@ -45,6 +45,9 @@ class Document:
     # The content version being ingested (one per upload): a pipeline step of an older version finds
     # it changed and does nothing (issue 8: a re-upload while a run is in flight). ``None``: unknown.
     version: str | None = None
+    # SHA-256 (hex) of the uploaded bytes: the same bytes under the same name are the same document
+    # (a re-upload answers with the existing one). ``None``: recorded before hashes were kept.
+    content_hash: str | None = None
 
 
 @dataclass(slots=True)

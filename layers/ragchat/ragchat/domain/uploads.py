@@ -1,8 +1,9 @@
 """Direct uploads (issue 11): the rules for a presigned upload, independent of where it lands.
 
 - Key: ``uploads/<owner>/<upload id>/<file name>``. The S3 trigger takes the owner from the second
-  segment only and derives the document id from the whole key (``stable_document_id``), so the id
-  is known when the upload is granted, and posting the same key again replaces the document.
+  segment only and derives the document id from the owner, the collection and the file name
+  (``document_id_for_key``), so the id is known when the upload is granted, and uploading the same
+  name again is that document again (unchanged bytes: a duplicate; changed: a new version).
 - The file name keeps its extension (the trigger detects the type from it) and loses anything that
   is not plainly safe in a key.
 - Title and collection travel as object metadata (``x-amz-meta-title``/``x-amz-meta-collection``).
@@ -29,7 +30,7 @@ from email.header import decode_header, make_header
 
 from ragchat.domain.errors import Forbidden, ValidationError
 from ragchat.domain.extraction import detect_content_type, supported_extensions
-from ragchat.domain.ids import stable_document_id
+from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import optional_title, validate_collection
 
 UPLOADS_PREFIX = "uploads/"
@@ -42,6 +43,7 @@ MAX_PART_HEADER_BYTES = 8 * 1024
 GRANT_MARKER = "grant"  # object metadata of a granted upload (``x-amz-meta-grant``)
 _SAFE_OWNER = re.compile(r"^[A-Za-z0-9_.@+:-]{1,128}$")  # Cognito subs, apikey:<id>, local names
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.()+-]+")
+_UPLOAD_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")  # a ULID, as ``POST /uploads`` makes them
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +124,14 @@ def owner_of_key(key: str) -> str:
     raise ValidationError(f"{key}: no owner (upload under uploads/<owner>/<file>)")
 
 
-def document_id_for_key(key: str) -> str:
-    """The id the S3 trigger gives the document an upload key becomes."""
+def document_id_for_key(key: str, collection: str | None = None) -> str:
+    """The id the S3 trigger gives the document an upload key becomes. A presigned upload's key
+    (``uploads/<owner>/<ULID>/<file>``) is the file ``<file>`` of that owner in ``collection``
+    (:func:`named_document_id`: uploading the same name again is the same document, whichever way
+    it came in); any other key is known by the whole key."""
+    parts = key.split("/")
+    if len(parts) == 4 and parts[0] + "/" == UPLOADS_PREFIX and _UPLOAD_ID.match(parts[2]):
+        return named_document_id(parts[1], collection, parts[3])
     return stable_document_id(key)
 
 

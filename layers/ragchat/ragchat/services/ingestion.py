@@ -8,8 +8,9 @@ are re-exported here for callers that import them from this module.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "MAX_TITLE_CHARS",
     "MAX_UNSPLIT_CHARS",
+    "Accepted",
     "IngestSteps",
     "IngestionService",
     "blob_segment",
@@ -128,6 +130,34 @@ def _checked_text(raw: bytes, content_type: str) -> str | None:
     return check_text_characters(text)
 
 
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """What a submit did: ``document`` as stored; ``duplicate``: the same bytes were already that
+    document (same name or source, same collection, same options), so it was left as it is and
+    nothing was started."""
+
+    document: Document
+    duplicate: bool = False
+
+
+def _same_upload(
+    previous: Document, doc: Document, *, title: str | None, metadata: bool, split: bool
+) -> bool:
+    """``doc`` brings nothing new to ``previous``: the same bytes and type in the same collection, and
+    no title, metadata or split option it was given differs. A FAILED document is never a duplicate:
+    posting it again is how it is retried."""
+    return (
+        previous.content_hash is not None
+        and previous.content_hash == doc.content_hash
+        and previous.content_type == doc.content_type
+        and previous.collection == doc.collection
+        and previous.status != DocumentStatus.FAILED
+        and (title is None or title == previous.title)
+        and (not metadata or doc.metadata == previous.metadata)
+        and (not split or doc.split == previous.split)
+    )
+
+
 class IngestionService:
     """Accepts documents: validates, stores the body, records the document ``PENDING`` and starts the
     pipeline. Returns at once; the pipeline moves the document on."""
@@ -146,7 +176,11 @@ class IngestionService:
         self.settings = settings
         self.clock = clock
 
-    def submit(
+    def submit(self, owner: str, **fields: Any) -> Document:
+        """:meth:`accept`, returning the document (the existing one for a duplicate)."""
+        return self.accept(owner, **fields).document
+
+    def accept(
         self,
         owner: str,
         *,
@@ -161,11 +195,13 @@ class IngestionService:
         source: str = "api",
         document_id: str | None = None,
         stored_key: str | None = None,
-    ) -> Document:
+    ) -> Accepted:
         """Accept a document (``body``; ``text`` is an alias for a text body). Returns the document as
         stored (``PENDING``) once the pipeline is started. Everything is checked before anything is
         stored: a refused document leaves no trace. ``stored_key``: the body already lies in the blob
-        store there (a direct upload, up to ``MAX_UPLOAD_BYTES``): it is used in place, not copied."""
+        store there (a direct upload, up to ``MAX_UPLOAD_BYTES``): it is used in place, not copied.
+        ``document_id`` (a name or source the caller derived it from): when that document already
+        holds these very bytes, it is returned as a duplicate, untouched."""
         if not owner:
             raise ValidationError("owner is required")
         max_body, limit = self.settings.max_body_bytes, self.settings.body_limit_bytes
@@ -187,10 +223,24 @@ class IngestionService:
             status=DocumentStatus.PENDING,
             split=validate_split(split),
             version=new_id(),  # each upload is a new content version: steps of older runs stand down
+            content_hash=hashlib.sha256(raw).hexdigest(),
         )
+        if document_id is not None:
+            previous = self.documents.get_document(owner, doc.id)
+            given = {"metadata": metadata is not None, "split": split is not None}
+            if previous is not None and _same_upload(previous, doc, title=given_title, **given):
+                return self._duplicate(previous, stored_key)
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
-        return stored
+        return Accepted(stored)
+
+    def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
+        """The same bytes again: keep the document as it is (its body, notes, status), drop the
+        second copy a direct upload left in the blob store."""
+        if stored_key is not None and stored_key != existing.body_key:
+            self.blobs.delete(stored_key)
+        logger.info("ingest.duplicate", extra={"documentId": existing.id, "status": str(existing.status)})
+        return Accepted(existing, duplicate=True)
 
     def _store(self, doc: Document, raw: bytes, *, replacing: bool, stored_key: str | None) -> Document:
         """Put the body (unless it already lies at ``stored_key``) and record the document (a

@@ -47,7 +47,7 @@ from ragchat.domain.uploads import (
 
 if TYPE_CHECKING:
     from ragchat.ports import BlobStore, Counters
-    from ragchat.services.ingestion import IngestionService
+    from ragchat.services.ingestion import Accepted, IngestionService
 
 logger = Logger(service="ragchat", child=True)
 
@@ -108,7 +108,7 @@ class UploadService:
         )
         logger.info("upload.presigned", extra={"key": key, "contentType": req.content_type})
         return UploadTicket(
-            document_id=document_id_for_key(key),
+            document_id=document_id_for_key(key, req.collection),
             key=key,
             post=post,
             content_type=req.content_type,
@@ -120,18 +120,24 @@ class UploadService:
         """Accept an object already stored under ``uploads/<owner>/…`` as a document, in place. The
         owner comes from the key only; the id is stable per key (same key → same document). A granted
         upload (S3 trigger) is ingested once: a replay of its presigned POST raises ``Conflict``."""
+        return self.accept_stored(key, data=data, metadata=metadata, source=source).document
+
+    def accept_stored(self, key: str, *, data: bytes, metadata: dict[str, str], source: str) -> Accepted:
+        """:meth:`ingest_stored`, saying whether the file was a duplicate of the document it names
+        (then the existing document stays as it is and the new object is removed)."""
         if source != "api" and is_granted(metadata):
             self._claim(key, ttl_seconds=self.expires_in + 3600)
         title = decode_metadata_value(metadata.get("title") or "").strip()
-        return self.ingestion.submit_file(
+        collection = metadata.get("collection") or None
+        return self.ingestion.accept(
             owner_of_key(key),
-            data=data,
+            body=data,
             filename=key.rsplit("/", 1)[-1],
             content_type=None,
             title=title or None,
-            collection=metadata.get("collection") or None,
+            collection=collection,
             source=source,
-            document_id=document_id_for_key(key),
+            document_id=document_id_for_key(key, collection),
             stored_key=key,
         )
 
@@ -145,7 +151,7 @@ class UploadService:
             raise PayloadTooLarge(f"Upload is too large (limit {grant.max_bytes} bytes)")
         return grant
 
-    def receive_local(self, token: str, content_type: str, body: bytes) -> Document:
+    def receive_local(self, token: str, content_type: str, body: bytes) -> Accepted:
         """The local stand-in for S3's form POST: check the grant (signature, expiry, unused), parse
         the form (bounded), check it against the grant (key, type, size), consume the grant, store
         the file, then ingest it as the S3 trigger would. A file the ingestion refuses is removed
@@ -164,7 +170,7 @@ class UploadService:
         self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
         self.blobs.put(grant.key, data, content_type=grant.content_type)
         try:
-            return self.ingest_stored(grant.key, data=data, metadata=grant.metadata, source="api")
+            return self.accept_stored(grant.key, data=data, metadata=grant.metadata, source="api")
         except RagchatError as exc:
             if exc.status < 500:
                 self.blobs.delete(grant.key)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ragchat.api.negotiation import wants_html
 from ragchat.serving.site import SitePolicy
 
 STAGE = "$default"
@@ -255,7 +256,16 @@ class Gateway:
             refused = self._grant_refusal(path[len(UPLOAD_RECEIVER) :], headers)
             if refused is not None:
                 return refused
-        return bearer_refusal(self.api_token, method, path, headers.get("Authorization", "") or "")
+        refused = bearer_refusal(self.api_token, method, path, headers.get("Authorization", "") or "")
+        if (
+            refused is not None
+            and method in ("GET", "HEAD")
+            and path == "/"
+            and wants_html(headers.get("Accept"))
+        ):
+            # A browser opening the root without the token is sent to the app, which signs it in.
+            return 302, {"location": "/ui"}, {"Location": "/ui"}
+        return refused
 
     def _grant_refusal(self, token: str, headers: Headers) -> Refusal | None:
         from ragchat.domain.errors import RagchatError

@@ -76,6 +76,7 @@ class DynamoDocumentStore:
             "created_at": doc.created_at,
             "updated_at": doc.updated_at,
             "version": doc.version,
+            "content_hash": doc.content_hash,
         }
         if doc.collection is not None:
             values["gsi2pk"] = f"COLL#{doc.owner}#{doc.collection}"
@@ -102,6 +103,7 @@ class DynamoDocumentStore:
             created_at=v.get("created_at", ""),
             updated_at=v.get("updated_at", ""),
             version=v.get("version"),
+            content_hash=v.get("content_hash"),
         )
 
     @staticmethod

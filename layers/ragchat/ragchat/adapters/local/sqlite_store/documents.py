@@ -26,7 +26,7 @@ from ragchat.domain.models import Document, DocumentStatus, Note, Page
 
 _DOC_COLUMNS = (
     "id, owner, title, content_type, source, body_key, metadata, collection, status, error, "
-    "chunk_count, enabled, split, created_at, updated_at, version"
+    "chunk_count, enabled, split, created_at, updated_at, version, content_hash"
 )
 _DOC_CHANGEABLE = {
     "title",
@@ -41,6 +41,7 @@ _DOC_CHANGEABLE = {
     "enabled",
     "split",
     "version",
+    "content_hash",
 }
 _NOTE_COLUMNS = "id, owner, document_id, chunk_index, text, collection, metadata, created_at"
 
@@ -63,6 +64,7 @@ def _row_to_document(row: sqlite3.Row) -> Document:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         version=row["version"],
+        content_hash=row["content_hash"],
     )
 
 
@@ -109,7 +111,7 @@ class SqliteDocumentStore:
             if existing is not None and existing["owner"] != doc.owner:
                 raise Conflict("A document with this id already exists")
             conn.execute(
-                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(16)})",
+                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(17)})",
                 (
                     doc.id,
                     doc.owner,
@@ -127,6 +129,7 @@ class SqliteDocumentStore:
                     now,
                     now,
                     doc.version,
+                    doc.content_hash,
                 ),
             )
             row = conn.execute(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id = ?", (doc.id,)).fetchone()

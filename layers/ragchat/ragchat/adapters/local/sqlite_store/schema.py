@@ -153,6 +153,10 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE messages ADD COLUMN feedback TEXT",
     ],
+    # 7: the SHA-256 of a document's uploaded bytes (a re-upload of the same bytes is a duplicate)
+    [
+        "ALTER TABLE documents ADD COLUMN content_hash TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
