@@ -81,12 +81,19 @@ def test_uploading_the_same_source_twice_replaces_the_document(tmp_path: Path) -
     assert "by scent" in body
 
 
-def test_without_a_source_each_upload_is_a_new_document(tmp_path: Path) -> None:
+def test_without_a_source_the_file_name_says_which_document_it_is(tmp_path: Path) -> None:
     api = make_api()
     client = client_for(api)
     path = write(tmp_path, "bees.txt", BEES)
-    assert client.upload(path).document_id != client.upload(path).document_id
-    assert [d["source"] for d in documents(api)] == ["api", "api"]
+    first, again = client.upload(path), client.upload(path)
+    assert (first.duplicate, again.duplicate) == (False, True)
+    assert again.document_id == first.document_id
+    write(tmp_path, "bees.txt", BEES + " They dance to show where the flowers are.")
+    changed = client.upload(path)
+    assert (changed.document_id, changed.duplicate) == (first.document_id, False)  # a new version
+    elsewhere = client.upload(path, collection="garden")
+    assert elsewhere.document_id != first.document_id  # the same name in another collection
+    assert sorted(d["collection"] or "" for d in documents(api)) == ["", "garden"]
 
 
 def test_the_same_source_from_two_callers_is_two_documents(tmp_path: Path) -> None:

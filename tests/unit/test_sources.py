@@ -1,5 +1,6 @@
-"""Sources that say where (issue 10, SPEC §3, §7): every surface carries ``{id, documentId, title,
-page?, text}``; title and page come from one batched read of the cited notes and their documents."""
+"""Sources that say where (issue 10, docs/api.md, docs/retrieval.md): every surface carries ``{id,
+documentId, title, page?, text}``; title and page come from one batched read of the cited notes and
+their documents."""
 
 from __future__ import annotations
 
@@ -168,11 +169,12 @@ def test_cli_prints_title_and_page(capsys: pytest.CaptureFixture[str]) -> None:
     raw = [{"id": "n1", "documentId": "d1", "title": "Handbook", "page": 2, "text": "Blue light."}]
     sources = sources_of(raw)
     assert sources == [Source("n1", "Blue light.", "Handbook", 2)]
-    print_answer(Answer("The sky is blue.", sources, False, {}))
+    print_answer(Answer("The sky is blue. [source: n1]\n\nSources: n1", sources, False, {}))
     print_answer(Answer("Old.", sources_of([{"id": "n2", "text": "x"}]), False, {}))
     out = capsys.readouterr().out
-    assert "[n1] Handbook, p. 2: Blue light." in out
-    assert "[n2] x" in out
+    assert "The sky is blue. [1]\n" in out
+    assert "[1] Handbook, p. 2\n" in out and "Blue light." in out
+    assert "[1] n2\n" in out  # an old source without a title: its id
 
 
 def test_markdown_export_of_older_messages_without_title() -> None:

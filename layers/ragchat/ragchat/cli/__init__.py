@@ -21,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: flags without a type column (no "<bool>"), options with a metavar
 )
 for command in (serve, ingest, ask, chat, bench):
     app.command()(command)

@@ -28,18 +28,23 @@ def ask_local(question: str, collection: str | None) -> Answer:
 
 
 def print_answer(answer: Answer) -> None:
-    typer.echo(answer.answer)
-    if answer.sources:
+    """The answer with numbered markers, then its sources once, numbered, with their titles."""
+    from ragchat.cli.render import numbered, source_lines
+
+    body, items = numbered(answer.answer, answer.sources)
+    typer.echo(body)
+    if items:
         typer.echo("")
         typer.secho("Sources:", bold=True)
-        for src in answer.sources:
-            where = src.where()
-            typer.echo(f"  [{src.id}] {where}: {src.text}" if where else f"  [{src.id}] {src.text}")
+        for line in source_lines(items):
+            typer.echo(line)
 
 
 def ask(
-    question: Annotated[str, typer.Argument(help="The question.")],
-    collection: Annotated[str | None, typer.Option(help="Only search this collection.")] = None,
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question.")],
+    collection: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only search this collection.")
+    ] = None,
     api: ApiOption = None,
     token: TokenOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON answer.")] = False,

@@ -59,14 +59,25 @@ class RemoteChat:
         return self.client.export(conv_id).markdown()
 
 
+HELP = """Commands:
+  /help     this list
+  /new      start a new conversation (same collection, document and persona)
+  /export   print this conversation as Markdown
+  /quit     leave (also /exit, Ctrl+D)
+Anything else is sent as a question."""
+COMMANDS = ("/help", "/new", "/export", "/quit", "/exit")
+
+
 def _print_reply(reply: Reply) -> None:
+    from ragchat.cli.render import numbered, source_lines
+
+    body, items = numbered(reply.content, reply.sources)
     typer.secho("assistant> ", bold=True, nl=False)
-    typer.echo(reply.content)
-    if reply.sources:
+    typer.echo(body)
+    if items:
         typer.secho("  sources:", dim=True)
-        for src in reply.sources:
-            where = f"{src.where()}: " if src.where() else ""
-            typer.secho(f"   [{src.id}] {where}{src.text}", dim=True)
+        for line in source_lines(items):
+            typer.secho(f"  {line}", dim=True)
 
 
 def _read_line() -> str | None:
@@ -83,16 +94,22 @@ def _read_line() -> str | None:
 
 def chat(
     conversation: Annotated[
-        str | None, typer.Option("--conversation", "-c", help="Continue this conversation id.")
+        str | None, typer.Option("--conversation", "-c", metavar="ID", help="Continue this conversation id.")
     ] = None,
-    collection: Annotated[str | None, typer.Option(help="Only retrieve from this collection.")] = None,
-    document: Annotated[str | None, typer.Option(help="Only retrieve from this document id.")] = None,
-    persona: Annotated[str | None, typer.Option(help="A configured persona (RAGCHAT_PERSONAS_FILE).")] = None,
+    collection: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only retrieve from this collection.")
+    ] = None,
+    document: Annotated[
+        str | None, typer.Option(metavar="ID", help="Only retrieve from this document id.")
+    ] = None,
+    persona: Annotated[
+        str | None, typer.Option(metavar="NAME", help="A configured persona (RAGCHAT_PERSONAS_FILE).")
+    ] = None,
     api: ApiOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Hold a conversation in the terminal (sources shown under each answer). Type /quit to leave,
-    /new for a fresh conversation, /export to print it as markdown."""
+    """Hold a conversation in the terminal (numbered sources under each answer). Type /help for the
+    commands: /new starts a fresh conversation, /export prints it as Markdown, /quit leaves."""
     from ragchat.cli.client import ApiClient, ApiError
     from ragchat.domain.errors import RagchatError
 
@@ -108,13 +125,18 @@ def chat(
         conv_id = conversation or start()
     except errors as exc:
         raise fail(exc.message) from None
-    typer.secho("Ask away (/quit, /new, /export).", dim=True)
-    while (text := _read_line()) is not None and text not in ("/quit", "/exit"):
+    typer.secho("Ask away (/help for commands, /quit to leave).", dim=True)
+    while (text := _read_line()) is not None and text.lower() not in ("/quit", "/exit"):
+        command = text.lower() if text.startswith("/") and " " not in text.strip() else ""
         try:
-            if text == "/new":
+            if command == "/help":
+                typer.echo(HELP)
+            elif command == "/new":
                 conv_id = start()
-            elif text == "/export":
+            elif command == "/export":
                 typer.echo(session.export(conv_id))
+            elif command:  # a typo'd command is not sent as a question
+                typer.secho(f"unknown command {text}: /help lists the commands", fg=typer.colors.YELLOW)
             else:
                 _print_reply(session.send(conv_id, text))
         except errors as exc:

@@ -50,10 +50,12 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
-    """``202`` of an upload: the document's id and its first status."""
+    """The answer to an upload: the document's id and status; ``duplicate``: these bytes already were
+    that document (``200``; nothing was started, the document is as it was)."""
 
     document_id: str
     status: str
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ class DocumentState:
     status: str
     chunk_count: int
     error: str
+    title: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +161,7 @@ class ApiClient:
             "X-Filename": urllib.parse.quote(path.name),
         }
         data = self._json("POST", "/documents", query=query, body=path.read_bytes(), headers=headers)
-        return Accepted(str(data["documentId"]), str(data.get("status", "")))
+        return Accepted(str(data["documentId"]), str(data.get("status", "")), data.get("duplicate") is True)
 
     def document(self, document_id: str) -> DocumentState:
         data = self._json("GET", f"/documents/{urllib.parse.quote(document_id, safe='')}")
@@ -167,6 +170,7 @@ class ApiClient:
             status=str(data.get("status", "")),
             chunk_count=int(data.get("chunkCount") or 0),
             error=str(data.get("error") or ""),
+            title=str(data.get("title") or ""),
         )
 
     # ---------------------------------------------------------------- questions

@@ -19,11 +19,16 @@ SUPPORTED = EXTENSION_TYPES
 SUPPORTED_LIST = " ".join(PRIMARY_EXTENSIONS.values())
 
 ApiOption = Annotated[
-    str | None, typer.Option("--api", help="Base URL of a ragchat API (default: local backends in-process).")
+    str | None,
+    typer.Option(
+        "--api", metavar="URL", help="Base URL of a ragchat API (default: local backends in-process)."
+    ),
 ]
 TokenOption = Annotated[
     str | None,
-    typer.Option("--token", envvar="RAGCHAT_TOKEN", help="Bearer token for --api (env RAGCHAT_TOKEN)."),
+    typer.Option(
+        "--token", metavar="TOKEN", envvar="RAGCHAT_TOKEN", help="Bearer token for --api (env RAGCHAT_TOKEN)."
+    ),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show log lines (debug level).")]
 

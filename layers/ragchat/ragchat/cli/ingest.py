@@ -1,7 +1,8 @@
 """``ragchat ingest``: files and folders into the local backends or, with ``--api``, a running API.
 
-Either way a file's identity is its absolute path (``file:<path>``): ingesting the same file again
-replaces its document instead of adding a second one.
+Either way a file's identity is its absolute path (``file:<path>``): ingesting a changed file again
+replaces its document instead of adding a second one, and an unchanged file is left as it is
+(reported "unchanged").
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ragchat.bootstrap import Container
-    from ragchat.cli.client import ApiClient, DocumentState
+    from ragchat.cli.client import Accepted, ApiClient, DocumentState
+
+UNCHANGED = "unchanged: already ingested"
 
 
 @dataclass
@@ -38,6 +41,8 @@ class IngestOutcome:
     document_id: str = ""
     chunks: int = 0
     error: str = ""
+    title: str = ""
+    duplicate: bool = False
 
 
 def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome]]:
@@ -71,7 +76,7 @@ def file_source(path: Path) -> str:
 
 
 class IngestBackend(Protocol):
-    def submit(self, path: Path, collection: str | None) -> str: ...
+    def submit(self, path: Path, collection: str | None) -> Accepted: ...
     def status(self, doc_id: str) -> DocumentState: ...
     def close(self) -> None: ...
 
@@ -83,19 +88,21 @@ class LocalIngest:
         self.container = container
         self.owner = container.settings.local_principal
 
-    def submit(self, path: Path, collection: str | None) -> str:
+    def submit(self, path: Path, collection: str | None) -> Accepted:
+        from ragchat.cli.client import Accepted
         from ragchat.domain.ids import stable_document_id
 
         source = file_source(path)
-        doc = self.container.ingestion.submit_file(
+        accepted = self.container.ingestion.accept(
             self.owner,
-            data=path.read_bytes(),
+            body=path.read_bytes(),
             filename=path.name,
             collection=collection,
             source=source,
             document_id=stable_document_id(source),
         )
-        return str(doc.id)
+        doc = accepted.document
+        return Accepted(str(doc.id), str(doc.status), accepted.duplicate)
 
     def status(self, doc_id: str) -> DocumentState:
         from ragchat.cli.client import DocumentState
@@ -103,7 +110,7 @@ class LocalIngest:
         doc = self.container.documents.get_document(self.owner, doc_id)
         if doc is None:
             return DocumentState(doc_id, "FAILED", 0, "document disappeared")
-        return DocumentState(doc_id, str(doc.status), doc.chunk_count, doc.error or "")
+        return DocumentState(doc_id, str(doc.status), doc.chunk_count, doc.error or "", doc.title)
 
     def close(self) -> None:
         close = getattr(self.container.launcher, "close", None)
@@ -117,8 +124,8 @@ class RemoteIngest:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
 
-    def submit(self, path: Path, collection: str | None) -> str:
-        return self.client.upload(path, collection=collection, source=file_source(path)).document_id
+    def submit(self, path: Path, collection: str | None) -> Accepted:
+        return self.client.upload(path, collection=collection, source=file_source(path))
 
     def status(self, doc_id: str) -> DocumentState:
         return self.client.document(doc_id)
@@ -134,10 +141,12 @@ def ingest_one(backend: IngestBackend, path: Path, collection: str | None, timeo
 
     outcome = IngestOutcome(str(path), "FAILED")
     try:
-        outcome.document_id = backend.submit(path, collection)
+        accepted = backend.submit(path, collection)
+        outcome.document_id, outcome.duplicate = accepted.document_id, accepted.duplicate
         deadline = time.monotonic() + timeout
         while True:
             state = backend.status(outcome.document_id)
+            outcome.title = state.title
             if state.status in ("READY", "FAILED"):
                 outcome.status, outcome.chunks, outcome.error = state.status, state.chunk_count, state.error
                 break
@@ -170,30 +179,42 @@ def _ingest_all(
 
 def _print_summary(console: Console, outcomes: list[IngestOutcome]) -> int:
     """The summary table; returns how many did not end READY."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Ingestion summary")
-    for column in ("File", "Status", "Chunks", "Document id", "Reason"):
-        table.add_column(column)
+    for column in ("File", "Title", "Status", "Chunks", "Document id", "Note"):
+        # long paths, titles and ids wrap onto more lines rather than being cut with "…"
+        table.add_column(column, overflow="fold", no_wrap=False)
     for o in outcomes:
         colour = "green" if o.status == "READY" else "red"
-        table.add_row(o.path, f"[{colour}]{o.status}[/]", str(o.chunks), o.document_id, o.error)
+        note = o.error or (UNCHANGED if o.duplicate else "")
+        row = (o.path, o.title, f"[{colour}]{o.status}[/]", str(o.chunks), o.document_id, note)
+        table.add_row(*(escape(cell) if i != 2 else cell for i, cell in enumerate(row)))
     console.print(table)
     failed = sum(1 for o in outcomes if o.status != "READY")
-    console.print(f"{len(outcomes) - failed} ready, {failed} failed")
+    unchanged = sum(1 for o in outcomes if o.duplicate and o.status == "READY")
+    ready = f"{len(outcomes) - failed} ready" + (f" ({unchanged} unchanged)" if unchanged else "")
+    console.print(f"{ready}, {failed} failed", markup=False)
     return failed
 
 
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.txt .md .html .pdf).")],
-    collection: Annotated[str | None, typer.Option(help="Put the documents in this collection.")] = None,
+    paths: Annotated[
+        list[Path], typer.Argument(metavar="PATH", help="Files or folders (.txt .md .html .pdf).")
+    ],
+    collection: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Put the documents in this collection.")
+    ] = None,
     api: ApiOption = None,
     token: TokenOption = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for each document.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Seconds to wait for each document.")
+    ] = 600.0,
     verbose: VerboseOption = False,
 ) -> None:
-    """Ingest files and folders (a file ingested again replaces its document); waits for each, then
-    prints READY/FAILED with reasons."""
+    """Ingest files and folders; waits for each, then prints READY/FAILED with reasons. A changed
+    file ingested again replaces its document; an unchanged one is left as it is ("unchanged")."""
     from rich.console import Console
 
     from ragchat.cli.client import ApiClient
