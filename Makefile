@@ -1,4 +1,4 @@
-# The README's commands. Each target creates/updates what it needs, so both `make run` and
+# The commands the README and docs/ use. Each target creates/updates what it needs, so both `make run` and
 # `make test` work on a fresh clone with nothing installed by hand.
 SHELL := /bin/bash
 PYTHON ?= python3.11

@@ -4,7 +4,7 @@ environment pays before its first request, minus the runtime's own start).
 For each function: the module import (``functions/<area>/app.py``), then the first-request
 readiness: the resolver built and the modules a request touches imported (AWS adapters, boto3
 clients created; no network). Run with ``-X importtime`` too, to name the heaviest imports.
-This is the figure behind SnapStart on the chat function (README "Deploy to AWS").
+This is the figure behind SnapStart on the chat function (docs/deploy.md).
 """
 
 from __future__ import annotations

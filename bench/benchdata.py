@@ -1,5 +1,5 @@
 """Where the benchmark data sets are: ``RAGCHAT_BENCH_DATA`` when set, otherwise ``../shared/bench-data``
-next to the repository (how the README says to lay them out). Read at run time, never copied in."""
+next to the repository. Read at run time, never copied in."""
 
 from __future__ import annotations
 

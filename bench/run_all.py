@@ -47,7 +47,9 @@ def refresh_readme() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", action="append", default=[], help="run only bench_<NAME>.py")
-    parser.add_argument("--readme-only", action="store_true", help="only refresh the README table")
+    parser.add_argument(
+        "--readme-only", action="store_true", help="only refresh the table in docs/benchmarks.md"
+    )
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     failed = []

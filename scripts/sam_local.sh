@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make sam-local`: the functions in real Lambda containers (`sam local`), on the LOCAL backend.
 #   bash scripts/sam_local.sh            engine, base image, extras, build, invoke every event, start-api
-#   bash scripts/sam_local.sh build      ...up to `sam build` (then run `sam local` yourself, README)
+#   bash scripts/sam_local.sh build      ...up to `sam build` (then run `sam local` yourself, docs/deploy.md)
 #   bash scripts/sam_local.sh invoke|api only that part (after a build)
 #   bash scripts/sam_local.sh sam start-api [ARGS]   `sam local start-api` on that build (also
 #                                        `sam invoke FUNCTION -e EVENT`, `sam start-lambda`)

@@ -1,4 +1,4 @@
-"""The stop flag of an answer in flight (SPEC §10) on every ``Counters`` adapter registered in
+"""The stop flag of an answer in flight (docs/chat.md) on every ``Counters`` adapter registered in
 ``conftest.COUNTERS`` (SQLite, DynamoDB on moto, the fake): two ``StopFlags`` sharing one store stand
 for two processes / Lambda containers."""
 

@@ -124,7 +124,7 @@ def test_a_1000_page_pdf_runs_through_the_state_machine_within_the_payload_limit
     largest_state = max(sizes)
     assert largest_step < PAYLOAD_LIMIT and largest_state < PAYLOAD_LIMIT
     split_seconds = next(c["seconds"] for c in calls if c["step"] == "split")
-    print(  # the figures for the README (pytest -s); no timed assertion
+    print(  # the figures for docs/benchmarks.md (pytest -s); no timed assertion
         f"\n{PAGES} pages, {len(pdf):,} bytes, {chunk_count:,} chunks, {split['batchCount']} batches;"
         f" largest step payload {largest_step:,} B, largest state input/output {largest_state:,} B;"
         f" split step {split_seconds:.1f} s"

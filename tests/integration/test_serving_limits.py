@@ -1,6 +1,6 @@
-"""The server's limits over real sockets on 127.0.0.1 (README "Reliability"): a burst of connections,
-slow and idle clients, saturation, and protocol errors — every answer JSON, none a reset. Timeouts are
-set small here; the test waits on the socket for the server to act, never on a clock."""
+"""The server's limits over real sockets on 127.0.0.1 (docs/architecture.md, "Reliability"): a burst
+of connections, slow and idle clients, saturation, and protocol errors — every answer JSON, none a
+reset. Timeouts are set small here; the test waits on the socket for the server to act, never on a clock."""
 
 from __future__ import annotations
 

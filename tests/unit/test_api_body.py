@@ -1,4 +1,4 @@
-"""SPEC §11: malformed JSON bodies are a 400 naming the problem, on every JSON route, and nothing is
+"""docs/api.md: malformed JSON bodies are a 400 naming the problem, on every JSON route, and nothing is
 stored (the checks run in the API layer, so they hold in Lambda as under ``ragchat serve``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Model calls with deadlines (issue 8): a model that accepts and never answers costs a turn at most
-the turn budget (15 s by default), then SPEC §7's fallback; the timed-out call counts for the
+the turn budget (15 s by default), then docs/retrieval.md's fallback; the timed-out call counts for the
 breaker. Time is a FakeClock: the hung model 'waits' by advancing it, nothing sleeps."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Chat rate limits (SPEC §11): per conversation and per IP; refused messages are counted nowhere
+"""Chat rate limits (docs/api.md): per conversation and per IP; refused messages are counted nowhere
 (neither in the other dimension nor by a retry), the flood rule, and the chat-specific override."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The chat turn (SPEC §7, §8, §9, §11) through the chat collaborators (``build_chat``) with in-memory
+"""The chat turn (docs/retrieval.md, docs/chat.md, docs/api.md) through the chat collaborators
+(``build_chat``) with in-memory
 fakes of every port.
 
 A fake model records the exact ModelRequest it received, so the invariants are asserted on what the

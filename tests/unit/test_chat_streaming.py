@@ -1,4 +1,4 @@
-"""The streaming turn (SPEC §10) with a model that streams step by step under the test's control:
+"""The streaming turn (docs/chat.md) with a model that streams step by step under the test's control:
 ``answer_start`` before anything slow, validated deltas, keep-alives while the model is silent,
 hang-up and stop (from another service instance sharing the store). Stream time is a fake clock;
 nothing sleeps (the only waits are on events the code under test sets)."""

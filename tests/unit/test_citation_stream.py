@@ -1,4 +1,4 @@
-"""Validated deltas (SPEC §10): for any model answer and any chunking, the deltas sent add up to the
+"""Validated deltas (docs/chat.md): for any model answer and any chunking, the deltas sent add up to the
 stored (validated) answer, and no delta ever carries an invented citation or the model's own
 ``Sources:`` list."""
 

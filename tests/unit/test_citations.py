@@ -1,4 +1,4 @@
-"""Citation validation (SPEC §7): only retrieved ids survive, invalid ones are removed and noted,
+"""Citation validation (docs/retrieval.md): only retrieved ids survive, invalid ones are removed and noted,
 the standard Sources line closes the answer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The house rules that keep the package readable, checked on every run (ARCHITECTURE.md):
+"""The house rules that keep the package readable, checked on every run (docs/architecture.md):
 
 - dependencies point inward: the domain imports only the domain; services import no adapter, api,
   serving, CLI, entry point, container or config module at run time (``TYPE_CHECKING`` imports are

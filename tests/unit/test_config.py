@@ -1,4 +1,4 @@
-"""Configuration: SPEC §13 defaults, and a bad value stops start-up naming the variable."""
+"""Configuration: docs/configuration.md defaults, and a bad value stops start-up naming the variable."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Extraction (SPEC §5): supported types give text pages; everything else a clear 400."""
+"""Extraction (docs/ingestion.md): supported types give text pages; everything else a clear 400."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Observability (SPEC §12): the metrics the services emit, the EMF lines CloudWatch reads, the
+"""Observability (docs/deploy.md): the metrics the services emit, the EMF lines CloudWatch reads, the
 correlation id in the Lambda log lines and the local terminal's log lines with their fields."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rate limits on the costly routes (SPEC §11) through the real resolver: one-shot questions
+"""Rate limits on the costly routes (docs/api.md) through the real resolver: one-shot questions
 (``GET /?text=``), notes (``POST /notes``, ``POST /documents``), keyed per owner and per source IP;
 refused requests are not counted; route-specific settings override the general ones."""
 

@@ -1,4 +1,4 @@
-"""Retrieval decisions (SPEC §6): normalisation, the guard threshold, adaptive top-k, RRF."""
+"""Retrieval decisions (docs/retrieval.md): normalisation, the guard threshold, adaptive top-k, RRF."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Splitting (SPEC §5): chunk size is a hard limit, consecutive chunks overlap, Markdown splits at
+"""Splitting (docs/ingestion.md): chunk size is a hard limit, consecutive chunks overlap, Markdown splits at
 headings, PDF page numbers follow their chunks."""
 
 from __future__ import annotations

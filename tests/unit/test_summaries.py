@@ -1,4 +1,4 @@
-"""Summaries never nest and are stored after the turn they summarize (issue 10, SPEC §8)."""
+"""Summaries never nest and are stored after the turn they summarize (issue 10, docs/chat.md)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # top hit's cosine similarity is below it (the seeds' rule). For a calibrated model it is the point
 # the decision was fitted at: the decision reads every similarity relative to MIN_SIMILARITY, so
 # setting it 0.05 higher than the default acts as if every similarity were 0.05 lower (fewer answers)
-# and lower the reverse. See README "Calibrating MIN_SIMILARITY", bench/results/calibration.json and
-# bench/results/grounding.json.
+# and lower the reverse. See docs/retrieval.md ("Answerability and MIN_SIMILARITY"),
+# bench/results/calibration.json and bench/results/grounding.json.
 DEFAULT_MIN_SIMILARITY: dict[str, float] = {
     "bge-base-768": 0.65,  # the seeds' value for a 768-d BGE model
     "all-MiniLM-L6-v2": 0.40,  # measured: bench/results/calibration.md

@@ -38,7 +38,7 @@ HOP_BY_HOP = frozenset({"content-length", "connection", "transfer-encoding"})
 
 @dataclass(frozen=True)
 class Limits:
-    """The serving limits (README "Reliability"); tests pass small values."""
+    """The serving limits (docs/architecture.md, "Reliability"); tests pass small values."""
 
     backlog: int = 2048  # listen queue (the kernel caps it at net.core.somaxconn)
     max_concurrency: int = 128  # requests in flight (streams included); more answer 503

@@ -42,7 +42,7 @@ async function cognitoIdToken(username, password) {
       (type ? ' (' + type + ')' : '')); }
   if (body.ChallengeName === 'NEW_PASSWORD_REQUIRED') throw new Error('This account needs its ' +
     'password set before it can sign in here: an administrator runs `aws cognito-idp ' +
-    'admin-set-user-password --permanent` for it (see the README), then sign in with that password.');
+    'admin-set-user-password --permanent` for it (see docs/deploy.md), then sign in with that password.');
   if (body.ChallengeName) throw new Error('Cognito asks for ' + body.ChallengeName +
     ', which these pages do not support: sign in with the AWS CLI instead.');
   const token = body.AuthenticationResult && body.AuthenticationResult.IdToken;
