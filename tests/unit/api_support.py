@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +39,20 @@ class Api:
         return result
 
 
+@functools.cache
+def scratch_dir() -> str:
+    """One throw-away data dir per test process: the container opens SQLite there for its evidence
+    store even with fake stores, and a fixed path (it was ``/nonexistent``, which root can create)
+    would carry one run's schema into the next, or into another checkout's run."""
+    return tempfile.mkdtemp(prefix="ragchat-unit-")
+
+
 def make_api(env: dict[str, str] | None = None, *, run_pipeline: bool = True, **overrides: Any) -> Api:
     settings = load_settings(
         {
             "RAGCHAT_CHAT_MODEL": "extractive",
             "MIN_SIMILARITY": "0.3",
-            "RAGCHAT_DATA_DIR": "/nonexistent",
+            "RAGCHAT_DATA_DIR": scratch_dir(),
             **(env or {}),
         }
     )
