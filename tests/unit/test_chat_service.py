@@ -1,6 +1,5 @@
 """The chat turn (docs/retrieval.md, docs/chat.md, docs/api.md) through the chat collaborators
-(``build_chat``) with in-memory
-fakes of every port.
+(``build_chat``) with in-memory fakes of every port.
 
 A fake model records the exact ModelRequest it received, so the invariants are asserted on what the
 model actually saw. Time is a FakeClock; nothing sleeps."""

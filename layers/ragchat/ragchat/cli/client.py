@@ -1,4 +1,4 @@
-"""One typed client for the ragchat HTTP API (SPEC §4): what ``ragchat ingest/ask/chat --api URL`` use.
+"""One typed client for the ragchat HTTP API (docs/api.md): what ``ragchat ingest/ask/chat --api URL`` use.
 
 Standard library only (``urllib``). The transport is a parameter so tests can answer requests
 in-process; errors come back as ``ApiError`` carrying the API's ``{"error": ...}`` message.
