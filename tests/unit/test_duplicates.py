@@ -1,0 +1,153 @@
+"""Same content, same document (issue 21): the same bytes under the same file name (or ``source``), for
+the same owner and collection, answer 200 ``"duplicate": true`` with the existing document and start
+nothing; changed bytes under that name are a new version of it; anything else is another document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragchat.adapters.local.files import FileBlobStore
+
+from tests.events import json_body
+from tests.unit.api_support import Api, make_api
+from tests.unit.test_direct_uploads import body, post_file, presign
+
+HOURS = b"The office is open from 8:30 to 17:00, Monday to Friday."
+HOURS_V2 = b"The office is open from 9:00 to 17:30, Monday to Friday."
+
+
+def upload(api: Api, data: bytes, name: str = "hours.txt", principal: str = "alice", **query: str) -> Any:
+    res = api.call(
+        "POST",
+        "/documents",
+        query={"filename": name, **query},
+        raw_body=data,
+        headers={"Content-Type": "text/plain"},
+        principal=principal,
+    )
+    return res["statusCode"], json_body(res)
+
+
+def listed(api: Api, principal: str = "alice") -> list[dict[str, Any]]:
+    return list(json_body(api.call("GET", "/documents", principal=principal))["items"])
+
+
+def the_body(api: Api, doc_id: str) -> str:
+    return str(json_body(api.call("GET", f"/documents/{doc_id}", query={"include": "body"}))["body"])
+
+
+def test_the_same_file_again_is_the_same_document_and_nothing_is_reingested() -> None:
+    api = make_api()
+    status, first = upload(api, HOURS)
+    assert (status, first["duplicate"]) == (202, False)
+    status, again = upload(api, HOURS)
+    assert status == 200
+    assert again == {
+        "documentId": first["documentId"],
+        "status": "READY",
+        "duplicate": True,
+        "title": "hours.txt",
+    }
+    assert [d["id"] for d in listed(api)] == [first["documentId"]]
+    assert len(api.launcher.started) == 1  # one ingestion, not two
+
+
+def test_a_changed_file_under_the_same_name_is_a_new_version_of_it() -> None:
+    api = make_api()
+    _, first = upload(api, HOURS)
+    status, second = upload(api, HOURS_V2)
+    assert (status, second["documentId"], second["duplicate"]) == (202, first["documentId"], False)
+    assert [d["id"] for d in listed(api)] == [first["documentId"]]
+    assert "9:00" in the_body(api, first["documentId"])
+    status, back = upload(api, HOURS)  # the first bytes again: a version of their own, not the old one
+    assert (status, back["duplicate"]) == (202, False)
+    assert "8:30" in the_body(api, first["documentId"])
+
+
+@pytest.mark.parametrize(
+    ("name", "principal", "query"),
+    [("hours.txt", "alice", {"collection": "hr"}), ("opening.txt", "alice", {}), ("hours.txt", "bob", {})],
+    ids=["another collection", "another name", "another owner"],
+)
+def test_the_same_bytes_elsewhere_are_another_document(
+    name: str, principal: str, query: dict[str, str]
+) -> None:
+    api = make_api()
+    _, first = upload(api, HOURS)
+    status, other = upload(api, HOURS, name=name, principal=principal, **query)
+    assert (status, other["duplicate"]) == (202, False)
+    assert other["documentId"] != first["documentId"]
+    assert first["documentId"] in [d["id"] for d in listed(api)]  # alice's first document stays
+    assert "8:30" in the_body(api, first["documentId"])
+
+
+def test_a_new_title_or_option_is_not_lost_as_a_duplicate() -> None:
+    api = make_api()
+    _, first = upload(api, HOURS)
+    status, renamed = upload(api, HOURS, title="Office hours")
+    assert (status, renamed["documentId"], renamed["duplicate"]) == (202, first["documentId"], False)
+    assert listed(api)[0]["title"] == "Office hours"
+    assert upload(api, HOURS)[1]["duplicate"] is True  # no title given: the stored one stands
+
+
+def test_a_failed_document_posted_again_is_retried() -> None:
+    api = make_api()
+    _, first = upload(api, HOURS)
+    api.documents.update_document("alice", first["documentId"], {"status": "FAILED", "error": "boom"})
+    status, retried = upload(api, HOURS)
+    assert (status, retried["duplicate"]) == (202, False)
+    assert json_body(api.call("GET", f"/documents/{first['documentId']}"))["status"] == "READY"
+
+
+def test_a_note_with_a_source_is_known_by_it() -> None:
+    api = make_api()
+
+    def post(text: str, **fields: Any) -> Any:
+        res = api.call("POST", "/notes", body={"text": text, **fields})
+        return res["statusCode"], json_body(res)
+
+    _, first = post("Visitors park behind the building.", source="wiki:parking")
+    status, again = post("Visitors park behind the building.", source="wiki:parking")
+    assert (status, again["documentId"], again["duplicate"]) == (200, first["documentId"], True)
+    status, edited = post("Visitors park in the yard.", source="wiki:parking")
+    assert (status, edited["documentId"], edited["duplicate"]) == (202, first["documentId"], False)
+    _, plain = post("Visitors park in the yard.")  # no source: every note is a new one
+    _, plain_again = post("Visitors park in the yard.")
+    assert plain["documentId"] != plain_again["documentId"]
+    assert len(listed(api)) == 3
+
+
+@pytest.fixture
+def local_api(tmp_path: Path) -> Api:
+    blobs = FileBlobStore(tmp_path / "blobs")
+    api = make_api(blobs=blobs)
+    blobs.clock = api.clock
+    return api
+
+
+def test_a_direct_upload_of_the_same_file_is_a_duplicate_and_leaves_no_second_copy(
+    local_api: Api, tmp_path: Path
+) -> None:
+    first_ticket = body(presign(local_api, {"filename": "hours.txt"}))
+    assert body(post_file(local_api, first_ticket, HOURS))["duplicate"] is False
+    second_ticket = body(presign(local_api, {"filename": "hours.txt"}))
+    assert second_ticket["documentId"] == first_ticket["documentId"]
+    response = post_file(local_api, second_ticket, HOURS)
+    assert response["statusCode"] == 200
+    assert body(response)["duplicate"] is True
+    stored = sorted(p.relative_to(tmp_path / "blobs").as_posix() for p in (tmp_path / "blobs").rglob("*.txt"))
+    assert stored == [first_ticket["key"]]  # the second object is removed; the first stays the body
+    status, via_api = upload(local_api, HOURS)  # the same file through POST /documents
+    assert (status, via_api["documentId"], via_api["duplicate"]) == (200, first_ticket["documentId"], True)
+
+
+def test_a_changed_direct_upload_replaces_the_body(local_api: Api, tmp_path: Path) -> None:
+    first_ticket = body(presign(local_api, {"filename": "hours.txt"}))
+    post_file(local_api, first_ticket, HOURS)
+    second_ticket = body(presign(local_api, {"filename": "hours.txt"}))
+    assert post_file(local_api, second_ticket, HOURS_V2)["statusCode"] == 201
+    assert "9:00" in the_body(local_api, first_ticket["documentId"])
+    stored = sorted(p.relative_to(tmp_path / "blobs").as_posix() for p in (tmp_path / "blobs").rglob("*.txt"))
+    assert stored == [second_ticket["key"]]  # the old version's object went with it
