@@ -32,18 +32,21 @@ async function upload(file) {
   if (!presigned) {
     const q = 'filename=' + encodeURIComponent(file.name) +
       (collection() ? '&collection=' + encodeURIComponent(collection()) : '');
-    return (await send('POST', base + '/documents?' + q, file, {...authHeaders(), 'Content-Type': type})).documentId; }
+    return send('POST', base + '/documents?' + q, file, {...authHeaders(), 'Content-Type': type}); }
   const ask = {filename: file.name, contentType: type}; if (collection()) ask.collection = collection();
   const grant = await api('/uploads', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(ask)});
   const form = new FormData(); for (const [k, v] of Object.entries(grant.fields || {})) form.append(k, v);
   form.append('file', file);
   const url = new URL(grant.url, location.href), same = url.origin === location.origin;
-  await send('POST', url.href, form, same ? authHeaders() : {}); return grant.documentId; }
+  const reply = await send('POST', url.href, form, same ? authHeaders() : {});
+  return {...reply, documentId: grant.documentId}; }
 $('u').onsubmit = e => { e.preventDefault();
   const file = $('file').files[0]; if (!file) { show('Choose a file first.', 'error'); return; }
   const button = $('upload'); button.disabled = true; progress.value = 0; progress.hidden = false;
   show('Uploading… 0 %');
-  upload(file).then(id => { progress.value = 100; follow(id); })
+  upload(file).then(r => { progress.value = 100;  // the same bytes again: the document as it was
+    if (r.duplicate) show('Already uploaded, unchanged: ' + (r.title || file.name) + ' (' + r.status + ').', 'ok');
+    else follow(r.documentId); })
     .catch(err => show(describe(err), 'error')).finally(() => { button.disabled = false; }); };
 function start() { api('/openapi.json').then(doc => { presigned = !!((doc.paths || {})['/uploads'] || {}).post; })
   .catch(() => {}); }
