@@ -139,3 +139,21 @@ def test_help_reads_like_prose(command: str) -> None:
 
 def test_typer_is_what_the_cli_runs_on() -> None:
     assert isinstance(app, typer.Typer)
+
+
+def test_a_command_run_in_process_leaves_logging_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    ask_module = importlib.import_module("ragchat.cli.ask")
+
+    seen: list[int] = []
+
+    def answer(question: str, collection: str | None) -> Answer:
+        seen.append(logging.root.manager.disable)  # quiet while the command runs
+        return Answer("Nothing.", [], True, {})
+
+    monkeypatch.setattr(ask_module, "ask_local", answer)
+    before = logging.root.manager.disable
+    assert CliRunner().invoke(app, ["ask", "anything?"]).exit_code == 0
+    assert seen == [logging.CRITICAL]
+    assert logging.root.manager.disable == before

@@ -54,14 +54,14 @@ def ask(
     from ragchat.cli.client import ApiClient, ApiError
     from ragchat.domain.errors import RagchatError
 
-    quiet_logging(verbose)
-    try:
-        if api:
-            answer = ApiClient(api, token).ask(question, collection=collection)
-        else:
-            answer = ask_local(question, collection)
-    except (ApiError, RagchatError) as exc:
-        raise fail(exc.message) from None
+    with quiet_logging(verbose):
+        try:
+            if api:
+                answer = ApiClient(api, token).ask(question, collection=collection)
+            else:
+                answer = ask_local(question, collection)
+        except (ApiError, RagchatError) as exc:
+            raise fail(exc.message) from None
     if as_json:
         typer.echo(json.dumps(answer.raw, indent=2, ensure_ascii=False))
     else:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 
-from ragchat.cli.common import ApiOption, TokenOption, build_container, fail
+from ragchat.cli.common import ApiOption, TokenOption, build_container, fail, quiet_logging
 
 if TYPE_CHECKING:
     from ragchat.cli.client import ApiClient, Reply
@@ -22,7 +22,6 @@ class ChatSession(Protocol):
 class LocalChat:
     def __init__(self) -> None:
         logging.basicConfig(level=logging.WARNING)
-        logging.disable(logging.INFO)  # the chat.* events would flood the terminal
         self.container = build_container()
         self.owner = self.container.settings.local_principal
 
@@ -110,10 +109,25 @@ def chat(
 ) -> None:
     """Hold a conversation in the terminal (numbered sources under each answer). Type /help for the
     commands: /new starts a fresh conversation, /export prints it as Markdown, /quit leaves."""
-    from ragchat.cli.client import ApiClient, ApiError
+    from ragchat.cli.client import ApiClient
+
+    with quiet_logging(False, level=logging.INFO):  # the chat.* events would flood the terminal
+        session: ChatSession = RemoteChat(ApiClient(api, token)) if api else LocalChat()
+        _converse(session, conversation, collection=collection, document=document, persona=persona)
+
+
+def _converse(
+    session: ChatSession,
+    conversation: str | None,
+    *,
+    collection: str | None,
+    document: str | None,
+    persona: str | None,
+) -> None:
+    """The conversation loop: questions are sent, ``/commands`` are done here."""
+    from ragchat.cli.client import ApiError
     from ragchat.domain.errors import RagchatError
 
-    session: ChatSession = RemoteChat(ApiClient(api, token)) if api else LocalChat()
     errors = (RagchatError, ApiError)
 
     def start() -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
@@ -72,12 +74,19 @@ def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[log_handler()])
 
 
-def quiet_logging(verbose: bool) -> None:
-    """``ask``/``ingest``: the command prints its own results, so log lines stay off the terminal;
-    with ``--verbose`` every log line (DEBUG and up) goes to stderr."""
+@contextmanager
+def quiet_logging(verbose: bool, level: int = logging.CRITICAL) -> Iterator[None]:
+    """While a command runs: it prints its own results, so log lines up to ``level`` stay off the
+    terminal; with ``--verbose`` every log line (DEBUG and up) goes to stderr. Logging is as it was
+    afterwards (a command run in-process, e.g. by a test, leaves no logging switched off)."""
+    before = logging.root.manager.disable
     if verbose:
         logging.disable(logging.NOTSET)
         logging.basicConfig(level=logging.DEBUG, handlers=[log_handler()])
         logging.getLogger("ragchat").setLevel(logging.DEBUG)
     else:
-        logging.disable(logging.CRITICAL)
+        logging.disable(level)
+    try:
+        yield
+    finally:
+        logging.disable(before)

@@ -219,15 +219,16 @@ def ingest(
 
     from ragchat.cli.client import ApiClient
 
-    quiet_logging(verbose)
     console = Console()
     files, outcomes = collect_files(paths)
     if not files and not outcomes:
         raise fail(f"nothing to ingest (no {SUPPORTED_LIST} files found)")
-    backend: IngestBackend = RemoteIngest(ApiClient(api, token)) if api else LocalIngest(build_container())
-    try:
-        outcomes += _ingest_all(console, backend, files, collection, timeout)
-    finally:
-        backend.close()
+    with quiet_logging(verbose):
+        backend: IngestBackend
+        backend = RemoteIngest(ApiClient(api, token)) if api else LocalIngest(build_container())
+        try:
+            outcomes += _ingest_all(console, backend, files, collection, timeout)
+        finally:
+            backend.close()
     if _print_summary(console, outcomes):
         raise typer.Exit(1)
