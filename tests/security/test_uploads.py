@@ -152,7 +152,7 @@ def test_a_presigned_s3_post_replayed_is_ingested_once() -> None:
 
 def test_an_object_dropped_into_the_bucket_still_replaces_its_document() -> None:
     api = make_api({"DOCUMENTS_BUCKET": "docs"})
-    key = "uploads/local/report.txt"  # no grant: an operator's drop, re-uploads replace (SPEC §5)
+    key = "uploads/local/report.txt"  # no grant: an operator's drop, re-uploads replace (docs/ingestion.md)
     for i in range(2):
         api.container.blobs.put(key, f"version {i}".encode(), content_type="text/plain")
         assert len(ingest_s3_event(api.container, _s3_event("docs", key, 9))["accepted"]) == 1
