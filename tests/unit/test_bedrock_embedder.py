@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from ragchat.adapters.aws.bedrock import Backoff, CohereEmbedder, TitanEmbedder
-from ragchat.domain.errors import TransientError, ValidationError
+from ragchat.domain.errors import ModelError, TransientError, ValidationError
 
 
 def _body(payload: dict[str, Any]) -> StreamingBody:
@@ -155,8 +155,9 @@ def test_titan_gives_up_with_a_transient_error_and_does_not_retry_validation():
     with pytest.raises(ValidationError):
         TitanEmbedder(fake, dimension=256, backoff=_backoff(sleeps)).embed_query("bad")
     fake.fail["denied"] = ["AccessDeniedException"]
-    with pytest.raises(ClientError):
+    with pytest.raises(ModelError, match=r"Bedrock denied access to model amazon\.titan-embed-text-v2:0"):
         TitanEmbedder(fake, dimension=256, backoff=_backoff(sleeps)).embed_query("denied")
+    assert sleeps == [0.25, 0.5]  # neither a validation error nor access denied is retried
 
 
 def test_titan_rejects_unsupported_dimensions():

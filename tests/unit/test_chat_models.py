@@ -235,7 +235,9 @@ def test_converse_retries_throttling_with_backoff() -> None:
     stub.add_response("converse", CONVERSE_OK)
     sleeps: list[float] = []
     with stub:
-        out = BedrockConverseChatModel(client, "m", sleep=sleeps.append).complete(_request())
+        out = BedrockConverseChatModel(client, "m", sleep=sleeps.append, jitter=lambda: 1.0).complete(
+            _request()
+        )
     assert out.text.startswith("From Bedrock")
     assert sleeps == [0.2, 0.4]
 
@@ -246,7 +248,7 @@ def test_converse_gives_up_after_two_retries_and_skips_validation_errors() -> No
         stub.add_client_error("converse", "ServiceUnavailableException", http_status_code=503)
     stub.add_client_error("converse", "ValidationException", http_status_code=400)
     sleeps: list[float] = []
-    model = BedrockConverseChatModel(client, "m", sleep=sleeps.append)
+    model = BedrockConverseChatModel(client, "m", sleep=sleeps.append, jitter=lambda: 1.0)
     with stub:
         with pytest.raises(ModelError):
             model.complete(_request())

@@ -1,10 +1,13 @@
 """Embeddings on Amazon Bedrock: Titan Text Embeddings V2 (default) and Cohere Embed v3.
 
 Both return unit-length float vectors in input order. Calls run concurrently on a bounded thread
-pool (``concurrency``) and are retried with exponential backoff and jitter on throttling, service
-unavailability and model timeouts; the sleep and the jitter source are injectable so tests never
-wait. Build the client with botocore's own retries off (``ragchat.bootstrap`` does) so the two retry
-layers do not multiply.
+pool (``concurrency``) and are retried with exponential backoff and jitter on what
+:mod:`ragchat.adapters.aws.bedrock_errors` classifies as retryable (throttling, service unavailable,
+model not ready, model timeout, 5xx, network errors), within ``Backoff.budget_s`` per call; a 4xx
+such as ``ValidationException`` or ``AccessDeniedException`` fails at once, and access denied is
+logged as ``bedrock.access_denied`` with what to fix. The sleep, the clock and the jitter source are
+injectable so tests never wait. Build the client with botocore's own retries off
+(``ragchat.bootstrap`` does) so the two retry layers do not multiply.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
-
-from ragchat.domain.errors import TransientError, ValidationError
+from ragchat.adapters.aws.bedrock_errors import describe, error_code, is_retryable, log_failure
+from ragchat.domain.errors import ModelError, TransientError, ValidationError
 
 T = TypeVar("T")
 
@@ -28,14 +30,6 @@ TITAN_DIMENSIONS = (256, 512, 1024)
 COHERE_BATCH = 96  # Cohere Embed on Bedrock: at most 96 texts per call
 COHERE_MAX_CHARS = 2048  # … and at most 2048 characters per text
 COHERE_DIMENSION = 1024
-
-RETRYABLE = {
-    "ThrottlingException",
-    "ServiceUnavailableException",
-    "ModelTimeoutException",
-    "ModelNotReadyException",
-    "InternalServerException",
-}
 
 
 def normalize(vector: Sequence[float]) -> list[float]:
@@ -47,7 +41,12 @@ def normalize(vector: Sequence[float]) -> list[float]:
 
 class Backoff:
     """Retry policy: attempt ``n`` (0-based) that fails retryably waits
-    ``min(cap, base * 2**n) * (0.5 + 0.5 * jitter())`` ("equal jitter"), up to ``attempts`` tries."""
+    ``min(cap, base * 2**n) * (0.5 + 0.5 * jitter())`` ("equal jitter"), up to ``attempts`` tries,
+    and only while the wait ends within ``budget_s`` of the call's start (the deadline).
+
+    Final failures: a retryable error whose retries are spent → ``TransientError`` (the ingestion
+    state machine retries it later); ``ValidationException`` → ``ValidationError``; any other error
+    (access denied, model not found, …) → ``ModelError`` with a message that says what to fix."""
 
     def __init__(
         self,
@@ -55,31 +54,42 @@ class Backoff:
         attempts: int = 6,
         base: float = 0.25,
         cap: float = 8.0,
+        budget_s: float = 20.0,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.attempts = attempts
         self.base = base
         self.cap = cap
+        self.budget_s = budget_s
         self.sleep = sleep
         self.jitter = jitter
+        self.clock = clock
 
     def delay(self, attempt: int) -> float:
         return float(min(self.cap, self.base * 2**attempt) * (0.5 + 0.5 * self.jitter()))
 
-    def run(self, call: Callable[[], T], what: str) -> T:
+    def run(self, call: Callable[[], T], what: str, model_id: str = "") -> T:
+        deadline = self.clock() + self.budget_s
         for attempt in range(self.attempts):
             try:
                 return call()
-            except ClientError as exc:
-                code = str(exc.response.get("Error", {}).get("Code", ""))
-                if code == "ValidationException":
-                    raise ValidationError(f"{what}: {exc.response['Error'].get('Message', code)}") from exc
-                if code not in RETRYABLE:
-                    raise
-                if attempt == self.attempts - 1:
-                    raise TransientError(f"{what}: {code} after {self.attempts} attempts") from exc
-                self.sleep(self.delay(attempt))
+            except Exception as exc:
+                if not is_retryable(exc):
+                    log_failure(exc, model_id, what)
+                    if error_code(exc) == "ValidationException":
+                        raise ValidationError(f"{what}: {describe(exc, model_id)}") from exc
+                    if error_code(exc) is None:
+                        raise
+                    raise ModelError(f"{what}: {describe(exc, model_id)}") from exc
+                wait = self.delay(attempt)
+                if attempt == self.attempts - 1 or self.clock() + wait > deadline:
+                    log_failure(exc, model_id, what)
+                    raise TransientError(
+                        f"{what}: {describe(exc, model_id)} after {attempt + 1} attempts"
+                    ) from exc
+                self.sleep(wait)
         raise AssertionError("unreachable")
 
 
@@ -127,7 +137,9 @@ class TitanEmbedder:
 
     def _embed_one(self, text: str) -> list[float]:
         body = {"inputText": text, "dimensions": self.dimension, "normalize": True}
-        result = self.backoff.run(lambda: _invoke(self._client, self.model_id, body), "Titan embedding")
+        result = self.backoff.run(
+            lambda: _invoke(self._client, self.model_id, body), "Titan embedding", self.model_id
+        )
         vector = result["embedding"]
         if len(vector) != self.dimension:
             raise ValueError(f"Titan returned {len(vector)} dimensions, expected {self.dimension}")
@@ -167,7 +179,9 @@ class CohereEmbedder:
             "embedding_types": ["float"],
             "truncate": "END",
         }
-        result = self.backoff.run(lambda: _invoke(self._client, self.model_id, body), "Cohere embedding")
+        result = self.backoff.run(
+            lambda: _invoke(self._client, self.model_id, body), "Cohere embedding", self.model_id
+        )
         embeddings = result["embeddings"]
         vectors = embeddings["float"] if isinstance(embeddings, dict) else embeddings
         if len(vectors) != len(texts):

@@ -14,11 +14,14 @@ last round says in the user turn that no more searches will run, and only its te
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ragchat.adapters.aws.anthropic_model import TOOLS, alternate, run_tool, tool_result_text
+from ragchat.adapters.aws.bedrock_errors import describe, is_retryable, jittered, log_failure
 from ragchat.domain.errors import ModelError
 from ragchat.domain.limits import RETRY_DELAYS, Budget, Sleep, call_with_retries
 from ragchat.domain.models import Completion, Hit, ModelRequest
@@ -37,40 +40,13 @@ TOOL_CONFIG: dict[str, Any] = {
         for t in TOOLS
     ]
 }
+logger = logging.getLogger("ragchat.adapters.bedrock_chat")
 LAST_ROUND_NOTE = "No more searches will run: answer now from the notes above, citing them."
 
-RETRYABLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "TooManyRequestsException",
-        "ServiceUnavailableException",
-        "InternalServerException",
-        "ModelTimeoutException",
-        "ModelNotReadyException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
-
-
-def is_retryable(exc: BaseException) -> bool:
-    from botocore.exceptions import (
-        ClientError,
-        ConnectionClosedError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(
-        exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
-    ):
-        return True
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        return err.get("Code") in RETRYABLE_CODES or status == 429 or status >= 500
-    return False
+# Stop reasons after which the text is the whole answer; any other (max_tokens, content_filtered,
+# guardrail_intervened, model_context_window_exceeded, malformed_*) is logged, and fails the call
+# when no text came with it.
+COMPLETE_STOPS = frozenset({"end_turn", "stop_sequence", "tool_use"})
 
 
 def client_config(*, connect_timeout: float = 3.0, first_token_timeout: float = 10.0) -> Any:
@@ -100,8 +76,13 @@ class BedrockConverseChatModel:
         retry_delays: Sequence[float] = RETRY_DELAYS,
         clock: Callable[[], float] = time.monotonic,
         first_token_timeout: float = 10.0,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
+        """``retry_delays`` are the nominal waits (SPEC §7: 200 ms, 400 ms); each is jittered to
+        between half and all of it (``jitter`` in [0, 1), injectable). Any model id or inference
+        profile id works (``us.anthropic.claude-haiku-4-5-…``): Converse takes either."""
         self.model_id = model_id
+        self._jitter = jitter
         self._first_token = first_token_timeout
         self._client = client
         self._sleep = sleep
@@ -125,14 +106,16 @@ class BedrockConverseChatModel:
                 raise ModelError(f"Bedrock {op}: no time left for another attempt")
             return getattr(self._client, op)(**kwargs)
 
+        delays = jittered(self._delays, self._jitter)
         try:
             return call_with_retries(
-                attempt, retryable=is_retryable, sleep=self._sleep, delays=self._delays, budget=budget
+                attempt, retryable=is_retryable, sleep=self._sleep, delays=delays, budget=budget
             )
         except ModelError:
             raise
         except Exception as exc:
-            raise ModelError(f"Bedrock {op} failed: {_describe(exc)}") from exc
+            log_failure(exc, self.model_id, op)
+            raise ModelError(f"Bedrock {op} failed: {describe(exc, self.model_id)}") from exc
 
     def complete(self, request: ModelRequest) -> Completion:
         budget = Budget.start(request.timeout_s, self._clock)
@@ -175,6 +158,7 @@ class BedrockConverseChatModel:
     def _completion(self, response: dict[str, Any], tool_hits: list[Hit]) -> Completion:
         content = response.get("output", {}).get("message", {}).get("content", [])
         text = "".join(block.get("text", "") for block in content)
+        self._check_stop(response.get("stopReason"), bool(text.strip()))
         usage = response.get("usage") or {}
         return Completion(
             text=text,
@@ -184,27 +168,35 @@ class BedrockConverseChatModel:
             output_tokens=usage.get("outputTokens"),
         )
 
+    def _check_stop(self, reason: str | None, has_text: bool) -> None:
+        """Log an answer that did not end normally; with no text at all it is a failure."""
+        if reason is None or reason in COMPLETE_STOPS:
+            return
+        logger.warning("bedrock.stop_reason", extra={"modelId": self.model_id, "stopReason": reason})
+        if not has_text:
+            raise ModelError(f"Bedrock returned no answer (stop reason {reason})")
+
     def stream(self, request: ModelRequest) -> Iterator[str]:
+        """Text deltas of ConverseStream. An exception event in the stream (botocore raises it as
+        ``EventStreamError`` while iterating: throttling, model stream error, …) ends it with
+        ``ModelError``; so does a stop without any text. Not retried once the stream is open."""
         budget = Budget.start(request.timeout_s, self._clock)
         response = self._call("converse_stream", self._request(request), budget)
+        stream = response.get("stream")
+        sent = False
         try:
-            for event in response.get("stream", []):
+            for event in stream or []:
                 delta = event.get("contentBlockDelta", {}).get("delta", {})
-                if "text" in delta:
+                if delta.get("text"):
+                    sent = True
                     yield delta["text"]
-                for key in ("internalServerException", "modelStreamErrorException", "throttlingException"):
-                    if key in event:
-                        raise ModelError(f"Bedrock stream failed: {key}")
-        except GeneratorExit:
-            stream = response.get("stream")
+                elif "messageStop" in event:
+                    self._check_stop(event["messageStop"].get("stopReason"), sent)
+        except (ModelError, GeneratorExit):
+            raise
+        except Exception as exc:
+            log_failure(exc, self.model_id, "converse_stream")
+            raise ModelError(f"Bedrock stream failed: {describe(exc, self.model_id)}") from exc
+        finally:
             if stream is not None and hasattr(stream, "close"):
                 stream.close()
-            raise
-
-
-def _describe(exc: BaseException) -> str:
-    from botocore.exceptions import ClientError
-
-    if isinstance(exc, ClientError):
-        return str(exc.response.get("Error", {}).get("Code") or "ClientError")
-    return type(exc).__name__
