@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.intake import error_message
+from ragchat.services.ingest_steps import state_machine_result
 
 if TYPE_CHECKING:
     from ragchat.services.ingest_steps import IngestSteps
@@ -48,7 +49,7 @@ def run_step(steps: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
     # The content version this execution ingests (``None`` from an execution started before versions).
     version = str(event["version"]) if event.get("version") else None
     if step == SPLIT.step:
-        return steps.split(owner, document_id, version)
+        return state_machine_result(steps.split(owner, document_id, version))
     if step == EMBED_INDEX.step:
         return steps.embed_index(owner, document_id, str(event["key"]), version)
     if step == FINALIZE.step:

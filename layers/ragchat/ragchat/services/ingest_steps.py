@@ -44,6 +44,9 @@ logger = Logger(service="ragchat", child=True)
 
 # Chunks per batch file (one Step Functions ``embed_index`` invocation each).
 BATCH_SIZE = 64
+# Up to this many batches the state machine fans out over the batch list in the split result (its
+# inline Map); above, a Distributed Map reads the list from the manifest in S3 (HowManyBatches).
+INLINE_MAX_BATCHES = 40
 # Without splitting a page (or the whole text) is one chunk, but never more than this many characters:
 # embedding models truncate long inputs, and a single multi-megabyte note would be useless as context.
 MAX_UNSPLIT_CHARS = 8000
@@ -55,6 +58,16 @@ def embedding_texts(chunks: Sequence[dict[str, Any]]) -> list[str]:
     from ragchat.domain.context import embedding_text
 
     return [embedding_text(str(c.get("header") or ""), str(c["text"])) for c in chunks]
+
+
+def state_machine_result(plan: dict[str, Any]) -> dict[str, Any]:
+    """The split result as the state machine receives it: the batch list only when the inline Map
+    iterates it (at most ``INLINE_MAX_BATCHES`` batches); above, the manifest key and the counts
+    alone, so the payload stays a few hundred bytes however many batches a document has (Step
+    Functions fails a state whose input or output passes 256 KB)."""
+    if int(plan.get("batchCount") or 0) <= INLINE_MAX_BATCHES:
+        return plan
+    return {k: v for k, v in plan.items() if k != "batches"}
 
 
 def work_prefix(document_id: str, version: str | None = None) -> str:
