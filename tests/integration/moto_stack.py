@@ -77,7 +77,9 @@ class Stack:
         executions: list[dict[str, Any]] = resp["executions"]
         return executions
 
-    def wait_for(self, execution_arn: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+    def wait_for(
+        self, execution_arn: str, *, timeout_s: float = 60.0, poll_s: float = 0.02
+    ) -> dict[str, Any]:
         """Poll ``describe_execution`` until the run closes (bounded)."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -86,13 +88,17 @@ class Stack:
                 return desc
             if time.monotonic() > deadline:
                 raise AssertionError(f"execution still RUNNING after {timeout_s}s: {execution_arn}")
-            time.sleep(0.02)
+            time.sleep(poll_s)
 
-    def wait_for_all(self, count: int, *, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    def wait_for_all(
+        self, count: int, *, timeout_s: float = 60.0, poll_s: float = 0.02
+    ) -> list[dict[str, Any]]:
         """Wait until ``count`` executions exist and all have closed."""
         deadline = time.monotonic() + timeout_s
         while len(self.executions()) < count:
             if time.monotonic() > deadline:
                 raise AssertionError(f"expected {count} executions, saw {len(self.executions())}")
             time.sleep(0.02)
-        return [self.wait_for(e["executionArn"], timeout_s=timeout_s) for e in self.executions()]
+        return [
+            self.wait_for(e["executionArn"], timeout_s=timeout_s, poll_s=poll_s) for e in self.executions()
+        ]

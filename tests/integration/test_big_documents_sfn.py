@@ -133,3 +133,45 @@ def test_a_1000_page_pdf_runs_through_the_state_machine_within_the_payload_limit
     # the batch files are cleaned up once the document is READY
     listed = stack.s3.list_objects_v2(Bucket=stack.container.settings.documents_bucket, Prefix="work/")
     assert listed.get("KeyCount", 0) == 0
+
+
+BIG_BATCHES = 2_500  # ~1,300 batches overflowed 256 KB when the split result listed every batch
+
+
+def test_2500_batches_run_through_the_real_asl_with_every_state_payload_far_under_the_limit(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The split result carries the manifest key and the counts, not the batch list (issue 18):
+    2,500 batches of one chunk each (the batch count of a ~160,000-chunk document at 64 chunks a
+    batch) go through the Distributed Map and the document ends READY."""
+    from ragchat.services.ingestion import IngestionService, IngestSteps
+
+    from tests.fakes import FakeDocumentStore, FakeVectorIndex
+
+    calls = _instrument(stack, monkeypatch)
+    c = stack.container
+    c.settings = c.settings.model_copy(update={"chunk_size": 100, "chunk_overlap": 0})
+    # The subject is the state machine and its payloads: the documents and vectors live in memory
+    # (2,500 batches through moto's DynamoDB and the embedded index would take minutes); S3, Step
+    # Functions and the step handler are the stack's own.
+    c.documents = FakeDocumentStore()
+    c.index = FakeVectorIndex(dimension=c.embedder.dimension)
+    c.ingest_steps = IngestSteps(c.documents, c.blobs, c.embedder, c.index, c.settings, batch_size=1)
+    ingestion = IngestionService(c.documents, c.blobs, c.launcher, c.settings)
+    words = [f"w{i:06d}" for i in range(BIG_BATCHES * 12 + 600)]  # ~12 words per 100-character chunk
+    doc = ingestion.submit(OWNER, text=" ".join(words), title="Huge")
+
+    (execution,) = stack.wait_for_all(1, timeout_s=900, poll_s=0.5)  # polls less: it competes for the GIL
+    assert execution["status"] == "SUCCEEDED", execution
+    split = json.loads(execution["output"])["split"]
+    assert split["batchCount"] >= BIG_BATCHES and "batches" not in split
+    stored = c.documents.get_document(OWNER, doc.id)
+    assert stored is not None and stored.status == DocumentStatus.READY
+    assert stored.chunk_count == split["chunkCount"] == split["batchCount"]
+    assert c.index.count(OWNER) == stored.chunk_count
+    assert sum(1 for x in calls if x["step"] == "embed_index") == split["batchCount"]
+
+    entered, sizes = _history_payloads(stack, execution["executionArn"])
+    assert "EmbedIndexDistributed" in entered and "EmbedIndexInline" not in entered
+    largest = max([*sizes, *(max(x["in"], x["out"]) for x in calls)])
+    assert largest < 4_096  # far under Step Functions' 256 KB (was 552,777 B on the fakes)
