@@ -84,14 +84,14 @@ def test_k_larger_than_the_candidates_returns_them_all(vector_index):
 
 
 def test_another_owners_vectors_are_never_returned(vector_index):
-    vector_index.upsert([rec("mine", axis(1)), rec("theirs", axis(0), owner="bob", document_id="doc-b")])
+    vector_index.upsert([rec("mine", axis(1)), rec("doc-b-00000", axis(0), owner="bob", document_id="doc-b")])
     assert [h.id for h in vector_index.search(axis(0), ALICE, 5)] == ["mine"]
-    assert [h.id for h in vector_index.hybrid_search("text of theirs", axis(0), ALICE, 5)] == ["mine"]
+    assert [h.id for h in vector_index.hybrid_search("text of doc-b-00000", axis(0), ALICE, 5)] == ["mine"]
     assert vector_index.count("alice") == 1 and vector_index.count("bob") == 1
     # deleting "their" document as alice removes nothing
     assert vector_index.delete_document("alice", "doc-b") == 0
     vector_index.set_enabled("alice", "doc-b", False)
-    assert [h.id for h in vector_index.search(axis(0), SearchFilter(owner="bob"), 5)] == ["theirs"]
+    assert [h.id for h in vector_index.search(axis(0), SearchFilter(owner="bob"), 5)] == ["doc-b-00000"]
 
 
 def test_disabled_vectors_are_excluded_and_not_counted(vector_index):
@@ -121,15 +121,17 @@ def test_collection_and_document_filters(vector_index):
 
 
 def test_set_enabled_toggles_a_whole_document(vector_index):
+    # Vector ids are note ids, <documentId>-<chunk index>: the S3 Vectors adapter finds a document's
+    # vectors by these keys.
     vector_index.upsert(
-        [rec("a0", axis(0), document_id="A", chunk_index=0), rec("a1", axis(0, 0.5, 1), document_id="A",
-         chunk_index=1), rec("b0", axis(1), document_id="B")]
+        [rec("A-00000", axis(0), document_id="A", chunk_index=0), rec("A-00001", axis(0, 0.5, 1),
+         document_id="A", chunk_index=1), rec("B-00000", axis(1), document_id="B")]
     )  # fmt: skip
     vector_index.set_enabled("alice", "A", False)
-    assert [h.id for h in vector_index.search(axis(0), ALICE, 5)] == ["b0"]
+    assert [h.id for h in vector_index.search(axis(0), ALICE, 5)] == ["B-00000"]
     assert vector_index.count("alice") == 1
     vector_index.set_enabled("alice", "A", True)
-    assert [h.id for h in vector_index.search(axis(0), ALICE, 5)] == ["a0", "a1", "b0"]
+    assert [h.id for h in vector_index.search(axis(0), ALICE, 5)] == ["A-00000", "A-00001", "B-00000"]
     assert vector_index.count("alice") == 3
 
 
@@ -153,13 +155,13 @@ def test_delete_by_ids(vector_index):
 def test_delete_document_removes_only_that_documents_vectors(vector_index):
     vector_index.upsert(
         [
-            rec("a0", axis(0), document_id="A"),
-            rec("a1", axis(1), document_id="A", chunk_index=1),
-            rec("b0", axis(2), document_id="B"),
+            rec("A-00000", axis(0), document_id="A"),
+            rec("A-00001", axis(1), document_id="A", chunk_index=1),
+            rec("B-00000", axis(2), document_id="B"),
         ]
     )
     assert vector_index.delete_document("alice", "A") == 2
-    assert [h.id for h in vector_index.search(axis(0), ALICE, 5)] == ["b0"]
+    assert [h.id for h in vector_index.search(axis(0), ALICE, 5)] == ["B-00000"]
     assert vector_index.delete_document("alice", "A") == 0
 
 

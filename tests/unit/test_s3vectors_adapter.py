@@ -9,7 +9,8 @@ import logging
 import boto3
 import pytest
 from botocore.stub import Stubber
-from ragchat.adapters.aws.s3vectors import MAX_TOP_K, PUT_BATCH, S3VectorsIndex
+from ragchat.adapters.aws.s3vectors import GET_BATCH, MAX_TOP_K, S3VectorsIndex
+from ragchat.domain.ids import note_id
 from ragchat.domain.models import SearchFilter, VectorRecord
 
 from tests.contract.fake_s3vectors import FakeS3Vectors
@@ -111,36 +112,52 @@ def test_k_is_capped_at_the_service_maximum(stubbed):
     assert index.search([0.0, 1.0], SearchFilter(owner="bob", document_id="D9"), 500) == []
 
 
-def test_delete_document_queries_keys_then_deletes_them_until_none_match(stubbed):
+def test_delete_document_reads_the_known_keys_then_deletes_them_without_a_query(stubbed):
     index, stub = stubbed
-    flt = {"$and": [{"owner": {"$eq": "alice"}}, {"document_id": {"$eq": "D1"}}]}
-    query = {**WHERE, "topK": MAX_TOP_K, "queryVector": {"float32": [1.0, 0.0]}, "filter": flt,
-             "returnMetadata": False, "returnDistance": False}  # fmt: skip
-    stub.add_response(
-        "query_vectors", {"vectors": [{"key": "a"}, {"key": "b"}], "distanceMetric": "cosine"}, query
-    )
-    stub.add_response("delete_vectors", {}, {**WHERE, "keys": ["a", "b"]})
-    stub.add_response("query_vectors", {"vectors": [], "distanceMetric": "cosine"}, query)
+    first = [f"D1-{i:05d}" for i in range(GET_BATCH)]
+    then = [f"D1-{i:05d}" for i in range(GET_BATCH, 2 * GET_BATCH)]
+    read = {**WHERE, "returnData": False, "returnMetadata": True}
+    found = [
+        {"key": "D1-00000", "metadata": {"owner": "alice"}},
+        {"key": "D1-00001", "metadata": {"owner": "alice"}},
+    ]
+    stub.add_response("get_vectors", {"vectors": found}, {**read, "keys": first})
+    stub.add_response("get_vectors", {"vectors": []}, {**read, "keys": then})
+    stub.add_response("delete_vectors", {}, {**WHERE, "keys": ["D1-00000", "D1-00001"]})
     assert index.delete_document("alice", "D1") == 2
 
 
-def test_large_documents_are_deleted_and_toggled_in_rounds():
+def _calls(fake: FakeS3Vectors) -> dict[str, int]:
+    counted: dict[str, int] = {}
+    for name, _ in fake.calls:
+        counted[name] = counted.get(name, 0) + 1
+    return counted
+
+
+def test_a_3901_chunk_document_is_disabled_and_deleted_by_its_keys_in_batches_with_no_query():
     fake = FakeS3Vectors("vec", "notes", 2)
     index = S3VectorsIndex(fake, "vec", "notes", 2)
-    index.upsert([rec(f"n{i:03}", [1.0, i / 100], chunk_index=i) for i in range(250)])
-    index.upsert([rec("other", [1.0, 0.0], document_id="D2")])
-    assert sum(1 for name, _ in fake.calls if name == "put_vectors") == 3  # 250 → 200 + 50, then "other"
-    assert PUT_BATCH == 200
-    assert index.count("alice") == MAX_TOP_K  # a lower bound beyond the query ceiling
+    index.upsert([rec(note_id("D1", i), [1.0, i / 4000], chunk_index=i) for i in range(3901)])
+    index.upsert([rec("D2-00000", [1.0, 0.0], document_id="D2")])
+    index.upsert([rec("D1-03901", [1.0, 0.0], owner="mallory")])  # not alice's: never touched
+    fake.calls.clear()
 
     index.set_enabled("alice", "D1", False)
-    assert index.count("alice") == 1
-    stored = fake.vectors["n123"]
-    assert stored[1]["enabled"] is False and stored[1]["chunk_index"] == 123  # data and metadata kept
-    assert stored[0] == pytest.approx(index._check([1.0, 1.23]), abs=1e-6)
+    assert _calls(fake) == {"get_vectors": 41, "put_vectors": 20}  # 40 reads of 100 keys + 1 that finds none
+    assert all(fake.vectors[note_id("D1", i)][1]["enabled"] is False for i in range(3901))
+    stored = fake.vectors["D1-01234"]
+    assert stored[1]["chunk_index"] == 1234  # data and metadata kept
+    assert stored[0] == pytest.approx(index._check([1.0, 1234 / 4000]), abs=1e-6)
+    assert fake.vectors["D2-00000"][1]["enabled"] is True and fake.vectors["D1-03901"][1]["enabled"] is True
 
-    assert index.delete_document("alice", "D1") == 250
-    assert set(fake.vectors) == {"other"}
+    fake.calls.clear()
+    index.set_enabled("alice", "D1", False)  # already off: reads only
+    assert _calls(fake) == {"get_vectors": 41}
+
+    fake.calls.clear()
+    assert index.delete_document("alice", "D1") == 3901
+    assert _calls(fake) == {"get_vectors": 41, "delete_vectors": 8}  # 3,901 keys, 500 per call
+    assert set(fake.vectors) == {"D2-00000", "D1-03901"}
 
 
 def test_hybrid_search_falls_back_to_vector_search_and_says_so_once(caplog):

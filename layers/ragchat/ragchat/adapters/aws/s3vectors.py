@@ -12,10 +12,16 @@ no collection). Vectors are stored and queried at unit length; the service retur
 
 What the API does not offer, and what the adapter does instead:
 
-* **No delete/update by filter.** ``delete_document`` and ``set_enabled`` find the document's keys
-  with filtered queries (``topK`` ≤ :data:`MAX_TOP_K` per round; S3 Vectors writes are strongly
-  consistent, so a deleted or rewritten key no longer matches the next round) and then delete them,
-  or read them back with ``get_vectors`` and put them again with the flag flipped.
+* **No delete/update by filter.** ``delete_document`` and ``set_enabled`` need no query: a
+  document's vector keys are its note ids, ``<documentId>-00000``, ``-00001``, … (one per chunk
+  index, contiguous from 0 once a document is split and stored). The adapter reads them with
+  ``get_vectors`` :data:`GET_BATCH` keys at a time until a batch finds none (missing keys are not an
+  error; reads are strongly consistent), keeps those whose ``owner`` matches, and deletes them
+  (:data:`DELETE_BATCH` per call) or puts them back with the flag flipped. A 3,901-chunk document
+  costs 41 reads and 8 deletes — no paid queries (the filtered top-100 query rounds this replaced took
+  40). A key past a run of :data:`GET_BATCH` missing chunk indexes is not seen: only a batch stored
+  while the document was being deleted could leave one, and the services also delete every note id
+  they hold.
 * **No count.** ``count`` runs one filtered query with ``topK`` = :data:`MAX_TOP_K`: exact up to
   that many, a lower bound beyond (the only caller asks "is the knowledge base empty?").
 * **No keyword search** in the classic query API: ``hybrid_search`` falls back to the vector search
@@ -29,6 +35,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ragchat.domain.ids import note_id
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 
 logger = logging.getLogger("ragchat.adapters.s3vectors")
@@ -39,7 +46,6 @@ PUT_BATCH = (
 )
 DELETE_BATCH = 500  # keys per DeleteVectors call (API maximum)
 GET_BATCH = 100  # keys per GetVectors call (API maximum)
-MAX_ROUNDS = 10_000  # safety stop for the find-then-rewrite loops
 
 
 def _unit(vector: Sequence[float]) -> list[float]:
@@ -114,15 +120,20 @@ class S3VectorsIndex:
         """Any valid query vector, for queries whose ranking does not matter (they only list keys)."""
         return [1.0] + [0.0] * (self.dimension - 1)
 
-    def _rounds(self, flt: dict[str, Any]) -> Iterator[list[str]]:
-        """Keys matching ``flt``, at most :data:`MAX_TOP_K` per round; the caller must make them stop
-        matching (delete or rewrite) before asking for the next round."""
-        for _ in range(MAX_ROUNDS):
-            keys = [v["key"] for v in self._query(self._probe(), flt, MAX_TOP_K, metadata=False)]
-            if not keys:
+    def _document_vectors(
+        self, owner: str, document_id: str, *, data: bool
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The document's vectors by their known keys, :data:`GET_BATCH` chunk indexes per call,
+        until a call finds none; only ``owner``'s."""
+        start = 0
+        while True:
+            keys = [note_id(document_id, i) for i in range(start, start + GET_BATCH)]
+            got = self._client.get_vectors(**self._where(), keys=keys, returnData=data, returnMetadata=True)
+            vectors = list(got.get("vectors", []))
+            if not vectors:
                 return
-            yield keys
-        raise RuntimeError(f"S3 Vectors: keys matching {flt} kept coming back after {MAX_ROUNDS} rounds")
+            yield [v for v in vectors if (v.get("metadata") or {}).get("owner") == owner]
+            start += GET_BATCH
 
     def _delete_keys(self, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), DELETE_BATCH):
@@ -170,33 +181,23 @@ class S3VectorsIndex:
         self._delete_keys(list(dict.fromkeys(ids)))
 
     def delete_document(self, owner: str, document_id: str) -> int:
-        flt = metadata_filter(SearchFilter(owner=owner, document_id=document_id), enabled=None)
-        deleted = 0
-        for keys in self._rounds(flt):
-            self._delete_keys(keys)
-            deleted += len(keys)
-        return deleted
+        keys = [v["key"] for found in self._document_vectors(owner, document_id, data=False) for v in found]
+        self._delete_keys(keys)
+        return len(keys)
 
     def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
-        flt = metadata_filter(SearchFilter(owner=owner, document_id=document_id), enabled=not enabled)
-        for keys in self._rounds(flt):
-            for start in range(0, len(keys), GET_BATCH):
-                got = self._client.get_vectors(
-                    **self._where(),
-                    keys=keys[start : start + GET_BATCH],
-                    returnData=True,
-                    returnMetadata=True,
-                )
-                rewritten = [
-                    {
-                        "key": v["key"],
-                        "data": v["data"],
-                        "metadata": {**(v.get("metadata") or {}), "enabled": enabled},
-                    }
-                    for v in got.get("vectors", [])
-                ]
-                if rewritten:
-                    self._client.put_vectors(**self._where(), vectors=rewritten)
+        rewritten: list[dict[str, Any]] = []
+        for found in self._document_vectors(owner, document_id, data=True):
+            rewritten += [
+                {"key": v["key"], "data": v["data"], "metadata": {**v["metadata"], "enabled": enabled}}
+                for v in found
+                if v["metadata"].get("enabled") != enabled
+            ]
+            while len(rewritten) >= PUT_BATCH:
+                self._client.put_vectors(**self._where(), vectors=rewritten[:PUT_BATCH])
+                rewritten = rewritten[PUT_BATCH:]
+        if rewritten:
+            self._client.put_vectors(**self._where(), vectors=rewritten)
 
     def count(self, owner: str) -> int:
         """Enabled vectors of ``owner``: exact up to :data:`MAX_TOP_K`, that number beyond."""
