@@ -7,10 +7,16 @@ shaped like the OpenSearch docs', scoring exactly (faiss inner-product score, a 
 keyword score, min-max + weighted arithmetic mean for hybrid). Every request is recorded.
 ``serverless=True`` behaves like a Serverless vector collection: custom ``_id`` on index actions,
 ``refresh``, ``_delete_by_query``/``_update_by_query`` and search pipelines are refused.
+
+Refresh lag (``refresh_every=n``): searches and counts see the index as of its last refresh, and a
+refresh happens before every ``n``-th of them — so a write (index or delete) becomes visible only
+some reads later, as on a near-real-time Serverless collection. ``refresh_every=None`` (default):
+every write is visible at once.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import uuid
@@ -26,8 +32,11 @@ def faiss_ip_score(ip: float) -> float:
 
 
 class FakeCluster:
-    def __init__(self, *, serverless: bool = False) -> None:
+    def __init__(self, *, serverless: bool = False, refresh_every: int | None = None) -> None:
         self.serverless = serverless
+        self.refresh_every = refresh_every
+        self.reads = 0  # searches and counts served
+        self.visible: dict[str, dict[str, dict[str, Any]]] = {}  # index → docs as of the last refresh
         self.indices: dict[str, dict[str, Any]] = {}  # name → {"body": mapping, "docs": {id: source}}
         self.pipelines: dict[str, Any] = {}
         self.requests: list[tuple[str, str, dict[str, Any], Any]] = []
@@ -68,6 +77,8 @@ class FakeCluster:
             return 404, _err("index_not_found_exception", f"no such index [{name}]")
         docs: dict[str, dict[str, Any]] = self.indices[name]["docs"]
         op = parts[1]
+        if op in ("_search", "_count"):
+            docs = self.searchable(name)
         if op == "_search":
             return 200, self._search(name, docs, body, params or {})
         if op == "_count":
@@ -84,6 +95,16 @@ class FakeCluster:
             key = "deleted" if op == "_delete_by_query" else "updated"
             return 200, {"took": 1, "timed_out": False, "total": len(hits), key: len(hits), "failures": []}
         return 400, _err("illegal_argument_exception", f"unhandled {method} {path}")
+
+    def searchable(self, name: str) -> dict[str, dict[str, Any]]:
+        """The docs a search sees now (counts as a read: may refresh first)."""
+        docs: dict[str, dict[str, Any]] = self.indices[name]["docs"]
+        if self.refresh_every is None:
+            return docs
+        self.reads += 1
+        if self.reads % self.refresh_every == 0 or name not in self.visible:
+            self.visible[name] = copy.deepcopy(docs)
+        return self.visible[name]
 
     # ------------------------------------------------------------------ bulk
     def _bulk(self, body: str) -> tuple[int, Any]:

@@ -194,7 +194,9 @@ class FakeVectorIndex:
                 del self.records[i]
             return len(ids)
 
-    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+    def set_enabled(
+        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+    ) -> None:
         with self._lock:
             for r in self.records.values():
                 if r.owner == owner and r.document_id == document_id:

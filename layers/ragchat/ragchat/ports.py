@@ -187,7 +187,13 @@ class VectorIndex(Protocol):
         """Remove every vector of a document; returns how many (best effort for remote indexes)."""
         ...
 
-    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None: ...
+    def set_enabled(
+        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+    ) -> None:
+        """Switch a document's vectors on or off. With ``chunk_count`` (ingestion's finalize), return
+        only once the document's ``chunk_count`` vectors are searchable in the new state and nothing
+        else of it is (a near-real-time store waits, bounded, or raises ``TransientError``)."""
+        ...
 
     def count(self, owner: str) -> int:
         """How many enabled vectors this owner has (0 → empty knowledge base)."""

@@ -370,7 +370,9 @@ class IngestSteps:
             return {"status": SUPERSEDED, "chunkCount": 0}
         self._remove_beyond(owner, document_id, int(chunk_count))
         if doc.enabled:
-            self.index.set_enabled(owner, document_id, True)
+            self.index.set_enabled(
+                owner, document_id, True, chunk_count=int(chunk_count)
+            )  # READY = searchable
         updated = self.documents.update_document(
             owner,
             document_id,

@@ -38,18 +38,30 @@ retry loop.
 
 ``_bulk`` partial failures raise :class:`IndexingError` naming every failed note id; nothing is
 dropped silently.
+
+READY means searchable: Serverless is near-real-time (a write shows in searches only after the
+collection's next refresh, and explicit refreshes are refused). ``set_enabled(…, chunk_count=n)``,
+which ingestion's finalize calls, probes with ``_count`` until all ``n`` stored chunks are visible,
+flips them, and probes again until exactly ``n`` are visible and all switched on (so neither a
+missing new chunk nor a stale copy is left), each wait bounded by ``searchable_wait_s`` (60 s)
+with pauses of 0.25 s doubling to 4 s; past it ``TransientError``, which the state machine retries.
+A managed domain refreshes on every write (``refresh=true``) and needs no probe.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from ragchat.adapters.aws.wakeup import WakePolicy
+from ragchat.domain.errors import TransientError
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
+
+logger = logging.getLogger("ragchat.adapters.opensearch")
 
 HYBRID_PIPELINE = "ragchat-hybrid"
 HYBRID_WEIGHTS = (0.3, 0.7)  # keyword, vector
@@ -144,6 +156,7 @@ class OpenSearchVectorIndex:
         service: str = "es",
         refresh: bool | None = None,
         wake: WakePolicy | None = None,
+        searchable_wait_s: float = 60.0,
     ) -> None:
         if service not in self.SERVICES:
             raise ValueError(f"service must be one of {self.SERVICES}, not {service!r}")
@@ -157,6 +170,7 @@ class OpenSearchVectorIndex:
         self._index_ready = False
         self._pipeline: bool | None = None  # None: not tried yet; False: unsupported → client-side RRF
         self._wake = wake or WakePolicy()
+        self.searchable_wait_s = searchable_wait_s
         # writes: one attempt; a wake error becomes VectorIndexWaking for the state machine's Retry
         self._once = WakePolicy(budget_s=0.0, clock=self._wake.clock, sleep=self._wake.sleep)
 
@@ -418,8 +432,54 @@ class OpenSearchVectorIndex:
         )
         return int(resp.get("deleted", 0))
 
-    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+    def set_enabled(
+        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+    ) -> None:
+        """On Serverless (near-real-time: a write is searchable after the collection's next refresh)
+        and with ``chunk_count``: first wait until all ``chunk_count`` stored chunks are visible (the
+        flip must see them all), flip them, then wait until exactly ``chunk_count`` are visible and
+        all in the new state (no copy from before the flip left). Each wait is bounded by
+        ``searchable_wait_s``; past it, ``TransientError`` (the state machine retries finalize)."""
+        wait = chunk_count is not None and not self.refresh
+        if wait:
+            self._await_visible(owner, document_id, int(chunk_count or 0), None)
         self._once.run("set_enabled", lambda _: self._set_enabled(owner, document_id, enabled))
+        if wait:
+            self._await_visible(owner, document_id, int(chunk_count or 0), enabled)
+
+    def _visible(self, owner: str, document_id: str, enabled: bool | None) -> tuple[int, int]:
+        """(all of the document's chunks, those in state ``enabled``) as searches see them now."""
+        query = self._owned(owner, document_id)
+        total = int(self._client.count(index=self.index, body={"query": query})["count"])
+        if enabled is None:
+            return total, total
+        query["bool"]["filter"].append({"term": {"enabled": enabled}})
+        return total, int(self._client.count(index=self.index, body={"query": query})["count"])
+
+    def _await_visible(self, owner: str, document_id: str, chunk_count: int, enabled: bool | None) -> None:
+        clock, sleep = self._wake.clock, self._wake.sleep
+        started = clock()
+        delay = 0.25
+        probes = 0
+        while True:
+            probes += 1
+            total, in_state = self._visible(owner, document_id, enabled)
+            if total == in_state == chunk_count:
+                logger.info(
+                    "vector.searchable",
+                    extra={"documentId": document_id, "chunks": chunk_count, "probes": probes,
+                           "waitedMs": round((clock() - started) * 1000)},
+                )  # fmt: skip
+                return
+            left = started + self.searchable_wait_s - clock()
+            if left <= 0:
+                state = "" if enabled is None else " in the new state"
+                raise TransientError(
+                    f"OpenSearch: {document_id} not searchable after {self.searchable_wait_s:g} s "
+                    f"({in_state} of {chunk_count} chunks visible{state}, {total} in all)"
+                )
+            sleep(min(delay, left))
+            delay = min(delay * 2, 4.0)
 
     def _set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
         if not self._exists():

@@ -185,7 +185,9 @@ class S3VectorsIndex:
         self._delete_keys(keys)
         return len(keys)
 
-    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+    def set_enabled(
+        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+    ) -> None:  # strongly consistent: searchable once written
         rewritten: list[dict[str, Any]] = []
         for found in self._document_vectors(owner, document_id, data=True):
             rewritten += [

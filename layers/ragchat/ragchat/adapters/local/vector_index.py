@@ -471,7 +471,9 @@ class LocalVectorIndex:
                     self._matrix.remove(id_)
         return len(ids)
 
-    def set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+    def set_enabled(
+        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+    ) -> None:  # searchable at once: chunk_count is not needed
         with self._lock:
             with self.db.write() as conn:
                 before = self._bump(conn)
