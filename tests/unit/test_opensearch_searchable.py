@@ -36,7 +36,7 @@ def _records(doc: str, n: int) -> list[VectorRecord]:
             document_id=doc,
             chunk_index=i,
             enabled=False,
-        )  # fmt: skip
+        )
         for i in range(n)
     ]
 

@@ -39,29 +39,21 @@ retry loop.
 ``_bulk`` partial failures raise :class:`IndexingError` naming every failed note id; nothing is
 dropped silently.
 
-READY means searchable: Serverless is near-real-time (a write shows in searches only after the
-collection's next refresh, and explicit refreshes are refused). ``set_enabled(…, chunk_count=n)``,
-which ingestion's finalize calls, probes with ``_count`` until all ``n`` stored chunks are visible,
-flips them, and probes again until exactly ``n`` are visible and all switched on (so neither a
-missing new chunk nor a stale copy is left), each wait bounded by ``searchable_wait_s`` (60 s)
-with pauses of 0.25 s doubling to 4 s; past it ``TransientError``, which the state machine retries.
-A managed domain refreshes on every write (``refresh=true``) and needs no probe.
+READY means searchable: on Serverless (near-real-time) ``set_enabled(…, chunk_count=n)`` waits,
+bounded, until the flip is searchable (:mod:`ragchat.adapters.aws.opensearch_searchable`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from ragchat.adapters.aws.opensearch_searchable import await_searchable
 from ragchat.adapters.aws.wakeup import WakePolicy
-from ragchat.domain.errors import TransientError
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
-
-logger = logging.getLogger("ragchat.adapters.opensearch")
 
 HYBRID_PIPELINE = "ragchat-hybrid"
 HYBRID_WEIGHTS = (0.3, 0.7)  # keyword, vector
@@ -447,39 +439,17 @@ class OpenSearchVectorIndex:
         if wait:
             self._await_visible(owner, document_id, int(chunk_count or 0), enabled)
 
-    def _visible(self, owner: str, document_id: str, enabled: bool | None) -> tuple[int, int]:
-        """(all of the document's chunks, those in state ``enabled``) as searches see them now."""
-        query = self._owned(owner, document_id)
-        total = int(self._client.count(index=self.index, body={"query": query})["count"])
-        if enabled is None:
-            return total, total
-        query["bool"]["filter"].append({"term": {"enabled": enabled}})
-        return total, int(self._client.count(index=self.index, body={"query": query})["count"])
-
     def _await_visible(self, owner: str, document_id: str, chunk_count: int, enabled: bool | None) -> None:
-        clock, sleep = self._wake.clock, self._wake.sleep
-        started = clock()
-        delay = 0.25
-        probes = 0
-        while True:
-            probes += 1
-            total, in_state = self._visible(owner, document_id, enabled)
-            if total == in_state == chunk_count:
-                logger.info(
-                    "vector.searchable",
-                    extra={"documentId": document_id, "chunks": chunk_count, "probes": probes,
-                           "waitedMs": round((clock() - started) * 1000)},
-                )  # fmt: skip
-                return
-            left = started + self.searchable_wait_s - clock()
-            if left <= 0:
-                state = "" if enabled is None else " in the new state"
-                raise TransientError(
-                    f"OpenSearch: {document_id} not searchable after {self.searchable_wait_s:g} s "
-                    f"({in_state} of {chunk_count} chunks visible{state}, {total} in all)"
-                )
-            sleep(min(delay, left))
-            delay = min(delay * 2, 4.0)
+        await_searchable(
+            lambda query: int(self._client.count(index=self.index, body={"query": query})["count"]),
+            self._owned(owner, document_id),
+            document_id,
+            chunk_count,
+            enabled,
+            budget_s=self.searchable_wait_s,
+            clock=self._wake.clock,
+            sleep=self._wake.sleep,
+        )
 
     def _set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
         if not self._exists():
