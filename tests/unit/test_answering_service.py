@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ from ragchat.domain.errors import ModelError, TransientError, ValidationError
 from ragchat.domain.models import ChatTurn, Hit, SearchFilter, VectorRecord
 from ragchat.domain.prompts import FALLBACK_PREFIX, REINFORCEMENT_LINE, SYSTEM_PROMPT_TEMPLATE
 from ragchat.services import answering as answering_module
-from ragchat.services.answering import Answerer, AskService
+from ragchat.services.answering import Answerer, AskService, refuses
 from ragchat.services.model_calls import ModelCaller
 from ragchat.services.retrieval import Retrieval, Retriever
 
@@ -62,11 +63,24 @@ def citation_logs() -> Iterator[list[logging.LogRecord]]:
 
 def test_guard_reply_is_exact_with_no_sources_and_no_model_call() -> None:
     model = FakeChatModel()
-    answer = Answerer(ModelCaller(model), load_settings({})).answer("anything?", retrieval(guard=True))
+    refused = retrieval(guard=True)
+    assert refuses(refused, tools=False)
+    answer = Answerer(ModelCaller(model), load_settings({})).guard_answer(refused)
     assert answer.text == GUARD
     assert answer.sources == []
     assert answer.guard_used is True
     assert model.calls == 0
+
+
+def test_the_guard_decision_with_and_without_note_tools() -> None:
+    weak, empty = (
+        retrieval(guard=True),
+        dataclasses.replace(retrieval(guard=True), reason="empty_knowledge_base"),
+    )
+    assert not refuses(retrieval(), tools=False) and not refuses(retrieval(), tools=True)
+    assert refuses(weak, tools=False) and refuses(empty, tools=False)
+    # with note tools the model may search for itself: only an empty knowledge base refuses
+    assert not refuses(weak, tools=True) and refuses(empty, tools=True)
 
 
 def test_prompt_is_the_exact_template_with_fresh_sources_and_the_question_once() -> None:

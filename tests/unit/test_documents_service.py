@@ -121,7 +121,8 @@ def test_delete_note_removes_note_and_vector_and_decrements_the_count() -> None:
     target = note_id(doc.id, 0, doc.version)
     w.service.delete_note(OWNER, target)
     assert target not in w.index.records
-    assert [n.id for n in w.service.list_notes(OWNER, document_id=doc.id).items] == [note_id(doc.id, 1, doc.version)]
+    listed = w.service.list_notes(OWNER, document_id=doc.id).items
+    assert [n.id for n in listed] == [note_id(doc.id, 1, doc.version)]
     assert w.service.get(OWNER, doc.id).chunk_count == before - 1
     with pytest.raises(NotFound):
         w.service.delete_note(OWNER, target)

@@ -167,12 +167,11 @@ class Answerer:
         tools: NoteTools | None = None,
         deadline: float | None = None,
     ) -> Answer:
-        """Guard reply, or model call (retries; ``scope``'s breaker; ``tools`` in tool-use mode) +
-        citation validation. A failed model call propagates; ``timings`` (updated in place) gets
+        """Model call (retries; ``scope``'s breaker; ``tools`` in tool-use mode) + citation
+        validation, for a question the guard let through (:func:`refuses`, decided once by the
+        caller). A failed model call propagates; ``timings`` (updated in place) gets
         ``ai_completion`` either way."""
         timings = dict(retrieval.timings) if timings is None else timings
-        if retrieval.guard and (tools is None or retrieval.reason == "empty_knowledge_base"):
-            return self.guard_answer(retrieval)  # with tools, only an empty knowledge base refuses
         req = self.request(
             question,
             retrieval,
@@ -194,6 +193,13 @@ class Answerer:
             conversation_id=conversation_id,
             timings=timings,
         )
+
+
+def refuses(retrieval: Retrieval, *, tools: bool) -> bool:
+    """The answerability guard's decision for one question, made once per turn: answer with the
+    guard reply (no model call). With note tools the model searches itself, so only an empty
+    knowledge base refuses."""
+    return retrieval.guard and (not tools or retrieval.reason == "empty_knowledge_base")
 
 
 class AskService:
@@ -229,7 +235,10 @@ class AskService:
         retrieval = self.retriever.retrieve(question, flt)
         reinforce = detect_injection(question)
         try:
-            ans = self.answerer.answer(question, retrieval, reinforce=reinforce)
+            if refuses(retrieval, tools=False):
+                ans = self.answerer.guard_answer(retrieval)
+            else:
+                ans = self.answerer.answer(question, retrieval, reinforce=reinforce)
         except (ModelError, TransientError) as exc:
             log_error(None, type(exc).__name__, exc.message)
             ans = self.answerer.fallback(retrieval, timings=retrieval.timings)

@@ -55,6 +55,7 @@ class Turn:
     started: float
     breaker: BreakerScope
     deadline: float  # on the model caller's clock: the turn's model budget ends here
+    refused: bool  # the answerability guard's decision (``answering.refuses``), made once per turn
     timings: dict[str, float] = field(default_factory=dict)
     summary_stored: bool = False  # the window's pending summary was stored (once, after the answer)
 

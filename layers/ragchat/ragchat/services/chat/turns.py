@@ -30,6 +30,7 @@ from ragchat.domain.ids import new_id
 from ragchat.domain.messages import FALLBACK_MODEL, make_title, sanitize_message
 from ragchat.domain.models import Conversation, Message, SearchFilter, SourceRef
 from ragchat.domain.prompts import detect_injection
+from ragchat.services.answering import refuses
 from ragchat.services.chat.metrics import TurnMetrics, timed
 from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import replay_from
@@ -150,7 +151,7 @@ class Turns:
                 log_error(conv_id, type(exc).__name__, "the turn failed before the model was asked")
                 yield error_event(exc)
                 return
-            if self.tools_mode or turn.retrieval.guard:
+            if self.tools_mode or turn.refused:
                 # Tool rounds are not streamed: answer, then send the validated text in one delta.
                 yield from answer_events(self.answer(turn, assistant_id=assistant_id))
                 return
@@ -231,6 +232,7 @@ class Turns:
             started=acc.started,
             breaker=self.p.breaker.scope(conv.id, acc.history),
             deadline=acc.deadline,
+            refused=refuses(retrieval, tools=self.tools_mode),
             timings=timings,
         )
 
@@ -273,8 +275,7 @@ class Turns:
     def answer(self, turn: Turn, *, assistant_id: str | None = None) -> TurnResult:
         answerer = self.p.answerer
         retrieval = turn.retrieval
-        if retrieval.guard and (not self.tools_mode or retrieval.reason == "empty_knowledge_base"):
-            # with tools, only an empty KB refuses
+        if turn.refused:
             return self._store(turn, answerer.guard_answer(retrieval), assistant_id=assistant_id)
         if self.p.caller.is_open(turn.breaker):
             self._log_circuit_open(turn)
