@@ -227,3 +227,44 @@ def test_one_place_constructs_the_services_of_a_runtime() -> None:
         for line, name in constructions(path, services)
     ]
     assert wrong == []
+
+
+def test_only_public_powertools_apis_are_used() -> None:
+    """No private name of a Powertools resolver or router (they change without notice)."""
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+    from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+    private = {
+        name
+        for cls in (APIGatewayRestResolver, APIGatewayRouter)
+        for name in dir(cls)
+        if name.startswith("_") and not name.startswith("__")
+    }
+    assert "_to_proxy_event" in private
+    ours = {  # private names our own classes define (e.g. ``self._lock``) are ours to use
+        node.attr
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    } | {
+        node.name
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    wrong = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} uses {node.attr}"
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr in private - ours
+    ]
+    wrong += [
+        f"{path.relative_to(PACKAGE)}:{line} imports {name}"
+        for path in modules()
+        for line, name in runtime_imports(path)
+        if name.startswith("aws_lambda_powertools") and any(part.startswith("_") for part in name.split("."))
+    ]
+    assert wrong == []

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from ragchat.api.auth import principal
 from ragchat.api.body import body_problem, body_size, register_body_errors, strict_json
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from ragchat.bootstrap import Container
 
 logger = logging.getLogger("ragchat.api")
+
+Deserializer = Callable[[str], Any]
 
 ALL_AREAS = frozenset({"notes", "chat", "ops", "ui"})
 
@@ -41,9 +44,16 @@ CORS = CORSConfig(
 class RagchatResolver(APIGatewayRestResolver):
     """``APIGatewayRestResolver`` that rejects an oversized body (413) before anything parses it."""
 
-    def __init__(self, *, body_limit: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, *, body_limit: int, json_body_deserializer: Callable[[str], Any], **kwargs: Any
+    ) -> None:
+        super().__init__(json_body_deserializer=json_body_deserializer, **kwargs)
         self.body_limit = body_limit
+        self.body_deserializer = json_body_deserializer
+
+    def proxy_event(self, event: dict[str, Any]) -> APIGatewayProxyEvent:
+        """The event as the routes see it (``current_event``), through the public data class."""
+        return APIGatewayProxyEvent(event, self.body_deserializer)
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         size = body_size(event)

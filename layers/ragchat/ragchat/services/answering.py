@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 
 logger = Logger(service="ragchat", child=True)
 
-MAX_QUESTION_CHARS = 4000
-
 
 @dataclass(slots=True)
 class Answer:

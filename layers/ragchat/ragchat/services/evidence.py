@@ -48,10 +48,6 @@ def chunk_evidence_texts(text: str, title: str | None, *, passages: bool, senten
     return list(dict.fromkeys(out))
 
 
-def _never() -> bool:
-    return False
-
-
 class EvidenceWarmer:
     """Embeds and stores a READY document's evidence texts (``passages``: the decision's, needed when
     the embedding model is calibrated; ``sentences``: the answer by meaning's)."""

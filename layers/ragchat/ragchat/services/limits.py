@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 
 logger = Logger(service="ragchat", child=True)
 
-ROUTES = ("chat", "ask", "notes", "uploads")
-
 
 @dataclass(slots=True, frozen=True)
 class Dimension:

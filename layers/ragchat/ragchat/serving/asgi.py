@@ -67,10 +67,6 @@ class ClientGone(Exception):
     """The client hung up before its request was read."""
 
 
-class BodyTimeout(Exception):
-    """The declared body did not arrive within ``Limits.body_timeout``."""
-
-
 class Exchange:
     """One request/response: what was sent (for the access log) and JSON answers."""
 

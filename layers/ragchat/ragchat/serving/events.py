@@ -70,7 +70,7 @@ class ResolverPool:
             app = self._factory()
         try:
             # Instance attributes win over Powertools' process-wide class attributes (module docstring).
-            app.current_event = app._to_proxy_event(event)
+            app.current_event = app.proxy_event(event)
             app.lambda_context = context
             result: dict[str, Any] = app.resolve(event, context)
             return result
