@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from ragchat.api.auth import principal
 from ragchat.api.body import body_problem, body_size, register_body_errors, strict_json
@@ -49,11 +48,7 @@ class RagchatResolver(APIGatewayRestResolver):
     ) -> None:
         super().__init__(json_body_deserializer=json_body_deserializer, **kwargs)
         self.body_limit = body_limit
-        self.body_deserializer = json_body_deserializer
-
-    def proxy_event(self, event: dict[str, Any]) -> APIGatewayProxyEvent:
-        """The event as the routes see it (``current_event``), through the public data class."""
-        return APIGatewayProxyEvent(event, self.body_deserializer)
+        self.body_deserializer = json_body_deserializer  # public: the local server builds events with it
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         size = body_size(event)

@@ -63,6 +63,8 @@ class ResolverPool:
         return self
 
     def resolve(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent  # loaded with the app
+
         context = context if context is not None else LocalContext(event["requestContext"]["requestId"])
         with self._lock:
             app = self._free.pop() if self._free else None
@@ -70,7 +72,8 @@ class ResolverPool:
             app = self._factory()
         try:
             # Instance attributes win over Powertools' process-wide class attributes (module docstring).
-            app.current_event = app.proxy_event(event)
+            # the public REST event class, with the resolver's body parser (``RagchatResolver``'s strict one)
+            app.current_event = APIGatewayProxyEvent(event, getattr(app, "body_deserializer", None))
             app.lambda_context = context
             result: dict[str, Any] = app.resolve(event, context)
             return result
