@@ -188,7 +188,9 @@ class Backends:
             )
         from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
-        return OnnxMiniLMEmbedder.from_cache(self.settings.models_path)
+        return OnnxMiniLMEmbedder.from_cache(
+            self.settings.models_path, precision=self.settings.embedder_precision
+        )
 
     @cached_property
     def index(self) -> VectorIndex:

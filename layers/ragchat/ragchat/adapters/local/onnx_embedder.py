@@ -32,6 +32,9 @@ DEFAULT_BATCH_SIZE = 64
 # memory (attention scores grow with batch x length^2).
 DEFAULT_TOKEN_BUDGET = 2048
 MODEL_FILE = "model.onnx"
+#: The same model with int8 weights (onnxruntime dynamic quantization, made by ``make install``).
+INT8_MODEL_FILE = "model-int8.onnx"
+MODEL_FILES = {"int8": INT8_MODEL_FILE, "fp32": MODEL_FILE}
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -60,6 +63,7 @@ class OnnxMiniLMEmbedder:
 
     model_id: str = MODEL_ID
     dimension: int = DIMENSION
+    precision: str = "fp32"  # which file ``from_cache`` loaded ("int8" or "fp32")
 
     def __init__(
         self,
@@ -101,17 +105,23 @@ class OnnxMiniLMEmbedder:
         self._output_name = self._session.get_outputs()[0].name
 
     @classmethod
-    def from_cache(cls, models_path: Path, **kwargs: Any) -> OnnxMiniLMEmbedder:
-        """Load the model prepared by ``make model`` from ``models_path`` (``Settings.models_path``)."""
+    def from_cache(cls, models_path: Path, *, precision: str = "fp32", **kwargs: Any) -> OnnxMiniLMEmbedder:
+        """Load the model prepared by ``make install`` from ``models_path`` (``Settings.models_path``):
+        the fp32 export by default, the int8 model with ``precision="int8"`` (``EMBEDDER_PRECISION``)."""
+        if precision not in MODEL_FILES:
+            raise ValueError(f"precision must be one of {', '.join(MODEL_FILES)}, not {precision!r}")
         folder = model_dir(models_path)
-        model_path, tokenizer_path = folder / MODEL_FILE, folder / TOKENIZER_FILE
+        model_path, tokenizer_path = folder / MODEL_FILES[precision], folder / TOKENIZER_FILE
         missing = [p.name for p in (model_path, tokenizer_path) if not p.is_file()]
         if missing:
             raise ModelNotPreparedError(
-                f"the embedding model {MODEL_ID} is not prepared in {folder}: run `{PREPARE_COMMAND}` "
-                "in the ragchat repository (or set RAGCHAT_MODEL_DIR to a prepared model cache)"
+                f"the embedding model {MODEL_ID} is not prepared in {folder} ({', '.join(missing)} missing): "
+                f"run `{PREPARE_COMMAND}` in the ragchat repository (or set RAGCHAT_MODEL_DIR to a "
+                "prepared model cache)"
             )
-        return cls(model_path, tokenizer_path, **kwargs)
+        embedder = cls(model_path, tokenizer_path, **kwargs)
+        embedder.precision = precision
+        return embedder
 
     # ------------------------------------------------------------------ Embedder port
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
