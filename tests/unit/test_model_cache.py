@@ -4,6 +4,7 @@ data dir never moves it, and a missing model is one line naming the command that
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,10 @@ def test_cli_without_a_model_prints_one_line_from_any_directory(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("RAGCHAT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("RAGCHAT_CHAT_MODEL", "extractive")
-    result = CliRunner().invoke(app, ["ask", "What do ferns use to reproduce?"])
+    try:
+        result = CliRunner().invoke(app, ["ask", "What do ferns use to reproduce?"])
+    finally:
+        logging.disable(logging.NOTSET)  # `ask` silences logging for the process: not for later tests
     assert result.exit_code == 1
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
