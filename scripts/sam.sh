@@ -16,8 +16,8 @@ ensure_sam() {
     return 0
   fi
   echo "Installing aws-sam-cli==$SAM_VERSION into $SAM_VENV (one time, ~1 min)..." >&2
-  local py="${PYTHON:-python3.11}"
-  command -v "$py" >/dev/null 2>&1 || py=python3
+  ensure_python312  # the SAM CLI's venv on the project's one Python minor version too
+  local py="${PYTHON:-python3.12}"
   [[ -x "$SAM_VENV/bin/python" ]] || "$py" -m venv "$SAM_VENV"
   "$SAM_VENV/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION" 2>&1 \
     | grep -v "^WARNING: Location" >&2 || true

@@ -17,8 +17,10 @@ echo "validate: cfn-lint template.yaml"
 
 echo "validate: sam validate --lint"
 if [[ ! -x .venv-sam/bin/sam || ! -f ".venv-sam/.sam-$SAM_VERSION" ]]; then
-  py="${PYTHON:-python3.11}"
-  command -v "$py" >/dev/null 2>&1 || py=python3
+  # the project's one Python minor version (the Lambda runtime's): python3.12 on PATH, else pyenv's
+  py="${PYTHON:-$(python3.12 -c 'import sys; print(sys.executable)' 2>/dev/null ||
+    ls -d "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V | tail -n 1)}"
+  [[ -n "$py" ]] || py=python3
   if { [[ -x .venv-sam/bin/python ]] || "$py" -m venv .venv-sam; } &&
     .venv-sam/bin/pip install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION" >/tmp/ragchat-sam-install.log 2>&1 &&
     .venv-sam/bin/sam --version >/dev/null; then
