@@ -1,0 +1,51 @@
+"""The first question on a document that just turned READY, against later ones (issue 23 item 3).
+
+Ingests ``samples/how-ingestion-works.md`` into a throwaway data dir (the configured embedder, the
+extractive answerer), waits for READY, then, with ``--wait-warm``, for its evidence vectors too; then
+asks three questions (the first one again last) and prints each one's time. Not written to
+``bench/results/`` (a diagnostic: run it both ways, alternated).
+
+Usage: ``python bench/bench_first_answer.py [--wait-warm]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUESTIONS = [
+    "How are documents split into chunks?",
+    "What happens when ingestion fails?",
+    "How are documents split into chunks?",
+]
+
+
+def main() -> None:
+    from ragchat.config import load_settings
+    from ragchat.container import Container
+
+    body = (ROOT / "layers" / "ragchat" / "ragchat" / "samples" / "how-ingestion-works.md").read_text()
+    with tempfile.TemporaryDirectory() as tmp:
+        box = Container(load_settings({"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive"}))
+        box.embedder.embed_documents(["warm-up"])
+        doc = box.ingestion.submit("bench", body=body, filename="ingest.md")
+        started = time.perf_counter()
+        while box.documents.get_document("bench", doc.id).status.value not in ("READY", "FAILED"):
+            time.sleep(0.01)
+        print(f"READY after {time.perf_counter() - started:.2f} s", flush=True)
+        if "--wait-warm" in sys.argv:
+            box.launcher.wait_warm(120)
+            print(f"evidence stored after {time.perf_counter() - started:.2f} s", flush=True)
+        for question in QUESTIONS:
+            asked = time.perf_counter()
+            box.ask.ask("bench", question)
+            print(f"{(time.perf_counter() - asked) * 1000:.0f} ms  {question}", flush=True)
+        print(f"1-min load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
