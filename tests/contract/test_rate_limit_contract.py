@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ragchat.domain.errors import RateLimited
 from ragchat.domain.limits import Rule
-from ragchat.services.chat.limits import RateLimiter
+from ragchat.services.chat.limits import ChatLimits
 from ragchat.services.limits import RequestLimiter
 
 T0 = 1_767_225_600.0
@@ -48,8 +48,8 @@ def test_exactly_60_of_100_simultaneous_questions_are_admitted(counters):
 
 
 def test_exactly_60_of_100_simultaneous_chat_messages_are_admitted(counters):
-    limiter = RateLimiter(counters, lambda: T0, requests=60, window_s=300)
-    assert _burst(100, lambda _: limiter.check("conv-1", "203.0.113.9", [])) == 60
+    limiter = ChatLimits(RequestLimiter(counters, lambda: T0, {"chat": Rule(60, 300)}))
+    assert _burst(100, lambda _: limiter.check("alice", "conv-1", "203.0.113.9", [])) == 60
 
 
 def test_a_shared_address_admits_no_more_than_its_limit(counters):
@@ -62,3 +62,17 @@ def test_a_shared_address_admits_no_more_than_its_limit(counters):
     counted = counters.get_many([f"rl:notes:owner:{o}:5890752" for o in owners], now=T0)
     assert all(v <= 20 for v in counted.values())
     assert sum(counted.values()) == admitted == counters.get("rl:notes:ip:198.51.100.1:5890752", now=T0)
+
+
+def test_a_daily_byte_ceiling_admits_exactly_what_fits_at_once(counters):
+    """Ingestion bytes per owner per day (``amount`` = the body's size): 20 uploads of 30 bytes at
+    once against 100 bytes a day: exactly 3 pass, and a refused one counts neither its document nor
+    its bytes."""
+    limiter = RequestLimiter(
+        counters, lambda: T0, {"ingest_documents": Rule(1000, 86400), "ingest_bytes": Rule(100, 86400)}
+    )
+    assert _burst(20, lambda _: limiter.charge_ingestion("alice", 30)) == 3
+    limiter.charge_ingestion("alice", 10)  # what is left still fits
+    assert (
+        sum(counters.get_many([f"rl:ingest_documents:owner:alice:{int(T0 // 86400)}"], now=T0).values()) == 4
+    )

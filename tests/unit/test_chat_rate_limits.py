@@ -21,7 +21,14 @@ def refused(rig: Rig, conv: str, ip: str = "10.0.0.1") -> int | None:
 
 
 def test_messages_refused_by_their_conversation_do_not_fill_the_ip_bucket() -> None:
-    rig = Rig({"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "2", "RATE_LIMIT_IP_REQUESTS": "4"})
+    rig = Rig(
+        {
+            "ENABLE_RATE_LIMITING": "true",
+            "RATE_LIMIT_REQUESTS": "2",
+            "RATE_LIMIT_IP_REQUESTS": "4",
+            "RATE_LIMIT_CHAT_OWNER_REQUESTS": "100",
+        }
+    )
     a, b, c = rig.conv(), rig.conv(), rig.conv()
     rig.say(a, Q, ip="10.0.0.1")
     rig.say(a, Q, ip="10.0.0.1")

@@ -40,7 +40,16 @@ S3_BUCKET_PATTERN = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?")
 # Parts of the wiring that need settings only some functions get (``Settings.require``).
 Part = Literal["launcher"]
 # The rate-limited routes (``Settings.rate_limit``; ``ragchat.services.limits``).
-RateLimitedRoute = Literal["chat", "ask", "notes", "uploads", "receiver"]
+RateLimitedRoute = Literal["chat", "ask", "notes", "uploads", "receiver", "conversations"]
+RATE_LIMITED_ROUTES: tuple[RateLimitedRoute, ...] = (
+    "chat",
+    "ask",
+    "notes",
+    "uploads",
+    "receiver",
+    "conversations",
+)
+DAY_S = 24 * 3600
 
 
 # Claude Haiku 4.5 on Bedrock, invoked through a cross-Region inference profile: ``<geo>.`` + this.
@@ -140,7 +149,18 @@ class Settings(BaseSettings):
     # the local upload receiver (POST /uploads/local/<token>): per IP only (the grant has no principal)
     rate_limit_receiver_requests: int | None = Field(None, alias="RATE_LIMIT_RECEIVER_REQUESTS", ge=1)
     rate_limit_receiver_window_s: int | None = Field(None, alias="RATE_LIMIT_RECEIVER_WINDOW_SECONDS", ge=1)
+    rate_limit_conversations_requests: int | None = Field(
+        None, alias="RATE_LIMIT_CONVERSATIONS_REQUESTS", ge=1
+    )
+    rate_limit_conversations_window_s: int | None = Field(
+        None, alias="RATE_LIMIT_CONVERSATIONS_WINDOW_SECONDS", ge=1
+    )
     rate_limit_ip_requests: int | None = Field(None, alias="RATE_LIMIT_IP_REQUESTS", ge=1)
+    # Chat turns per owner across all their conversations (unset: the chat limit), in the chat window.
+    rate_limit_chat_owner_requests: int | None = Field(None, alias="RATE_LIMIT_CHAT_OWNER_REQUESTS", ge=1)
+    # Per-owner ingestion ceilings over a sliding day, whatever the door (API, uploads, S3 trigger).
+    ingest_documents_per_day: int = Field(1000, alias="INGEST_DOCUMENTS_PER_DAY", ge=1)
+    ingest_bytes_per_day: int = Field(2 * 1024 * MiB, alias="INGEST_BYTES_PER_DAY", ge=1)
     # Direct uploads (POST /uploads, issue 11): the largest file a presigned POST accepts (1 byte up to
     # this) and how long the presigned POST stays valid.
     max_upload_bytes: int = Field(500 * MiB, alias="MAX_UPLOAD_BYTES", ge=1)
@@ -256,6 +276,19 @@ class Settings(BaseSettings):
         requests: int | None = getattr(self, f"rate_limit_{route}_requests")
         window_s: int | None = getattr(self, f"rate_limit_{route}_window_s")
         return requests or self.rate_limit_requests, window_s or self.rate_limit_window_s
+
+    def limit_rules(self) -> dict[str, tuple[int, int]]:
+        """Every limit of ``ragchat.services.limits.RequestLimiter`` as route → (requests, window
+        seconds): the routes' rate limits and the daily ingestion ceilings; none when
+        ``ENABLE_RATE_LIMITING`` is off."""
+        if not self.enable_rate_limiting:
+            return {}
+        rules: dict[str, tuple[int, int]] = {route: self.rate_limit(route) for route in RATE_LIMITED_ROUTES}
+        chat_requests, chat_window = rules["chat"]
+        rules["chat:owner"] = (self.rate_limit_chat_owner_requests or chat_requests, chat_window)
+        rules["ingest_documents"] = (self.ingest_documents_per_day, DAY_S)
+        rules["ingest_bytes"] = (self.ingest_bytes_per_day, DAY_S)
+        return rules
 
     def missing(self, *parts: Part) -> list[str]:
         """The unset variables the chosen backends need (plus those of ``parts``, e.g. ``launcher``:

@@ -18,7 +18,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
-from ragchat.api.limits import source_ip
+from ragchat.api.limits import rate_limit, source_ip
 from ragchat.api.schemas import (
     ConversationOut,
     ConversationPage,
@@ -145,6 +145,7 @@ def _reply(result: TurnResult) -> Response[dict[str, Any]]:
 def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.post("/chat/conversations", status_code=201, summary="Start a conversation", tags=["chat"])
     def create(conv: Annotated[ConversationIn, Body()]) -> Response[ConversationOut]:
+        rate_limit(container, "conversations", r.current_event)
         created = container.chat.conversations.create(
             _owner(r),
             title=conv.title,

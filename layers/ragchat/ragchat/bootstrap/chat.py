@@ -19,13 +19,14 @@ from ragchat.domain.clock import Clock, system_clock
 from ragchat.services.answering import Answerer, AskService
 from ragchat.services.chat.conversations import Conversations
 from ragchat.services.chat.history import ExtractiveSummarizer, HistoryKeeper, ModelSummarizer
-from ragchat.services.chat.limits import RateLimiter
+from ragchat.services.chat.limits import ChatLimits
 from ragchat.services.chat.metrics import TurnMetrics
 from ragchat.services.chat.personas import Personas
 from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import Replays
 from ragchat.services.chat.stops import StopFlags
 from ragchat.services.chat.turns import TurnParts, Turns
+from ragchat.services.limits import RequestLimiter
 from ragchat.services.metrics import NO_METRICS
 from ragchat.services.model_calls import CircuitBreaker, ModelCaller
 
@@ -100,14 +101,11 @@ def build_chat(
     return Chat(conversations=chats, turns=Turns(parts, settings), stops=stops, history=history)
 
 
-def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> RateLimiter | None:
-    """The per-conversation / per-IP chat limiter, when rate limiting is on."""
+def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> ChatLimits | None:
+    """The chat's limits over the one limiter, when rate limiting is on."""
     if not settings.enable_rate_limiting:
         return None
-    requests, window_s = settings.rate_limit("chat")
-    return RateLimiter(
-        counters, clock, requests=requests, window_s=window_s, ip_requests=settings.rate_limit_ip_requests
-    )
+    return ChatLimits(RequestLimiter.of(settings, counters, clock))
 
 
 class ChatRoot(Models):

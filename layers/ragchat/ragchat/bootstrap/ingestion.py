@@ -53,8 +53,10 @@ class IngestionRoot(Models):
     @cached_property
     def ingestion(self) -> IngestionService:
         from ragchat.services.ingestion import IngestionService
+        from ragchat.services.limits import RequestLimiter
 
-        return IngestionService(self.documents, self.blobs, self.launcher, self.settings)
+        limiter = RequestLimiter.of(self.settings, self.counters, self.clock)
+        return IngestionService(self.documents, self.blobs, self.launcher, self.settings, limiter=limiter)
 
     @cached_property
     def uploads(self) -> UploadService:

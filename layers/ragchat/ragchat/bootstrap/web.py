@@ -12,7 +12,7 @@ from ragchat.bootstrap.chat import ChatRoot
 from ragchat.bootstrap.ingestion import IngestionRoot
 
 if TYPE_CHECKING:
-    from ragchat.config import Part, RateLimitedRoute
+    from ragchat.config import Part
     from ragchat.services.limits import RequestLimiter
 
 
@@ -28,16 +28,10 @@ class Container(ChatRoot, IngestionRoot):
 
     @cached_property
     def limiter(self) -> RequestLimiter:
-        """Rate limits of the costly routes but chat (``ENABLE_RATE_LIMITING``; off: passes all)."""
-        from ragchat.domain.limits import Rule
+        """The one limiter of every limited route (``Settings.limit_rules``; off: passes all)."""
         from ragchat.services.limits import RequestLimiter
 
-        s = self.settings
-        routes: tuple[RateLimitedRoute, ...] = (
-            ("ask", "notes", "uploads", "receiver") if s.enable_rate_limiting else ()
-        )
-        rules: dict[str, Rule] = {route: Rule(*s.rate_limit(route)) for route in routes}
-        return RequestLimiter(self.counters, self.clock, rules, ip_requests=s.rate_limit_ip_requests)
+        return RequestLimiter.of(self.settings, self.counters, self.clock)
 
 
 ContainerFactory = Callable[[], Container]

@@ -40,6 +40,7 @@ from ragchat.services.ingest_steps import BATCH_SIZE, MAX_UNSPLIT_CHARS, IngestS
 if TYPE_CHECKING:
     from ragchat.config import Settings
     from ragchat.ports import BlobStore, DocumentStore, IngestionLauncher
+    from ragchat.services.limits import RequestLimiter
 
 __all__ = [
     "BATCH_SIZE",
@@ -169,12 +170,15 @@ class IngestionService:
         launcher: IngestionLauncher,
         settings: Settings,
         clock: Clock = system_clock,
+        *,
+        limiter: RequestLimiter | None = None,
     ) -> None:
         self.documents = documents
         self.blobs = blobs
         self.launcher = launcher
         self.settings = settings
         self.clock = clock
+        self.limiter = limiter  # the per-owner daily ceilings (``RequestLimiter.charge_ingestion``)
 
     def submit(self, owner: str, **fields: Any) -> Document:
         """:meth:`accept`, returning the document (the existing one for a duplicate)."""
@@ -230,6 +234,8 @@ class IngestionService:
             given = {"metadata": metadata is not None, "split": split is not None}
             if previous is not None and _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
+        if self.limiter is not None:  # valid and about to be stored: count it (429 when over a ceiling)
+            self.limiter.charge_ingestion(owner, len(raw))
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored)

@@ -1,13 +1,19 @@
-"""Rate limits on the costly routes (SPEC §11), over the ``Counters`` port.
+"""Rate limits and per-owner ceilings (SPEC §11): ONE limiter, :class:`RequestLimiter`, for every
+limited route, configured in one place (``Settings.limit_rules``).
 
 Semantics
 ---------
 Every limited request is counted in a few *dimensions*, each a two-bucket sliding window of
 ``requests`` per ``window_s`` seconds on its own counter:
 
-- chat messages: per conversation and per source IP (:mod:`ragchat.services.chat.limits`);
-- one-shot questions (``ask``), notes (``notes``: ``POST /notes``, ``POST /documents``) and uploads
-  (``uploads``): per owner and per source IP.
+- chat messages (``chat``): per owner (``chat:owner``: across all their conversations, so opening
+  new ones does not reset it), per source IP and per conversation (the ``scope``), plus the
+  flood rule on the conversation's stored messages (:mod:`ragchat.services.chat.limits`);
+- conversations created (``conversations``), one-shot questions (``ask``), notes and files
+  (``notes``: ``POST /notes``, ``POST /documents``) and upload grants (``uploads``): per owner and
+  per source IP; the local upload receiver (``receiver``): per IP (a URL's holder has no principal);
+- ingestion ceilings per owner per day, whatever the door (API, upload, S3): documents
+  (``ingest_documents``) and bytes (``ingest_bytes``, counted by the body's size).
 
 Each route has its own buckets (a burst of notes does not eat the questions' allowance). The per-IP
 bucket counts everyone behind one address (a NAT) together, with the route's limit or
@@ -17,10 +23,11 @@ shared IP bucket.
 
 A request is admitted only if every dimension has room, and then it is counted in all of them; a
 refused request is counted in none (a client retrying while limited lets the window drain). Each
-dimension's check-and-add is one atomic conditional increment (``Counters.increment_up_to``), so of
-100 simultaneous requests against a limit of 60 exactly 60 pass. When a later dimension refuses, the
-earlier ones are given back (a decrement); until then a concurrent request may see them one higher,
-which can only refuse, never over-admit.
+dimension's check-and-add is one atomic conditional increment (``Counters.increment_up_to``: a
+conditional update in DynamoDB, one statement in SQLite), so of 100 simultaneous requests against a
+limit of 60 exactly 60 pass. When a later dimension refuses, the earlier ones are given back (a
+decrement); until then a concurrent request may see them one higher, which can only refuse, never
+over-admit. Refusals are 429 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from ragchat.domain.errors import RateLimited
 from ragchat.domain.limits import Rule, admit_ceiling, sliding_retry_after, window_position
 
 if TYPE_CHECKING:
+    from ragchat.config import Settings
     from ragchat.ports import Counters
 
 logger = Logger(service="ragchat", child=True)
@@ -48,6 +56,7 @@ class Dimension:
     name: str
     key: str
     rule: Rule
+    amount: int = 1  # what this request adds (1 request, or a body's bytes)
 
 
 @dataclass(slots=True, frozen=True)
@@ -63,30 +72,45 @@ class SlidingWindows:
         self.counters = counters
         self.clock = clock
 
+    def give_back(self, route: str, owner: str, rule: Rule | None) -> None:
+        """Undo one admitted owner count of ``route`` (a later check of the same request refused)."""
+        if rule is None:
+            return
+        now = self.clock()
+        bucket = window_position(now, rule.window_s).bucket
+        key = f"rl:{route}:owner:{owner}:{bucket}"
+        self.counters.increment(key, amount=-1, ttl_seconds=2 * rule.window_s, now=now)
+
     def admit(self, dims: Sequence[Dimension]) -> Refusal | None:
         now = self.clock()
         positions = [window_position(now, d.rule.window_s) for d in dims]
         prev_keys = [f"{d.key}:{pos.bucket - 1}" for d, pos in zip(dims, positions, strict=True)]
         previous = self.counters.get_many(prev_keys, now=now) if dims else {}
-        counted: list[tuple[str, Rule]] = []
+        counted: list[Dimension] = []
         for d, pos, prev_key in zip(dims, positions, prev_keys, strict=True):
             prev = previous.get(prev_key, 0)
             key, window_s = f"{d.key}:{pos.bucket}", d.rule.window_s
             ceiling = admit_ceiling(prev, pos.elapsed, window_s, d.rule.requests)
-            if self.counters.increment_up_to(key, limit=ceiling, ttl_seconds=2 * window_s, now=now) is None:
-                for done_key, rule in counted:  # not admitted: counted nowhere
-                    self.counters.increment(done_key, amount=-1, ttl_seconds=2 * rule.window_s, now=now)
+            admitted = self.counters.increment_up_to(
+                key, limit=ceiling, amount=d.amount, ttl_seconds=2 * window_s, now=now
+            )
+            if admitted is None:
+                for done in counted:  # not admitted: counted nowhere
+                    ttl = 2 * done.rule.window_s
+                    self.counters.increment(done.key, amount=-done.amount, ttl_seconds=ttl, now=now)
                 current = self.counters.get(key, now=now)
-                retry = sliding_retry_after(prev, current, pos.elapsed, window_s, d.rule.requests)
+                retry = sliding_retry_after(
+                    prev, current + d.amount - 1, pos.elapsed, window_s, d.rule.requests
+                )
                 return Refusal(d.name, retry)
-            counted.append((key, d.rule))
+            counted.append(Dimension(d.name, key, d.rule, d.amount))
         return None
 
 
 class RequestLimiter:
-    """Per-owner and per-IP limits on the costly routes other than chat. ``check(route, owner, ip)``
-    counts an admitted request or raises :class:`RateLimited` (429 + ``Retry-After``) without
-    counting it. Disabled (``rules`` empty): every request passes and nothing is counted."""
+    """The one limiter (module docstring). ``check(route, owner, ip, scope=…, amount=…)`` counts an
+    admitted request or raises :class:`RateLimited` (429 + ``Retry-After``) without counting it. A
+    route without a rule (rate limiting off) passes and counts nothing."""
 
     def __init__(
         self,
@@ -97,31 +121,62 @@ class RequestLimiter:
         ip_requests: int | None = None,
     ) -> None:
         self.windows = SlidingWindows(counters, clock)
+        self.clock = clock
         self.rules = dict(rules)
         self.ip_requests = ip_requests
+
+    @classmethod
+    def of(cls, settings: Settings, counters: Counters, clock: Clock) -> RequestLimiter:
+        """The limiter the settings configure (``Settings.limit_rules``; none when rate limiting is off)."""
+        rules = {route: Rule(*rule) for route, rule in settings.limit_rules().items()}
+        return cls(counters, clock, rules, ip_requests=settings.rate_limit_ip_requests)
 
     @property
     def enabled(self) -> bool:
         return bool(self.rules)
 
-    def check(self, route: str, owner: str | None, ip: str | None = None) -> None:
-        if not self.rules:
+    def check(
+        self,
+        route: str,
+        owner: str | None,
+        ip: str | None = None,
+        *,
+        scope: str | None = None,
+        amount: int = 1,
+    ) -> None:
+        rule = self.rules.get(route)
+        if rule is None:
             return
-        rule = self.rules[route]
-        dims = [Dimension("owner", f"rl:{route}:owner:{owner}", rule)] if owner else []
+        owner_rule = self.rules.get(f"{route}:owner", rule)  # e.g. chat turns per owner
+        dims = [Dimension("owner", f"rl:{route}:owner:{owner}", owner_rule, amount)] if owner else []
+        if scope:
+            dims.append(Dimension("scope", f"rl:{route}:scope:{scope}", rule, amount))
         if ip:
             ip_rule = Rule(self.ip_requests or rule.requests, rule.window_s)
-            dims.append(Dimension("ip", f"rl:{route}:ip:{ip}", ip_rule))
+            dims.append(Dimension("ip", f"rl:{route}:ip:{ip}", ip_rule, amount))
         refusal = self.windows.admit(dims)
         if refusal is not None:
-            logger.info(
-                "rate_limit",
-                extra={
-                    "route": route,
-                    "ip": ip,
-                    "type": "limit",
-                    "dimension": refusal.dimension,
-                    "retryAfter": refusal.retry_after,
-                },
-            )
-            raise RateLimited(f"Rate limit exceeded; retry in {refusal.retry_after} s", refusal.retry_after)
+            event = "chat.rate_limit" if route == "chat" else "rate_limit"
+            extra = {"route": route, "ip": ip, "type": "limit", "dimension": refusal.dimension}
+            if route == "chat":
+                extra["conversationId"] = scope
+            logger.info(event, extra={**extra, "retryAfter": refusal.retry_after})
+            what = _REFUSED.get(route, "Rate limit exceeded")
+            raise RateLimited(f"{what}; retry in {refusal.retry_after} s", refusal.retry_after)
+
+    def charge_ingestion(self, owner: str, size: int) -> None:
+        """One more document of ``size`` bytes for ``owner`` today (``ingest_documents`` then
+        ``ingest_bytes``), or ``RateLimited`` and nothing counted."""
+        self.check("ingest_documents", owner)
+        try:
+            self.check("ingest_bytes", owner, amount=max(1, size))
+        except RateLimited:
+            self.windows.give_back("ingest_documents", owner, self.rules.get("ingest_documents"))
+            raise
+
+
+_REFUSED = {
+    "ingest_documents": "Daily document limit reached",
+    "ingest_bytes": "Daily ingestion volume reached",
+    "conversations": "Too many new conversations",
+}

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ragchat.services.answering import Answer, Answerer
     from ragchat.services.chat.conversations import Conversations
     from ragchat.services.chat.history import HistoryKeeper
-    from ragchat.services.chat.limits import RateLimiter
+    from ragchat.services.chat.limits import ChatLimits
     from ragchat.services.chat.replay import Replays
     from ragchat.services.model_calls import CircuitBreaker, ModelCaller
     from ragchat.services.retrieval import Retriever
@@ -69,7 +69,7 @@ class TurnParts:
     breaker: CircuitBreaker
     answerer: Answerer
     history: HistoryKeeper
-    limiter: RateLimiter | None  # None: rate limiting off
+    limiter: ChatLimits | None  # None: rate limiting off
     replays: Replays
     persona: Callable[[Conversation], str]  # the role paragraph of a conversation's persona
     metrics: TurnMetrics
@@ -200,7 +200,7 @@ class Turns:
         newest = timed(timings, "db_read", lambda: self.p.store.recent_messages(owner, conv_id, limit))
         history = list(reversed(newest))
         if self.p.limiter is not None:
-            self.p.limiter.check(conv.id, ip, history)
+            self.p.limiter.check(owner, conv.id, ip, history)
         user = self._store_user(conv, text, message_id, timings)
         # The model budget starts now: a retry that waited for (or took over from) an earlier attempt
         # with the same messageId still gets all of it.

@@ -1,0 +1,80 @@
+"""Attack 6: no per-owner ceiling on chat (15 of 15 turns passed by opening new conversations against a
+per-conversation limit of 5), unlimited conversation creation, and ingestion without a daily ceiling.
+Refusals are 429 with ``Retry-After`` and leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.unit.api_support import Api, make_api
+
+LIMITS = {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "100", "RATE_LIMIT_CHAT_REQUESTS": "5"}
+
+
+def _retry_after(res: dict[str, Any]) -> str | None:
+    headers = {k.lower(): v for k, v in (res.get("headers") or {}).items()}
+    for k, values in (res.get("multiValueHeaders") or {}).items():
+        headers.setdefault(k.lower(), values[-1])
+    return headers.get("retry-after")
+
+
+def _new_conversation(api: Api) -> dict[str, Any]:
+    return api.call("POST", "/chat/conversations", body={})
+
+
+def test_new_conversations_do_not_reset_the_owners_chat_allowance() -> None:
+    api = make_api({**LIMITS, "RATE_LIMIT_IP_REQUESTS": "100"})  # one address for both users here
+    statuses = []
+    for i in range(15):
+        conv = json.loads(_new_conversation(api)["body"])["id"]
+        api.clock.advance(3)  # slower than the flood rule
+        res = api.call("POST", f"/chat/conversations/{conv}/messages", body={"content": f"question {i}"})
+        statuses.append(res["statusCode"])
+        if res["statusCode"] == 429:
+            assert _retry_after(res) and json.loads(res["body"])["retryAfter"] >= 1
+    assert statuses.count(200) == 5 and statuses.count(429) == 10
+    # another owner is not affected
+    other = json.loads(api.call("POST", "/chat/conversations", body={}, principal="bob")["body"])["id"]
+    res = api.call("POST", f"/chat/conversations/{other}/messages", body={"content": "hi"}, principal="bob")
+    assert res["statusCode"] == 200
+
+
+def test_conversation_creation_is_limited_per_owner() -> None:
+    api = make_api({**LIMITS, "RATE_LIMIT_CONVERSATIONS_REQUESTS": "3"})
+    results = [_new_conversation(api) for _ in range(5)]
+    assert [r["statusCode"] for r in results] == [201, 201, 201, 429, 429]
+    assert _retry_after(results[3])
+    listed = json.loads(api.call("GET", "/chat/conversations")["body"])
+    assert len(listed["items"]) == 3
+
+
+def test_documents_per_day_are_capped_and_a_refused_one_is_not_stored() -> None:
+    api = make_api({**LIMITS, "INGEST_DOCUMENTS_PER_DAY": "2"})
+    results = [api.call("POST", "/notes", body={"text": f"note number {i}"}) for i in range(3)]
+    assert [r["statusCode"] for r in results] == [202, 202, 429]
+    assert "Daily document limit" in json.loads(results[2]["body"])["error"] and _retry_after(results[2])
+    assert len(json.loads(api.call("GET", "/documents")["body"])["items"]) == 2
+    # when told, there is room again
+    wait = json.loads(results[2]["body"])["retryAfter"]
+    assert 0 < wait <= 2 * 24 * 3600  # a sliding day (two buckets): at most two days for a burst
+    api.clock.advance(wait)
+    assert api.call("POST", "/notes", body={"text": "later that day"})["statusCode"] == 202
+
+
+def test_bytes_per_day_are_capped_across_notes_and_files() -> None:
+    api = make_api({**LIMITS, "INGEST_BYTES_PER_DAY": "100"})
+    assert api.call("POST", "/notes", body={"text": "x" * 60})["statusCode"] == 202
+    res = api.call(
+        "POST", "/documents", raw_body=b"y" * 60, headers={"Content-Type": "text/plain"},
+        query={"filename": "f.txt"},
+    )  # fmt: skip
+    assert res["statusCode"] == 429 and "volume" in json.loads(res["body"])["error"]
+    assert api.call("POST", "/notes", body={"text": "z" * 40})["statusCode"] == 202
+    assert len(json.loads(api.call("GET", "/documents")["body"])["items"]) == 2
+
+
+def test_without_the_flag_nothing_is_limited() -> None:
+    api = make_api({"INGEST_DOCUMENTS_PER_DAY": "1", "RATE_LIMIT_CONVERSATIONS_REQUESTS": "1"})
+    assert [_new_conversation(api)["statusCode"] for _ in range(3)] == [201] * 3
+    assert [api.call("POST", "/notes", body={"text": f"n{i}"})["statusCode"] for i in range(3)] == [202] * 3
