@@ -478,7 +478,9 @@ def test_rate_limit_per_conversation_returns_retry_after(caplog: pytest.LogCaptu
 
 
 def test_rate_limit_per_ip_across_conversations() -> None:
-    rig = Rig({"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "2"})
+    rig = Rig(
+        {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "2", "RATE_LIMIT_CHAT_OWNER_REQUESTS": "50"}
+    )
     a, b = rig.conv(), rig.conv()
     rig.say(a, "Why is the sky blue?", ip="1.2.3.4")
     rig.say(b, "Why is the sky blue?", ip="1.2.3.4")

@@ -172,7 +172,14 @@ def test_streamed_answer_is_an_iterator_and_json_still_works() -> None:
 
 
 def test_rate_limits_count_the_callers_source_ip() -> None:
-    adapter = Adapter({"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "2"})
+    adapter = Adapter(
+        {
+            "ENABLE_RATE_LIMITING": "true",
+            "RATE_LIMIT_REQUESTS": "2",
+            "RATE_LIMIT_CHAT_OWNER_REQUESTS": "50",
+            "RATE_LIMIT_CONVERSATIONS_REQUESTS": "50",
+        }
+    )
     ctx_a = context("alice", ip="203.0.113.1")
     convs = [adapter.conversation(ctx_a) for _ in range(4)]
     for conv in convs[:2]:
