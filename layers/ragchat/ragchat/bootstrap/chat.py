@@ -65,14 +65,8 @@ def build_chat(
     writes history summaries (default: the chat model; :class:`ExtractiveSummarizer` for a model
     that is no LLM). ``pacing``: keep-alive and stop-check timing of streams."""
     breaker = CircuitBreaker(counters, clock, metrics=metrics)
-    caller = ModelCaller(
-        model,
-        sleep=sleep,
-        breaker=breaker,
-        budget_s=settings.model_turn_budget_s,
-        clock=clock,
-        metrics=metrics,
-    )
+    budget = settings.model_turn_budget_s
+    caller = ModelCaller(model, sleep=sleep, breaker=breaker, budget_s=budget, clock=clock, metrics=metrics)
     book = Personas(personas)
     chats = Conversations(conversations, documents, book.check)
     stops = StopFlags(counters, clock)
