@@ -26,7 +26,7 @@ QUESTIONS = [
 
 def main() -> None:
     from ragchat.config import load_settings
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
     body = (ROOT / "layers" / "ragchat" / "ragchat" / "samples" / "how-ingestion-works.md").read_text()
     with tempfile.TemporaryDirectory() as tmp:
