@@ -112,5 +112,5 @@ done
 # the streaming function is a web server started by the Lambda Web Adapter: run.sh must stay executable
 test -x .aws-sam/build/ChatStreamFunction/run.sh ||
   { echo "validate: ChatStreamFunction/run.sh missing or not executable in the build" >&2; exit 1; }
-echo "validate: sam build OK ($(du -sh .aws-sam/build/RagchatLayer | cut -f1) layer unzipped)"
+echo "validate: sam build OK ($(du -sh --apparent-size .aws-sam/build/RagchatLayer | cut -f1) layer unzipped)"
 echo "validate: OK"
