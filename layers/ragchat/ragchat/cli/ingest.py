@@ -182,15 +182,21 @@ def _print_summary(console: Console, outcomes: list[IngestOutcome]) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    notes = [o.error or (UNCHANGED if o.duplicate else "") for o in outcomes]
     table = Table(title="Ingestion summary")
-    for column in ("File", "Title", "Status", "Chunks", "Document id", "Note"):
-        # long paths, titles and ids wrap onto more lines rather than being cut with "…"
-        table.add_column(column, overflow="fold", no_wrap=False)
-    for o in outcomes:
+    # Long paths, titles, ids and reasons wrap onto more lines rather than being cut with "…"; the
+    # Note column is there when a file has one.
+    table.add_column("File", overflow="fold")
+    table.add_column("Title", overflow="fold")
+    table.add_column("Status", overflow="fold")
+    table.add_column("Chunks", overflow="fold", justify="right")
+    table.add_column("Document id", overflow="fold")
+    if any(notes):
+        table.add_column("Note", overflow="fold")
+    for o, note in zip(outcomes, notes, strict=True):
         colour = "green" if o.status == "READY" else "red"
-        note = o.error or (UNCHANGED if o.duplicate else "")
-        row = (o.path, o.title, f"[{colour}]{o.status}[/]", str(o.chunks), o.document_id, note)
-        table.add_row(*(escape(cell) if i != 2 else cell for i, cell in enumerate(row)))
+        cells = [escape(o.path), escape(o.title), f"[{colour}]{o.status}[/]", str(o.chunks), o.document_id]
+        table.add_row(*cells, *([escape(note)] if any(notes) else []))
     console.print(table)
     failed = sum(1 for o in outcomes if o.status != "READY")
     unchanged = sum(1 for o in outcomes if o.duplicate and o.status == "READY")
