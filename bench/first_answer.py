@@ -25,8 +25,8 @@ QUESTIONS = [
 
 
 def main() -> None:
-    from ragchat.config import load_settings
     from ragchat.bootstrap import Container
+    from ragchat.config import load_settings
 
     body = (ROOT / "layers" / "ragchat" / "ragchat" / "samples" / "how-ingestion-works.md").read_text()
     with tempfile.TemporaryDirectory() as tmp:
