@@ -70,6 +70,16 @@ def test_add_message_returns_it_as_stored_with_sources_and_flags(conversation_st
     assert conversation_store.get_message("alice", conv.id, plain.id).sources is None
 
 
+def test_an_answer_keeps_the_query_its_turn_searched(conversation_store):
+    conv = new_conv(conversation_store)
+    searched = "When is the library open on Saturdays? And on Sundays?"
+    msg = add(conversation_store, conv, "It opens at noon.", role="assistant", query=searched)
+    assert conversation_store.get_message("alice", conv.id, msg.id).query == searched
+    assert conversation_store.recent_messages("alice", conv.id, 5)[0].query == searched
+    question = add(conversation_store, conv, "And on Sundays?")
+    assert conversation_store.get_message("alice", conv.id, question.id).query is None
+
+
 def test_sources_keep_their_document_title_and_page(conversation_store):
     conv = new_conv(conversation_store)
     sources = [

@@ -163,6 +163,8 @@ def message_json(msg: Message) -> dict[str, Any]:
         out["interrupted"] = True
     if msg.feedback:
         out["feedback"] = msg.feedback  # the user's thumbs up / down on an answer
+    if msg.query is not None:
+        out["query"] = msg.query
     return out
 
 
@@ -184,6 +186,8 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
         "userMessageId": result.user_message_id,
         "createdAt": msg.created_at,
     }
+    if msg.query is not None:
+        body["query"] = msg.query
     if result.replayed:
         body["replayed"] = True
     return body

@@ -199,6 +199,8 @@ class Message:
     interrupted: bool = False
     created_at: str = ""
     feedback: Feedback | None = None  # the user's rating of an assistant message
+    # an assistant message: the query its turn searched (a follow-up's standalone query)
+    query: str | None = None
 
 
 @dataclass(slots=True, frozen=True)

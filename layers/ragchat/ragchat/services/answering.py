@@ -21,10 +21,19 @@ from ragchat.domain.citations import CitationResult, source_refs, validate_citat
 from ragchat.domain.errors import ModelError, TransientError, ValidationError
 from ragchat.domain.messages import FALLBACK_MODEL, GUARD_MODEL, sanitize_message
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest, SearchFilter, SourceRef
-from ragchat.domain.prompts import GUARD_REPLY, build_system_prompt, detect_injection, fallback_reply
+from ragchat.domain.names import not_found_sentence
+from ragchat.domain.parts import parts_reply
+from ragchat.domain.prompts import (
+    GUARD_REPLY,
+    asked_for_model,
+    build_system_prompt,
+    detect_injection,
+    fallback_reply,
+)
 from ragchat.services.logs import log_error
 from ragchat.services.metrics import NO_METRICS, record_turn
 from ragchat.services.model_calls import ModelCaller
+from ragchat.services.questions import Questions
 from ragchat.services.sources import locate_sources, with_documents
 
 if TYPE_CHECKING:
@@ -34,6 +43,8 @@ if TYPE_CHECKING:
     from ragchat.services.retrieval import Retrieval, Retriever
 
 logger = Logger(service="ragchat", child=True)
+
+EXTRACTIVE_MODEL = "extractive"  # answers a multi-part question part by part
 
 
 @dataclass(slots=True)
@@ -54,14 +65,19 @@ class AskResult:
     model: str
 
 
-def model_messages(history: Sequence[ChatTurn], question: str) -> list[ChatTurn]:
-    """History followed by the current user turn, never with the current message twice (a history
-    that already ends with it — e.g. just persisted — is not doubled)."""
+def model_messages(history: Sequence[ChatTurn], question: str, asked: str | None = None) -> list[ChatTurn]:
+    """History followed by the current user turn (``asked``: the message as the model should read
+    it, by default ``question``), never with the current message twice (a history that already ends
+    with it — e.g. just persisted — is not doubled)."""
     turns = list(history)
     if turns and turns[-1].role == "user" and turns[-1].content.strip() == question.strip():
         turns.pop()
-    turns.append(ChatTurn("user", question))
+    turns.append(ChatTurn("user", asked or question))
     return turns
+
+
+def uncovered_parts(retrieval: Retrieval) -> list[str]:
+    return [p.question for p in retrieval.parts if p.retrieval.guard]
 
 
 class Answerer:
@@ -73,8 +89,13 @@ class Answerer:
         self.settings = settings
 
     def guard_answer(self, retrieval: Retrieval) -> Answer:
+        """The exact guard reply; a question naming things no document mentions gets one more
+        sentence saying what was not found."""
+        text = GUARD_REPLY
+        if retrieval.unknown_names:
+            text = f"{GUARD_REPLY} {not_found_sentence(retrieval.unknown_names)}"
         return Answer(
-            text=GUARD_REPLY, sources=[], guard_used=True, model=GUARD_MODEL, timings=dict(retrieval.timings)
+            text=text, sources=[], guard_used=True, model=GUARD_MODEL, timings=dict(retrieval.timings)
         )
 
     def request(
@@ -96,7 +117,9 @@ class Answerer:
         )
         return ModelRequest(
             system=system,
-            messages=model_messages(history, question),
+            messages=model_messages(
+                history, question, asked_for_model(question, retrieval.query, uncovered_parts(retrieval))
+            ),
             sources=list(retrieval.hits),
             question=question,
             question_vector=retrieval.query_vector,
@@ -170,6 +193,8 @@ class Answerer:
         caller). A failed model call propagates; ``timings`` (updated in place) gets
         ``ai_completion`` either way."""
         timings = dict(retrieval.timings) if timings is None else timings
+EXTRACTIVE_MODEL = "extractive"  # answers a multi-part question part by part
+
         req = self.request(
             question,
             retrieval,
@@ -190,6 +215,27 @@ class Answerer:
             tool_hits=completion.tool_hits,
             conversation_id=conversation_id,
             timings=timings,
+        )
+
+    def _answer_parts(
+        self, retrieval: Retrieval, *, conversation_id: str | None, timings: dict[str, float]
+    ) -> Answer:
+        """The extractive answer of a multi-part question: each covered part answered from its own
+        notes, in order; a part nothing covers says so (:func:`parts_reply`)."""
+        t0 = time.perf_counter()
+        answers: list[str | None] = []
+        try:
+            for part in retrieval.parts:
+                if part.retrieval.guard:
+                    answers.append(None)
+                    continue
+                req = self.request(part.question, part.retrieval, conversation_id=conversation_id)
+                answers.append(self.caller.complete(req).text)
+        finally:
+            timings["ai_completion"] = (time.perf_counter() - t0) * 1000
+        text = parts_reply([p.question for p in retrieval.parts], answers)
+        return self.finish(
+            text, retrieval, model=EXTRACTIVE_MODEL, conversation_id=conversation_id, timings=timings
         )
 
 
@@ -230,7 +276,7 @@ class AskService:
         if not question:  # pragma: no cover - sanitize_message raises first
             raise ValidationError("A question is required")
         flt = SearchFilter(owner=owner, collection=collection or None, document_id=document_id or None)
-        retrieval = self.retriever.retrieve(question, flt)
+        retrieval = Questions(self.retriever).retrieve(question, flt)
         reinforce = detect_injection(question)
         try:
             if refuses(retrieval, tools=False):

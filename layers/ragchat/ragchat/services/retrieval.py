@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools import Logger
@@ -63,12 +63,27 @@ class Retrieval:
     question: str = ""
     top_similarity: float | None = None
     decision: Decision | None = None
-    # the question's embedding (answered retrievals): the extractive answerer reuses it
+    # the question's embedding: the extractive answerer reuses it
     query_vector: list[float] | None = None
+    # the query that was searched, as shown to the user (a follow-up's carried or condensed query;
+    # the parts' queries of a multi-part question); "" = ``question``
+    query: str = ""
+    # names and codes of the question that no document mentions (a refusal says so)
+    unknown_names: list[str] = field(default_factory=list)
+    # a multi-part question: each part's own retrieval (``hits`` is then the answered parts' notes)
+    parts: list[Part] = field(default_factory=list)
 
     @property
     def ids(self) -> list[str]:
         return [h.id for h in self.hits]
+
+
+@dataclass(slots=True)
+class Part:
+    """One part of a multi-part question and its own retrieval."""
+
+    question: str
+    retrieval: Retrieval
 
 
 def similarity_of(hit: Hit) -> float:
@@ -192,6 +207,7 @@ class Retriever:
         timings: dict[str, float],
         top_similarity: float | None = None,
         decision: Decision | None = None,
+        vector: list[float] | None = None,
     ) -> Retrieval:
         logger.info(
             "chat.guard",
@@ -207,7 +223,26 @@ class Retriever:
             question=question,
             top_similarity=top_similarity,
             decision=decision,
+            query_vector=vector,
         )
+
+    def refuse(self, retrieval: Retrieval, reason: str, *, conversation_id: str | None = None) -> Retrieval:
+        """``retrieval`` turned into a refusal for ``reason`` (logged as ``chat.guard``; counted once)."""
+        logger.info(
+            "chat.guard",
+            extra={
+                "conversationId": conversation_id,
+                "reason": reason,
+                **_decision_fields(retrieval.decision),
+            },
+        )
+        if not retrieval.guard:
+            self.metrics.add(GUARD_REFUSALS)
+        return replace(retrieval, guard=True, reason=reason)
+
+    def searched(self, fn: Callable[[], list[Hit]]) -> list[Hit]:
+        """An extra index call (a keyword lookup), retried once on a transient error."""
+        return self._retry_once("keyword_lookup", fn)
 
     # ------------------------------------------------------------------ use case
     def retrieve(self, question: str, flt: SearchFilter, *, conversation_id: str | None = None) -> Retrieval:
@@ -244,15 +279,9 @@ class Retriever:
         if not decision.answer:
             self._log_retrieval(conversation_id, vector_hits, decision)
             return self._guard(
-                decision.reason,
-                q,
-                conversation_id,
-                hits=vector_hits,
-                top_k=top_k,
-                timings=timings,
-                top_similarity=top1,
-                decision=decision,
-            )
+                decision.reason, q, conversation_id, hits=vector_hits, top_k=top_k, timings=timings,
+                top_similarity=top1, decision=decision, vector=vector,
+            )  # fmt: skip
         hits = vector_hits
         if self.settings.retrieval_mode == "hybrid":
             hits = self._searched(
@@ -300,6 +329,20 @@ class Retriever:
         similarities = [similarity_of(h) for h in vector_hits]
         signals = compute_signals(q, similarities, texts, passage_scores)
         return decide(signals, threshold, coefficients)
+
+    def evidence_similarity(self, query: list[float], hits: list[Hit], owner: str) -> float | None:
+        """The best similarity of ``query`` to a passage of ``hits`` (as the decision reads them:
+        title-prefixed pairs of sentences of the top chunks); ``None`` without hits or passages.
+        Passage vectors come from the cache, so hits already decided on embed nothing new."""
+        texts = [strip_citations(h.text) for h in hits]
+        passages = evidence_passages(texts, titles=self._titles(owner, hits))
+        if not passages:
+            return None
+        chunks = [h.id for h in hits[:EVIDENCE_CHUNKS]]
+        scores = self._retry_once(
+            "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
+        )
+        return max(scores)
 
     def _titles(self, owner: str, hits: list[Hit]) -> list[str | None] | None:
         """The evidence chunks' document titles (``None`` when titles are not wired or unknown)."""

@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import new_id
-from ragchat.domain.labels import validate_title
+from ragchat.domain.labels import clean_title, validate_title
 from ragchat.domain.messages import make_title
 from ragchat.domain.models import Conversation, Feedback, Message, Page
 
@@ -47,7 +47,7 @@ class Conversations:
         conv = Conversation(
             id=new_id(),
             owner=owner,
-            title=" ".join(title.split()) if title else "",
+            title=" ".join(clean_title(title).split()) if title else "",
             collection=collection or None,
             document_id=document_id or None,
             persona=persona or None,

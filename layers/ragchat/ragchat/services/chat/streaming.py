@@ -58,7 +58,10 @@ def error_event(exc: Exception) -> Event:
 
 
 def closing_events(message: Message) -> Iterator[Event]:
-    yield "sources", {"sources": [source_json(s) for s in message.sources or []]}
+    sources: dict[str, Any] = {"sources": [source_json(s) for s in message.sources or []]}
+    if message.query is not None:
+        sources["query"] = message.query  # what was searched (a follow-up's standalone query)
+    yield "sources", sources
     end: dict[str, Any] = {"messageId": message.id, "content": message.content}
     if message.interrupted:
         end["interrupted"] = True
@@ -72,6 +75,7 @@ def refusal_events(result: TurnResult) -> Iterator[Event]:
             "message": result.message.content,
             "suggestions": list(REFUSAL_SUGGESTIONS),
             "messageId": result.message.id,
+            **({"query": result.message.query} if result.message.query is not None else {}),
         },
     )
 
@@ -86,11 +90,9 @@ def answer_events(result: TurnResult) -> Iterator[Event]:
 
 
 def replay_events(result: TurnResult) -> Iterator[Event]:
-    """A stored answer (a replay) as one delta."""
+    """A stored answer (a replay) as the first request sent it: ``answer_start``, then a refusal, or
+    one delta and the closing events."""
     msg = result.message
-    if result.guard_used:
-        yield from refusal_events(result)
-        return
     yield "answer_start", {"conversationId": msg.conversation_id, "messageId": msg.id}
     yield from answer_events(result)
 

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import Conflict, NotFound, ValidationError
+from ragchat.domain.followups import CONDENSE_SHORT, is_follow_up
 from ragchat.domain.ids import new_id
 from ragchat.domain.messages import FALLBACK_MODEL, make_title, sanitize_message
 from ragchat.domain.models import Conversation, Message, SearchFilter, SourceRef
 from ragchat.domain.prompts import detect_injection
-from ragchat.services.answering import refuses
+from ragchat.services.answering import EXTRACTIVE_MODEL, refuses
 from ragchat.services.chat.metrics import TurnMetrics, timed
 from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import replay_from
@@ -39,6 +40,7 @@ from ragchat.services.chat.stops import StopFlags
 from ragchat.services.chat.streaming import Event, TurnStream, answer_events, error_event, replay_events
 from ragchat.services.chat.tools import ScopedNoteTools
 from ragchat.services.logs import log_error, message_of
+from ragchat.services.questions import Questions, condense
 from ragchat.services.sources import locate_sources
 
 if TYPE_CHECKING:
@@ -151,8 +153,7 @@ class Turns:
                 log_error(conv_id, type(exc).__name__, "the turn failed before the model was asked")
                 yield error_event(exc)
                 return
-            if self.tools_mode or turn.refused:
-                # Tool rounds are not streamed: answer, then send the validated text in one delta.
+from ragchat.services.answering import EXTRACTIVE_MODEL, refuses
                 yield from answer_events(self.answer(turn, assistant_id=assistant_id))
                 return
             if breaker_open:
@@ -217,7 +218,13 @@ class Turns:
         conv, timings = acc.conv, acc.timings
         window, conv = self.p.history.window(conv, [*acc.history, acc.user], timings, deadline=acc.deadline)
         flt = SearchFilter(owner=conv.owner, collection=conv.collection, document_id=conv.document_id)
-        retrieval = self.p.retriever.retrieve(acc.text, flt, conversation_id=conv.id)
+        previous = [m.content for m in acc.history if m.role == "user"]
+        condensed = None
+        if previous and self.p.caller.model_id != EXTRACTIVE_MODEL and is_follow_up(acc.text, CONDENSE_SHORT):
+            condensed = condense(self.p.caller, acc.history, acc.text, deadline=acc.deadline)
+        retrieval = Questions(self.p.retriever).retrieve(
+            acc.text, flt, previous=previous, condensed=condensed, conversation_id=conv.id
+        )
         timings.update(retrieval.timings)
         return Turn(
             conv=conv,
@@ -343,6 +350,7 @@ class Turns:
             model=answer.model,
             client_message_id=turn.client_id,
             interrupted=interrupted,
+            query=turn.retrieval.query or turn.text,
         )
         try:
             stored = timed(turn.timings, "db_write", lambda: self.p.store.add_message(msg))

@@ -91,6 +91,7 @@ class DynamoConversationStore:
             interrupted=bool(v.get("interrupted", False)),
             created_at=v.get("created_at", ""),
             feedback=v.get("feedback"),
+            query=v.get("query"),
         )
 
     # -- conversations
@@ -249,6 +250,7 @@ class DynamoConversationStore:
                 "interrupted": msg.interrupted,
                 "created_at": msg.created_at,
                 "feedback": msg.feedback,
+                "query": msg.query,
             }
         )
 

@@ -28,7 +28,7 @@ _CONV_COLUMNS = (
 _CONV_CHANGEABLE = {"title", "collection", "document_id", "persona", "summary_cursor", "last_summary_id"}
 _MSG_COLUMNS = (
     "id, conversation_id, owner, role, content, sources, model, client_message_id, interrupted, created_at, "
-    "feedback"
+    "feedback, query"
 )
 _COUNT = "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count"
 
@@ -65,6 +65,7 @@ def _row_to_message(row: sqlite3.Row) -> Message:
         interrupted=bool(row["interrupted"]),
         created_at=row["created_at"],
         feedback=row["feedback"],
+        query=row["query"],
     )
 
 
@@ -169,7 +170,7 @@ class SqliteConversationStore:
                 raise NotFound("Conversation not found")
             try:
                 conn.execute(
-                    f"INSERT INTO messages ({_MSG_COLUMNS}) VALUES ({placeholders(11)})",
+                    f"INSERT INTO messages ({_MSG_COLUMNS}) VALUES ({placeholders(12)})",
                     (
                         msg.id,
                         msg.conversation_id,
@@ -182,6 +183,7 @@ class SqliteConversationStore:
                         int(bool(msg.interrupted)),
                         now,
                         msg.feedback,
+                        msg.query,
                     ),
                 )
             except sqlite3.IntegrityError:

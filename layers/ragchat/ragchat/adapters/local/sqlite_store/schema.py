@@ -157,6 +157,10 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE documents ADD COLUMN content_hash TEXT",
     ],
+    # 8: the query an assistant message's turn searched (a follow-up's standalone query)
+    [
+        "ALTER TABLE messages ADD COLUMN query TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

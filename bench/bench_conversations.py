@@ -1,0 +1,179 @@
+"""Conversations that keep the thread (``bench/conversations/``): follow-ups, two-part questions,
+unknown names and off-topic follow-ups, through the chat turn (``POST …/messages``' service path).
+
+16 short documents in varied domains (rentals, a library, a recipe, a router guide, HR and travel
+policies, a tenancy, a cycling club, a clinic, solar panels, a museum, a CI handbook, houseplants, an
+electric car, a coworking space, an incident review) are ingested through the real pipeline (a
+throwaway local data directory, MiniLM, the extractive answerer, default settings). Each
+conversation is one chat conversation; every turn is sent in order.
+
+A turn counts when:
+- ``first`` / ``ellipsis`` / ``pronoun`` / ``shift``: it is answered (not refused), the expected
+  document is among the cited sources, and the answer contains one of the expected facts;
+- ``two_part``: both parts count that way (each part's document cited, each part's fact present);
+- ``unknown`` (a name no document mentions) and ``offtopic``: it is refused.
+
+``dev.json`` is the split the method was tuned on; ``test.json`` was written first, before the
+method existed, and run once the method was final (blind).
+
+Usage: ``python bench/bench_conversations.py [--split dev|test|both] [--show-failures]``. Writes
+bench/results/conversations.{json,md} (the splits run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "conversations"
+RESULTS = Path(__file__).resolve().parent / "results"
+OWNER = "bench"
+FOLLOW_UPS = ("ellipsis", "pronoun", "shift", "two_part", "unknown", "offtopic")
+GOALS = {"first": 0.90, "follow_ups": 0.90, "two_part": 0.75, "unknown": 0.90, "offtopic": 1.0}
+
+
+def build(tmp: str) -> tuple[Any, dict[str, str]]:
+    from ragchat.config import load_settings
+    from ragchat.container import Container
+
+    models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
+    env = {k: v for k, v in os.environ.items() if k.startswith(("RAGCHAT_", "CHUNK_"))}
+    env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}
+    container = Container(load_settings(env))
+    names: dict[str, str] = {}
+    for path in sorted((DATA / "docs").glob("*.md")):
+        doc = container.ingestion.submit_file(OWNER, data=path.read_bytes(), filename=path.name)
+        names[doc.id] = path.stem
+    container.launcher.wait_idle(600)
+    wait_warm = getattr(container.launcher, "wait_warm", None)
+    if wait_warm is not None:
+        wait_warm(600)
+    return container, names
+
+
+def _has(content: str, expect: list[str]) -> bool:
+    low = content.lower()
+    return any(e.lower() in low for e in expect)
+
+
+def judge(turn: dict[str, Any], reply: dict[str, Any]) -> bool:
+    kind = turn["kind"]
+    if kind in ("unknown", "offtopic"):
+        return bool(reply["guard"])
+    if reply["guard"]:
+        return False
+    cited = set(reply["docs"])
+    parts = turn.get("parts") or [turn]
+    return all(p["doc"] in cited and _has(reply["content"], p["expect"]) for p in parts)
+
+
+def run_split(container: Any, names: dict[str, str], split: str) -> dict[str, Any]:
+    convs = json.loads((DATA / f"{split}.json").read_text())["conversations"]
+    rows = []
+    ms: list[float] = []
+    for conv in convs:
+        cid = container.chat.create_conversation(OWNER).id
+        for turn in conv["turns"]:
+            t0 = time.perf_counter()
+            result = container.chat.send(OWNER, cid, turn["q"])
+            ms.append((time.perf_counter() - t0) * 1000)
+            msg = result.message
+            reply = {
+                "guard": result.guard_used,
+                "content": msg.content,
+                "docs": [names.get(s.document_id or "", "?") for s in msg.sources or []],
+                "query": msg.query,
+            }
+            rows.append({"conversation": conv["id"], **turn, "reply": reply, "ok": judge(turn, reply)})
+    by_kind: dict[str, list[bool]] = defaultdict(list)
+    for r in rows:
+        by_kind[r["kind"]].append(r["ok"])
+    follow = [r["ok"] for r in rows if r["kind"] in ("ellipsis", "pronoun", "shift")]
+    summary = {k: [sum(v), len(v)] for k, v in sorted(by_kind.items())}
+    summary["follow_ups"] = [sum(follow), len(follow)]
+    return {"split": split, "summary": summary, "turn_ms_median": statistics.median(ms), "rows": rows}
+
+
+def markdown(results: list[dict[str, Any]], load: str) -> str:
+    lines = [
+        "# Conversations that keep the thread",
+        "",
+        "`python bench/bench_conversations.py` — 16 documents, dev and test conversations "
+        "(`bench/conversations/`), MiniLM, extractive answerer, default settings, through the chat "
+        "turn. `follow-ups` = ellipsis + pronoun + topic-shift turns answered right; `two_part` = "
+        "both parts answered and cited; `unknown` / `offtopic` = refused.",
+        "",
+        f"Machine: {platform.machine()}, load {load}.",
+        "",
+        "| split | first | follow-ups | two-part (both parts) | unknown names refused | off-topic refused |",
+        "|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        s = res["summary"]
+
+        def cell(k: str, s: dict[str, list[int]] = s) -> str:
+            ok, n = s.get(k, [0, 0])
+            return f"{ok}/{n} ({ok / n:.0%})" if n else "–"
+
+        lines.append(
+            f"| {res['split']} | {cell('first')} | {cell('follow_ups')} | {cell('two_part')} | "
+            f"{cell('unknown')} | {cell('offtopic')} |"
+        )
+    lines += ["", "Goals (test): " + ", ".join(f"{k} ≥ {v:.2f}" for k, v in GOALS.items()), ""]
+    for res in results:
+        misses = [r for r in res["rows"] if not r["ok"]]
+        lines.append(f"## {res['split']}: turns missed ({len(misses)})")
+        lines.append("")
+        for r in misses:
+            what = "refused" if r["reply"]["guard"] else f"cited {r['reply']['docs']}"
+            query = r["reply"]["query"]
+            lines.append(f"- {r['conversation']} {r['kind']}: “{r['q']}” — {what}; query “{query}”")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--split", choices=("dev", "test", "both"), default="dev")
+    ap.add_argument("--show-failures", action="store_true")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    splits = ["dev", "test"] if args.split == "both" else [args.split]
+    with tempfile.TemporaryDirectory() as tmp:
+        container, names = build(tmp)
+        try:
+            results = [run_split(container, names, s) for s in splits]
+        finally:
+            close = getattr(container, "close", None)
+            if callable(close):
+                close()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    for res in results:
+        print(res["split"], json.dumps(res["summary"]), f"median turn {res['turn_ms_median']:.1f} ms")
+        if args.show_failures:
+            for r in res["rows"]:
+                if not r["ok"]:
+                    rep = r["reply"]
+                    head = f"  MISS {r['conversation']} {r['kind']}: {r['q']!r}"
+                    print(f"{head} guard={rep['guard']} docs={rep['docs']}")
+                    print(f"       query={rep['query']!r}")
+                    print(f"       {rep['content'][:300]!r}")
+    if not args.no_write:
+        RESULTS.mkdir(exist_ok=True)
+        out = {"load": load, "python": sys.version.split()[0], "results": results}
+        (RESULTS / "conversations.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+        (RESULTS / "conversations.md").write_text(markdown(results, load) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Follow-up questions in a conversation (SPEC §6 step 1): is a message standalone, and what does it
+carry over from the conversation when it is not.
+
+A follow-up leans on what came before: it opens like a continuation ("And on Sundays?", "What about
+a tandem?"), refers back with a pronoun ("How big is the deposit for one?", "Is it safe for my
+cat?"), or is too short to name its own subject ("At what time?"). For such a message the local
+method searches with a *carried* query too: the conversation's subject question (the latest user
+message that stood alone) followed by the message itself. Retrieval then decides between the raw
+and the carried query (``ragchat.services.questions``); the user sees the query that was used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ragchat.domain.extractive import tokens
+
+#: openings of a message that continues the previous one
+OPENERS = (
+    "and ",
+    "and,",
+    "what about",
+    "how about",
+    "also",
+    "or ",
+    "but ",
+    "then ",
+    "so ",
+    "what if",
+    "same ",
+    "in that case",
+    "for ",
+)
+#: words by which a question refers back to something named earlier
+REFERRING = frozenset(
+    """it its it's itself they them their theirs that this those these there one ones he she him her
+    his hers such same either both""".split()  # noqa: SIM905
+)
+#: content words that ask about an attribute rather than name a subject ("how long", "what cost")
+GENERIC = frozenset(
+    """cost costs price prices much many long big large small time times take takes get need needs
+    allowed possible happen happens mean means work works open close opens closes day days hour
+    hours week weeks year years well too instead way ways thing things kind kinds sort""".split()  # noqa: SIM905
+)
+#: a message with at most this many subject words of its own is elliptical (the local method
+#: searches it both ways, which costs no model call)
+SHORT = 2
+#: the same for the condense step of Claude mode (a model call): "Why is grass green?" stands alone
+CONDENSE_SHORT = 1
+_PREFIX = 5  # words sharing their first letters are the same word (as in answerability)
+_WORD = re.compile(r"[\w']+")
+
+
+def subject_words(question: str) -> list[str]:
+    """The question's own content words that may name a subject (attribute words left out)."""
+    return [t for t in tokens(question) if t not in GENERIC]
+
+
+def is_follow_up(question: str, short: int = SHORT) -> bool:
+    """Does this message lean on the conversation (continuation, pronoun, or at most ``short``
+    subject words of its own)?"""
+    lower = " ".join(question.lower().split())
+    if lower.startswith(OPENERS):
+        return True
+    words = {w.strip("'") for w in _WORD.findall(lower)}
+    if words & REFERRING:
+        return True
+    return len(subject_words(question)) <= short
+
+
+def subject_question(previous: Sequence[str]) -> str | None:
+    """The conversation's subject: the latest earlier user message that stood alone (``previous``:
+    the earlier user messages, oldest first); ``None`` when there is none."""
+    for text in reversed(previous):
+        if not is_follow_up(text):
+            return text
+    return previous[0] if previous else None
+
+
+def carried_query(question: str, subject: str) -> str:
+    """The query searched for a follow-up: the subject question, then the message itself."""
+    subject = " ".join(subject.split())
+    if not subject.endswith(("?", ".", "!")):
+        subject += "."
+    return f"{subject} {question}"
+
+
+def own_words_covered(question: str, texts: Sequence[str]) -> float:
+    """The share of the message's own subject words (first letters, as the answerability decision
+    compares words) found in ``texts``; 1.0 when it names no subject of its own ("At what time?")."""
+    own = {w[:_PREFIX] for w in subject_words(question)}
+    if not own:
+        return 1.0
+    found = {w[:_PREFIX] for t in texts for w in tokens(t)}
+    return len(own & found) / len(own)
