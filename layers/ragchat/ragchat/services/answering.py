@@ -33,7 +33,7 @@ from ragchat.domain.prompts import (
 from ragchat.services.logs import log_error
 from ragchat.services.metrics import NO_METRICS, record_turn
 from ragchat.services.model_calls import ModelCaller
-from ragchat.services.questions import Questions
+from ragchat.services.questions import retrieve_question
 from ragchat.services.sources import locate_sources, with_documents
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ class AskService:
         if not question:  # pragma: no cover - sanitize_message raises first
             raise ValidationError("A question is required")
         flt = SearchFilter(owner=owner, collection=collection or None, document_id=document_id or None)
-        retrieval = Questions(self.retriever).retrieve(question, flt)
+        retrieval = retrieve_question(self.retriever, question, flt)
         reinforce = detect_injection(question)
         try:
             if refuses(retrieval, tools=False):

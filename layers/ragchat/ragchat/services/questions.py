@@ -114,145 +114,155 @@ def _blend(raw: Retrieval, carried: Retrieval) -> list[float] | None:
     return [x / norm for x in mixed]
 
 
-class Questions:
-    """A turn's retrieval: :meth:`Retriever.retrieve` for the raw message, the carried query, the
-    parts, and the names check (see the module docstring)."""
+def retrieve_question(
+    retriever: Retriever,
+    question: str,
+    flt: SearchFilter,
+    *,
+    previous: list[str] | None = None,
+    condensed: str | None = None,
+    conversation_id: str | None = None,
+) -> Retrieval:
+    """A turn's retrieval (see the module docstring): :meth:`Retriever.retrieve` for the raw
+    message, the carried query, the parts, and the names check. ``previous``: the conversation's
+    earlier user messages, oldest first; ``condensed``: the model's standalone rewrite of a
+    follow-up (Claude mode), searched instead of the carried query."""
+    previous = previous or []
+    parts = split_parts(normalize_question(question))
+    if len(parts) == 1:
+        result = _single(retriever, question, flt, subject_question(previous), condensed, conversation_id)
+    else:
+        result = _parts(retriever, parts, flt, previous, conversation_id)
+    logger.info(
+        "chat.query",
+        extra={"conversationId": conversation_id, "carried": result.query != result.question},
+    )
+    return result
 
-    def __init__(self, retriever: Retriever) -> None:
-        self.retriever = retriever
 
-    def retrieve(
-        self,
-        question: str,
-        flt: SearchFilter,
-        *,
-        previous: list[str] | None = None,
-        condensed: str | None = None,
-        conversation_id: str | None = None,
-    ) -> Retrieval:
-        """``previous``: the conversation's earlier user messages, oldest first; ``condensed``: the
-        model's standalone rewrite of a follow-up (Claude mode), searched instead of the carried
-        query."""
-        previous = previous or []
-        parts = split_parts(normalize_question(question))
-        if len(parts) == 1:
-            result = self._single(question, flt, subject_question(previous), condensed, conversation_id)
-        else:
-            result = self._parts(parts, flt, previous, conversation_id)
-        logger.info(
-            "chat.query",
-            extra={"conversationId": conversation_id, "carried": result.query != result.question},
-        )
-        return result
+# ---------------------------------------------------------------------- one question
+def _single(
+    retriever: Retriever,
+    question: str,
+    flt: SearchFilter,
+    subject: str | None,
+    condensed: str | None,
+    conversation_id: str | None,
+) -> Retrieval:
+    raw = retriever.retrieve(question, flt, conversation_id=conversation_id)
+    if raw.reason == EMPTY_KNOWLEDGE_BASE:
+        return raw
+    chosen = dataclasses.replace(raw, query=raw.question)
+    follow_up = condensed is not None or is_follow_up(question)
+    query = normalize_question(condensed or (carried_query(raw.question, subject) if subject else ""))
+    if query and query != raw.question and (follow_up or raw.guard):
+        carried = retriever.retrieve(query, flt, conversation_id=conversation_id)
+        if _carried_fits(
+            retriever, raw, carried, flt.owner, follow_up=follow_up, conversation_id=conversation_id
+        ):
+            chosen = dataclasses.replace(carried, query=query, query_vector=_blend(raw, carried))
+    return _check_names(retriever, raw.question, chosen, flt, conversation_id)
 
-    # ------------------------------------------------------------------ one question
-    def _single(
-        self,
-        question: str,
-        flt: SearchFilter,
-        subject: str | None,
-        condensed: str | None,
-        conversation_id: str | None,
-    ) -> Retrieval:
-        raw = self.retriever.retrieve(question, flt, conversation_id=conversation_id)
-        if raw.reason == EMPTY_KNOWLEDGE_BASE:
-            return raw
-        chosen = dataclasses.replace(raw, query=raw.question)
-        follow_up = condensed is not None or is_follow_up(question)
-        query = normalize_question(condensed or (carried_query(raw.question, subject) if subject else ""))
-        if query and query != raw.question and (follow_up or raw.guard):
-            carried = self.retriever.retrieve(query, flt, conversation_id=conversation_id)
-            if self._carried_fits(
-                raw, carried, flt.owner, follow_up=follow_up, conversation_id=conversation_id
-            ):
-                chosen = dataclasses.replace(carried, query=query, query_vector=_blend(raw, carried))
-        return self._check_names(raw.question, chosen, flt, conversation_id)
 
-    def _carried_fits(
-        self, raw: Retrieval, carried: Retrieval, owner: str, *, follow_up: bool, conversation_id: str | None
-    ) -> bool:
-        """Is the carried query's evidence an answer to the message as written? (module docstring)"""
-        if carried.guard or raw.query_vector is None:
-            return False
-        fit = self.retriever.evidence_similarity(raw.query_vector, carried.hits, owner) or -1.0
-        covered = own_words_covered(raw.question, [h.text for h in carried.hits[:EVIDENCE_CHUNKS]])
-        if follow_up:
-            ok = fit >= CARRIED_FLOOR or covered >= CARRIED_COVERAGE
-        else:  # a standalone message the raw query could not answer
-            ok = fit >= STANDALONE_FLOOR and covered >= CARRIED_COVERAGE
-        own = None
-        if ok and not raw.guard:
-            own = raw.decision.signals.passage if raw.decision is not None else None
-            if own is None:
-                own = self.retriever.evidence_similarity(raw.query_vector, raw.hits, owner)
-            ok = own is None or fit >= own - CARRIED_MARGIN
-        logger.info(
-            "chat.carried",
-            extra={
-                "conversationId": conversation_id,
-                "followUp": follow_up,
-                "rawAnswerable": not raw.guard,
-                "carriedFit": round(fit, 4),
-                "ownFit": None if own is None else round(own, 4),
-                "coverage": round(covered, 4),
-                "used": ok,
-            },
-        )
-        return ok
+def _carried_fits(
+    retriever: Retriever,
+    raw: Retrieval,
+    carried: Retrieval,
+    owner: str,
+    *,
+    follow_up: bool,
+    conversation_id: str | None,
+) -> bool:
+    """Is the carried query's evidence an answer to the message as written? (module docstring)"""
+    if carried.guard or raw.query_vector is None:
+        return False
+    fit = retriever.evidence_similarity(raw.query_vector, carried.hits, owner) or -1.0
+    covered = own_words_covered(raw.question, [h.text for h in carried.hits[:EVIDENCE_CHUNKS]])
+    if follow_up:
+        ok = fit >= CARRIED_FLOOR or covered >= CARRIED_COVERAGE
+    else:  # a standalone message the raw query could not answer
+        ok = fit >= STANDALONE_FLOOR and covered >= CARRIED_COVERAGE
+    own = None
+    if ok and not raw.guard:
+        own = raw.decision.signals.passage if raw.decision is not None else None
+        if own is None:
+            own = retriever.evidence_similarity(raw.query_vector, raw.hits, owner)
+        ok = own is None or fit >= own - CARRIED_MARGIN
+    logger.info(
+        "chat.carried",
+        extra={
+            "conversationId": conversation_id,
+            "followUp": follow_up,
+            "rawAnswerable": not raw.guard,
+            "carriedFit": round(fit, 4),
+            "ownFit": None if own is None else round(own, 4),
+            "coverage": round(covered, 4),
+            "used": ok,
+        },
+    )
+    return ok
 
-    # ------------------------------------------------------------------ names
-    def _check_names(
-        self, question: str, chosen: Retrieval, flt: SearchFilter, conversation_id: str | None
-    ) -> Retrieval:
-        names = specific_names(question)
-        if not names:
-            return chosen
-        missing = unknown_names(names, self._texts(chosen.hits, flt.owner))
-        if missing and chosen.query_vector is not None:
-            missing = [n for n in missing if not self._found_anywhere(n, chosen.query_vector, flt)]
-        if not missing:
-            return chosen
-        refused = self.retriever.refuse(chosen, UNKNOWN_NAME, conversation_id=conversation_id)
-        return dataclasses.replace(refused, unknown_names=missing)
 
-    def _found_anywhere(self, name: str, vector: list[float], flt: SearchFilter) -> bool:
-        """Does any of the caller's notes (within the filter) mention ``name``? A keyword search for
-        it, then the exact check on the texts it returns."""
-        index = self.retriever.index
-        hits = self.retriever.searched(lambda: index.hybrid_search(name, vector, flt, LOOKUP_HITS))
-        return not unknown_names([name], self._texts(hits, flt.owner))
+# ---------------------------------------------------------------------- names
+def _check_names(
+    retriever: Retriever, question: str, chosen: Retrieval, flt: SearchFilter, conversation_id: str | None
+) -> Retrieval:
+    names = specific_names(question)
+    if not names:
+        return chosen
+    missing = unknown_names(names, _texts(retriever, chosen.hits, flt.owner))
+    if missing and chosen.query_vector is not None:
+        missing = [n for n in missing if not _found_anywhere(retriever, n, chosen.query_vector, flt)]
+    if not missing:
+        return chosen
+    refused = retriever.refuse(chosen, UNKNOWN_NAME, conversation_id=conversation_id)
+    return dataclasses.replace(refused, unknown_names=missing)
 
-    def _texts(self, hits: list[Hit], owner: str) -> list[str]:
-        titles = self.retriever.titles
-        names = titles(owner, [h.document_id for h in hits if h.document_id]) if titles else {}
-        return [h.text for h in hits] + list(names.values())
 
-    # ------------------------------------------------------------------ parts
-    def _parts(
-        self, parts: list[str], flt: SearchFilter, previous: list[str], conversation_id: str | None
-    ) -> Retrieval:
-        done: list[Part] = []
-        for i, part in enumerate(parts):
-            subject = subject_question([*previous, *parts[:i]])
-            done.append(Part(part, self._single(part, flt, subject, None, conversation_id)))
-        answered = [p.retrieval for p in done if not p.retrieval.guard]
-        first = answered[0] if answered else done[0].retrieval
-        hits: dict[str, Hit] = {}
-        for r in answered:
-            for h in r.hits:
-                hits.setdefault(h.id, h)
-        timings: dict[str, float] = {}
-        for p in done:
-            for phase, ms in p.retrieval.timings.items():
-                timings[phase] = timings.get(phase, 0.0) + ms
-        names = list(dict.fromkeys(n for p in done for n in p.retrieval.unknown_names))
-        return dataclasses.replace(
-            first,
-            hits=list(hits.values()) if answered else first.hits,
-            guard=not answered,
-            timings=timings,
-            question=" ".join(parts),
-            query=" | ".join(p.retrieval.query or p.question for p in done),
-            parts=done,
-            unknown_names=names,
-        )
+def _found_anywhere(retriever: Retriever, name: str, vector: list[float], flt: SearchFilter) -> bool:
+    """Does any of the caller's notes (within the filter) mention ``name``? A keyword search for
+    it, then the exact check on the texts it returns."""
+    index = retriever.index
+    hits = retriever.searched(lambda: index.hybrid_search(name, vector, flt, LOOKUP_HITS))
+    return not unknown_names([name], _texts(retriever, hits, flt.owner))
+
+
+def _texts(retriever: Retriever, hits: list[Hit], owner: str) -> list[str]:
+    titles = retriever.titles
+    names = titles(owner, [h.document_id for h in hits if h.document_id]) if titles else {}
+    return [h.text for h in hits] + list(names.values())
+
+
+# ---------------------------------------------------------------------- parts
+def _parts(
+    retriever: Retriever,
+    parts: list[str],
+    flt: SearchFilter,
+    previous: list[str],
+    conversation_id: str | None,
+) -> Retrieval:
+    done: list[Part] = []
+    for i, part in enumerate(parts):
+        subject = subject_question([*previous, *parts[:i]])
+        done.append(Part(part, _single(retriever, part, flt, subject, None, conversation_id)))
+    answered = [p.retrieval for p in done if not p.retrieval.guard]
+    first = answered[0] if answered else done[0].retrieval
+    hits: dict[str, Hit] = {}
+    for r in answered:
+        for h in r.hits:
+            hits.setdefault(h.id, h)
+    timings: dict[str, float] = {}
+    for p in done:
+        for phase, ms in p.retrieval.timings.items():
+            timings[phase] = timings.get(phase, 0.0) + ms
+    names = list(dict.fromkeys(n for p in done for n in p.retrieval.unknown_names))
+    return dataclasses.replace(
+        first,
+        hits=list(hits.values()) if answered else first.hits,
+        guard=not answered,
+        timings=timings,
+        question=" ".join(parts),
+        query=" | ".join(p.retrieval.query or p.question for p in done),
+        parts=done,
+        unknown_names=names,
+    )

@@ -40,7 +40,7 @@ from ragchat.services.chat.stops import StopFlags
 from ragchat.services.chat.streaming import Event, TurnStream, answer_events, error_event, replay_events
 from ragchat.services.chat.tools import ScopedNoteTools
 from ragchat.services.logs import log_error, message_of
-from ragchat.services.questions import Questions, condense
+from ragchat.services.questions import condense, retrieve_question
 from ragchat.services.sources import locate_sources
 
 if TYPE_CHECKING:
@@ -222,8 +222,8 @@ from ragchat.services.answering import EXTRACTIVE_MODEL, refuses
         condensed = None
         if previous and self.p.caller.model_id != EXTRACTIVE_MODEL and is_follow_up(acc.text, CONDENSE_SHORT):
             condensed = condense(self.p.caller, acc.history, acc.text, deadline=acc.deadline)
-        retrieval = Questions(self.p.retriever).retrieve(
-            acc.text, flt, previous=previous, condensed=condensed, conversation_id=conv.id
+        retrieval = retrieve_question(
+            self.p.retriever, acc.text, flt, previous=previous, condensed=condensed, conversation_id=conv.id
         )
         timings.update(retrieval.timings)
         return Turn(
