@@ -193,8 +193,8 @@ class Answerer:
         caller). A failed model call propagates; ``timings`` (updated in place) gets
         ``ai_completion`` either way."""
         timings = dict(retrieval.timings) if timings is None else timings
-EXTRACTIVE_MODEL = "extractive"  # answers a multi-part question part by part
-
+        if retrieval.parts and tools is None and self.caller.model_id == EXTRACTIVE_MODEL:
+            return self._answer_parts(retrieval, conversation_id=conversation_id, timings=timings)
         req = self.request(
             question,
             retrieval,

@@ -153,7 +153,9 @@ class Turns:
                 log_error(conv_id, type(exc).__name__, "the turn failed before the model was asked")
                 yield error_event(exc)
                 return
-from ragchat.services.answering import EXTRACTIVE_MODEL, refuses
+            if self.tools_mode or turn.refused or turn.retrieval.parts:
+                # Tool rounds and multi-part questions are not streamed: answer, then send the
+                # validated text in one delta.
                 yield from answer_events(self.answer(turn, assistant_id=assistant_id))
                 return
             if breaker_open:
