@@ -172,3 +172,43 @@ def test_a_bad_list_setting_names_the_variable(name: str, value: str) -> None:
 
     with pytest.raises(ConfigError, match=name):
         load_settings({name: value})
+
+
+def test_lambda_log_lines_redact_tokens_and_questions() -> None:
+    from ragchat.observability import root_logger
+
+    [handler] = root_logger().handlers
+    record = logging.LogRecord(
+        "ragchat.services.example", logging.WARNING, __file__, 1,
+        "calling %s with Authorization: Bearer %s",
+        ("https://api.example/?text=my+secret+question", "tok3n-value"), None,
+    )  # fmt: skip
+    assert handler.filter(record)
+    line = handler.format(record)
+    assert "tok3n-value" not in line and "secret" not in line
+    assert "Bearer ***" in line and "?text=***" in line
+
+
+def test_the_chat_stream_adapter_takes_the_ip_from_api_gateway_not_x_forwarded_for() -> None:
+    env = {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_CHAT_REQUESTS": "100", "RATE_LIMIT_IP_REQUESTS": "1"}
+    context = json.dumps(
+        {
+            "requestId": "r1",
+            "authorizer": {"claims": {"sub": "local"}},
+            "identity": {"sourceIp": "203.0.113.7"},
+        }
+    )
+    with serving("adapter", env=env) as served:
+        status, _, body = served.call("POST", "/chat/conversations", {})
+        conv = json.loads(body)["id"]
+        statuses = []
+        for i in range(3):
+            served.api.clock.advance(5)
+            statuses.append(
+                served.call(
+                    "POST", f"/chat/conversations/{conv}/messages", {"content": f"sky {i}?"},
+                    **{"X-Forwarded-For": f"198.51.100.{i}", "x-amzn-request-context": context},
+                )[0]
+            )  # fmt: skip
+    # one address, API Gateway's (203.0.113.7), whatever the header claims
+    assert status == 201 and statuses == [200, 429, 429]

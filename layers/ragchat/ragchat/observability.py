@@ -71,10 +71,15 @@ def _truthy(name: str) -> bool:
 # ---------------------------------------------------------------------------------------- logger
 @functools.cache
 def root_logger() -> Logger:
-    """The Powertools logger ``ragchat`` (made once; only Lambda entry points make it)."""
+    """The Powertools logger ``ragchat`` (made once; only Lambda entry points make it). Its handlers
+    redact every line (:class:`RedactingFilter`), the child loggers' lines included."""
     from aws_lambda_powertools import Logger
 
-    return Logger(service=SERVICE)
+    made = Logger(service=SERVICE)
+    for handler in made.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+    return made
 
 
 def start_invocation(event: Mapping[str, Any], context: Any, correlation_id_path: str | None = None) -> None:
@@ -257,6 +262,19 @@ def redact(text: str) -> str:
     text = _BEARER.sub(rf"\1 {MASK}", text)
     text = _SECRET_PATH.sub(rf"\1{MASK}", text)
     return _QUERY.sub(rf"\1\2={MASK}", text)
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter: the record's message passed through :func:`redact` (bearer tokens, query
+    values, upload tokens), whichever logger it came from."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            message = record.getMessage()
+            cleaned = redact(message)
+            if cleaned != message:
+                record.msg, record.args = cleaned, None
+        return True
 
 
 # ------------------------------------------------------------------------------------ local lines
