@@ -44,7 +44,7 @@ GOALS = {"first": 0.90, "follow_ups": 0.90, "two_part": 0.75, "unknown": 0.90, "
 
 def build(tmp: str) -> tuple[Any, dict[str, str]]:
     from ragchat.config import load_settings
-    from ragchat.container import Container
+    from ragchat.bootstrap import Container
 
     models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
     env = {k: v for k, v in os.environ.items() if k.startswith(("RAGCHAT_", "CHUNK_"))}
@@ -82,10 +82,10 @@ def run_split(container: Any, names: dict[str, str], split: str) -> dict[str, An
     rows = []
     ms: list[float] = []
     for conv in convs:
-        cid = container.chat.create_conversation(OWNER).id
+        cid = container.chat.conversations.create(OWNER).id
         for turn in conv["turns"]:
             t0 = time.perf_counter()
-            result = container.chat.send(OWNER, cid, turn["q"])
+            result = container.chat.turns.send(OWNER, cid, turn["q"])
             ms.append((time.perf_counter() - t0) * 1000)
             msg = result.message
             reply = {
