@@ -43,8 +43,8 @@ GOALS = {"first": 0.90, "follow_ups": 0.90, "two_part": 0.75, "unknown": 0.90, "
 
 
 def build(tmp: str) -> tuple[Any, dict[str, str]]:
-    from ragchat.config import load_settings
     from ragchat.bootstrap import Container
+    from ragchat.config import load_settings
 
     models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
     env = {k: v for k, v in os.environ.items() if k.startswith(("RAGCHAT_", "CHUNK_"))}
