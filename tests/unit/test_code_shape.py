@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,18 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once per test run."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def modules(sub: str = "") -> list[Path]:
     return sorted((PACKAGE / sub).rglob("*.py"))
 
 
 def runtime_imports(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     annotation_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -185,14 +192,14 @@ def service_classes() -> set[str]:
     return {
         node.name
         for path in modules("services")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.ClassDef) and not _is_value_object(node)
     }
 
 
 def constructions(path: Path, names: set[str]) -> list[tuple[int, str]]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Call):
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
@@ -247,7 +254,7 @@ def test_only_public_powertools_apis_are_used() -> None:
     ours = {  # private names our own classes define (e.g. ``self._lock``) are ours to use
         node.attr
         for path in modules()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Attribute)
         and isinstance(node.ctx, ast.Store)
         and isinstance(node.value, ast.Name)
@@ -255,13 +262,13 @@ def test_only_public_powertools_apis_are_used() -> None:
     } | {
         node.name
         for path in modules()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
     wrong = [
         f"{path.relative_to(PACKAGE)}:{node.lineno} uses {node.attr}"
         for path in modules()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Attribute) and node.attr in private - ours
     ]
     wrong += [
