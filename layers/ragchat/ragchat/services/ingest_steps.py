@@ -156,14 +156,27 @@ class IngestSteps:
 
     def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
         """Extract the text (per content type) and cut it into chunks."""
-        return self._chunks_and_text(doc, body)[0]
-
-    def _chunks_and_text(self, doc: Document, body: bytes) -> tuple[list[Chunk], str]:
-        """The chunks (blank ones dropped) and the whole extracted text (pages joined)."""
         from ragchat.domain.extraction import extract
+
+        return self._chunks_and_text(doc, extract(body, content_type=doc.content_type))[0]
+
+    def _pages(self, doc: Document) -> list[tuple[str, dict[str, Any]]]:
+        """The document's extracted pages. The body is read here and released on return, so it is
+        not held while the text is chunked (for a 500 MiB text body: 500 MB less at the peak)."""
+        from ragchat.domain.extraction import extract
+
+        try:
+            body = self.blobs.get(doc.body_key)
+        except KeyError:
+            raise NotFound("The document's body is missing from storage") from None
+        return extract(body, content_type=doc.content_type)
+
+    def _chunks_and_text(
+        self, doc: Document, pages: list[tuple[str, dict[str, Any]]]
+    ) -> tuple[list[Chunk], str]:
+        """The chunks (blank ones dropped) and the whole extracted text (pages joined)."""
         from ragchat.domain.splitting import split_pages
 
-        pages = extract(body, content_type=doc.content_type)
         text = "\n".join(page for page, _ in pages)
         if self.settings.enable_text_splitting and doc.split:
             size, overlap = self.settings.chunk_size, self.settings.chunk_overlap
@@ -195,11 +208,7 @@ class IngestSteps:
         self.documents.update_document(
             owner, document_id, {"status": DocumentStatus.PROCESSING, "error": None}
         )
-        try:
-            body = self.blobs.get(doc.body_key)
-        except KeyError:
-            raise NotFound("The document's body is missing from storage") from None
-        chunks, text = self._chunks_and_text(doc, body)
+        chunks, text = self._chunks_and_text(doc, self._pages(doc))
         if not chunks:
             raise ValidationError("No text could be extracted from the document")
         headers = self.headers_of(doc, text, chunks)
