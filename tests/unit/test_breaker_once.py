@@ -1,4 +1,4 @@
-"""The circuit breaker is checked once per model call (issue 22 item 5), with SPEC §7's semantics:
+"""The circuit breaker is checked once per model call (issue 22 item 5), keeping its rules:
 5 consecutive failures within 120 s open it, a success resets it. What is counted: reads of the
 conversation's breaker counter per turn, in the one-shot and the streaming path."""
 
