@@ -185,6 +185,38 @@ def test_vectors_persist_in_the_database_file(tmp_path: Path):
     second.close()
 
 
+def test_a_reload_reads_the_table_in_pages_and_keeps_every_row(tmp_path: Path, monkeypatch):
+    """The matrix is loaded a page of rows at a time (no copy of every vector at once): every row,
+    its filters and its deletions survive pages boundaries."""
+    from ragchat.adapters.local import vector_index
+
+    monkeypatch.setattr(vector_index, "_LOAD_ROWS", 4)
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(23, 4))
+    first = SqliteDatabase(tmp_path / "v.db")
+    writer = LocalVectorIndex(first, dimension=4)
+    writer.upsert(
+        [
+            record(f"n{i:02d}", v, owner="bob" if i % 5 == 0 else "alice", document_id=f"d{i % 3}")
+            for i, v in enumerate(vectors)
+        ]
+    )
+    writer.delete(["n07"])
+    writer.set_enabled("alice", "d1", False)
+    second = SqliteDatabase(tmp_path / "v.db")
+    reader = LocalVectorIndex(second, dimension=4)
+    alice = SearchFilter("alice")
+    for query in vectors[:6]:
+        assert [h.id for h in reader.search(query, alice, 25)] == [
+            h.id for h in writer.search(query, alice, 25)
+        ]
+    expected = {f"n{i:02d}" for i in range(23) if i % 5 and i != 7 and i % 3 != 1}
+    assert {h.id for h in reader.search(vectors[0], alice, 25)} == expected
+    assert reader.count("bob") == 5
+    first.close()
+    second.close()
+
+
 def test_writes_through_another_connection_are_seen_before_the_next_search(tmp_path: Path):
     server_db, ingest_db = SqliteDatabase(tmp_path / "v.db"), SqliteDatabase(tmp_path / "v.db")
     server = LocalVectorIndex(server_db, dimension=4)

@@ -37,6 +37,7 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_TOKENS = 64
 _F32 = np.float32
 _BATCH = 500
+_LOAD_ROWS = 8192  # rows per read when the matrix is (re)loaded
 _RANK_DEPTH = 20  # what hybrid search takes from the vector ranking (max(k * 4, 20) for k ≤ 5)
 
 FloatArray = npt.NDArray[np.float32]
@@ -247,30 +248,47 @@ class LocalVectorIndex:
             version = self._read_version(conn)
             if self._matrix is not None and version == self._version:
                 return self._matrix
-            matrix = _Matrix(self.dimension)
-            rows = conn.execute(
-                "SELECT id, owner, document_id, collection, enabled, vector FROM vectors ORDER BY rid"
-            ).fetchall()
-        count = len(rows)
+            matrix = self._load(conn)
+        self._matrix, self._version = matrix, version
+        return matrix
+
+    def _load(self, conn: Any) -> _Matrix:
+        """Read the table into a new matrix, ``_LOAD_ROWS`` rows at a time straight into its
+        preallocated arrays: no list of every row and no joined copy of every vector (at 1M vectors
+        that held three copies of the 1.5 GB of vectors at once)."""
+        matrix = _Matrix(self.dimension)
+        count = int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
         matrix._grow(count)
-        if count:
+        width = self.dimension * 4
+        cursor = conn.execute(
+            "SELECT id, owner, document_id, collection, enabled, vector FROM vectors ORDER BY rid"
+        )
+        n = 0
+        ids: list[str] = []
+        while True:
+            rows = cursor.fetchmany(_LOAD_ROWS)
+            if not rows:
+                break
+            if n + len(rows) > matrix.capacity:  # written between the count and the read
+                matrix._grow(n + len(rows))
             blob = b"".join(r["vector"] for r in rows)
-            if len(blob) != count * self.dimension * 4:
+            if len(blob) != len(rows) * width:
                 raise ValueError(
                     f"the vector index in {self.db.path} holds vectors of another dimension than "
                     f"{self.dimension}; re-ingest into a fresh RAGCHAT_DATA_DIR"
                 )
-            matrix.vectors[:count] = np.frombuffer(blob, dtype=_F32).reshape(count, self.dimension)
-            ids = [r["id"] for r in rows]
-            matrix.ids = list(ids)
-            matrix.row_of = {id_: i for i, id_ in enumerate(ids)}
-            matrix.owner[:count] = [matrix.code(r["owner"]) for r in rows]
-            matrix.document[:count] = [matrix.code(r["document_id"]) for r in rows]
-            matrix.collection[:count] = [matrix.code(r["collection"]) for r in rows]
-            matrix.enabled[:count] = [bool(r["enabled"]) for r in rows]
-            matrix.alive[:count] = True
-            matrix.n = count
-        self._matrix, self._version = matrix, version
+            end = n + len(rows)
+            matrix.vectors[n:end] = np.frombuffer(blob, dtype=_F32).reshape(len(rows), self.dimension)
+            ids.extend(r["id"] for r in rows)
+            matrix.owner[n:end] = [matrix.code(r["owner"]) for r in rows]
+            matrix.document[n:end] = [matrix.code(r["document_id"]) for r in rows]
+            matrix.collection[n:end] = [matrix.code(r["collection"]) for r in rows]
+            matrix.enabled[n:end] = [bool(r["enabled"]) for r in rows]
+            n = end
+        matrix.ids = list(ids)
+        matrix.row_of = {id_: i for i, id_ in enumerate(ids)}
+        matrix.alive[:n] = True
+        matrix.n = n
         return matrix
 
     def _rank(self, matrix: _Matrix, query: FloatArray, flt: SearchFilter, k: int) -> list[tuple[int, float]]:
