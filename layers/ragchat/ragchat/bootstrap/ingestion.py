@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.uploads import UploadService
 
-# Room left for the form fields and multipart framing when the local server receives an upload.
-FORM_OVERHEAD_BYTES = 64 * 1024
-
 
 class IngestionRoot(Models):
     @cached_property
@@ -62,7 +59,7 @@ class IngestionRoot(Models):
     def uploads(self) -> UploadService:
         """Direct uploads over the blob store and ingestion. The local server takes a body up to its
         request limit, so a local grant never allows more than that."""
-        from ragchat.services.uploads import UploadService
+        from ragchat.services.uploads import FORM_OVERHEAD_BYTES, UploadService
 
         s = self.settings
         max_bytes = s.max_upload_bytes
