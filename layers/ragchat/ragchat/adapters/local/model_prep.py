@@ -132,6 +132,34 @@ def _run(cmd: list[str], *, env: dict[str, str] | None = None, what: str) -> Non
         raise ModelPrepError(f"{what} failed (exit {result.returncode}): {' '.join(cmd)}")
 
 
+def _python_of(minor: str) -> str | None:
+    """``python3.X`` on PATH, else the newest pyenv 3.X; None when neither exists."""
+    on_path = shutil.which(f"python{minor}")
+    if on_path:
+        return on_path
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    found = sorted(pyenv.glob(f"versions/{minor}*/bin/python{minor}"))
+    return str(found[-1]) if found else None
+
+
+def export_python() -> str:
+    """The interpreter of the export virtualenv: ``$RAGCHAT_EXPORT_PYTHON``; else the Python minor
+    version of a CPU build of the pinned torch lying in ``$PIP_FIND_LINKS`` (a machine without a GPU
+    ships one, e.g. cp311, while the project venv runs another minor version: pip would otherwise take
+    PyPI's default build of several GB); else this interpreter."""
+    explicit = os.environ.get("RAGCHAT_EXPORT_PYTHON", "").strip()
+    if explicit:
+        return explicit
+    version = TORCH_REQUIREMENT.split("==", 1)[1]
+    for folder in os.environ.get("PIP_FIND_LINKS", "").split():
+        for wheel in sorted(Path(folder).glob(f"torch-{version}+cpu-cp3*-*.whl")):
+            tag = wheel.name.split("-")[2]  # e.g. cp311
+            found = _python_of(f"3.{tag[3:]}")
+            if found:
+                return found
+    return sys.executable
+
+
 def ensure_export_venv(root: Path) -> Path:
     """Create ``.venv-export`` with torch (pinned, CPU) and the export tools; returns its python."""
     venv = root / EXPORT_VENV
@@ -143,7 +171,9 @@ def ensure_export_venv(root: Path) -> Path:
         return python
     if not python.exists():
         log(f"creating the export virtualenv {venv} (torch lives only there)")
-        _run([sys.executable, "-m", "venv", str(venv)], what="creating the export virtualenv")
+        interpreter = export_python()
+        log(f"export interpreter: {interpreter}")
+        _run([interpreter, "-m", "venv", str(venv)], what="creating the export virtualenv")
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet"]
     pip += ["--progress-bar", "off"]
     constraints = venv / "constraints.txt"
