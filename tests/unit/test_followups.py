@@ -36,6 +36,7 @@ def test_messages_that_lean_on_the_conversation(message: str) -> None:
         "How much does a single kayak cost for a whole day?",
         "How do I factory reset my Nimbus router?",
         "Who won the football match last night?",
+        "All hematopoietic stem cells segregate their chromosomes randomly.",
     ],
 )
 def test_messages_that_stand_alone(message: str) -> None:

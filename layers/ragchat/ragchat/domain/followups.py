@@ -43,6 +43,9 @@ GENERIC = frozenset(
     allowed possible happen happens mean means work works open close opens closes day days hour
     hours week weeks year years well too instead way ways thing things kind kinds sort""".split()  # noqa: SIM905
 )
+#: a pronoun makes a follow-up only in a message with at most this many subject words of its own: a
+#: longer one names its subject itself ("All stem cells segregate their chromosomes randomly.")
+REFERRING_MAX_WORDS = 4
 #: a message with at most this many subject words of its own is elliptical (the local method
 #: searches it both ways, which costs no model call)
 SHORT = 2
@@ -63,10 +66,11 @@ def is_follow_up(question: str, short: int = SHORT) -> bool:
     lower = " ".join(question.lower().split())
     if lower.startswith(OPENERS):
         return True
+    own = len(subject_words(question))
     words = {w.strip("'") for w in _WORD.findall(lower)}
-    if words & REFERRING:
+    if words & REFERRING and own <= REFERRING_MAX_WORDS:
         return True
-    return len(subject_words(question)) <= short
+    return own <= short
 
 
 def subject_question(previous: Sequence[str]) -> str | None:
