@@ -63,3 +63,13 @@ def test_a_title_given_on_create_loses_control_characters() -> None:
     assert got["title"] == "Trip plans[31m and more"
     listed = json.loads(api.call("GET", "/chat/conversations")["body"])["items"]
     assert listed[0]["title"] == "Trip plans[31m and more"
+
+
+def test_the_json_answer_and_the_stored_answer_say_what_was_searched() -> None:
+    api = _api()
+    conv_id = json.loads(api.call("POST", "/chat/conversations", body={})["body"])["id"]
+    path = f"/chat/conversations/{conv_id}/messages"
+    body = json.loads(api.call("POST", path, body={"content": "Why is the sky blue?"})["body"])
+    assert body["query"] == "Why is the sky blue?"
+    stored = json.loads(api.call("GET", f"/chat/conversations/{conv_id}")["body"])["messages"]
+    assert [m.get("query") for m in stored] == [None, "Why is the sky blue?"]
