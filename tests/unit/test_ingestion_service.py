@@ -252,6 +252,20 @@ def test_body_size_limit_uses_the_1_2_safety_factor() -> None:
     assert len(w.docs.docs) == 1 and len(w.blobs.objects) == 1  # the rejected one left nothing
 
 
+def test_a_pdf_over_its_own_limit_is_refused_with_413_and_leaves_nothing() -> None:
+    pdf = make_pdf(["A page about photosynthesis."] * 3)
+    w = World({"MAX_PDF_BYTES": str(len(pdf) - 1)})
+    w.launcher.run = None
+    with pytest.raises(PayloadTooLarge) as exc:
+        w.service.submit(OWNER, body=pdf, filename="book.pdf")
+    assert exc.value.status == 413 and "MAX_PDF_BYTES" in exc.value.message
+    assert not w.docs.docs and not w.blobs.objects
+    ok = World({"MAX_PDF_BYTES": str(len(pdf))})
+    ok.launcher.run = None
+    ok.service.submit(OWNER, body=pdf, filename="book.pdf")  # at the limit: accepted
+    assert len(ok.docs.docs) == 1
+
+
 @pytest.mark.parametrize("body", ["", "   \n\t  "])
 def test_blank_text_is_rejected(body: str) -> None:
     w = World()

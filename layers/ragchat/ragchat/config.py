@@ -164,6 +164,9 @@ class Settings(BaseSettings):
     # Direct uploads (POST /uploads, issue 11): the largest file a presigned POST accepts (1 byte up to
     # this) and how long the presigned POST stays valid.
     max_upload_bytes: int = Field(500 * MiB, alias="MAX_UPLOAD_BYTES", ge=1)
+    # PDFs cost far more CPU per byte than text: a dense 25 MB PDF took 50 s of the 60 s extraction
+    # budget (bench/results/memory.md), so a larger one would only end FAILED after a minute.
+    max_pdf_bytes: int = Field(20 * MiB, alias="MAX_PDF_BYTES", ge=1)
     upload_url_expires_s: int = Field(900, alias="UPLOAD_URL_EXPIRES_SECONDS", ge=60, le=7 * 24 * 3600)
 
     # --- auth (local) --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
-from ragchat.domain.extraction import PRIMARY_EXTENSIONS
+from ragchat.domain.extraction import PDF, PRIMARY_EXTENSIONS
 from ragchat.domain.ids import new_id
 from ragchat.domain.intake import (
     MAX_METADATA_BYTES,
@@ -213,6 +213,11 @@ class IngestionService:
             max_body, limit = int(self.settings.max_upload_bytes * 1.2), self.settings.max_upload_bytes
         raw = _raw_body(body if body is not None else text, max_body, limit)
         ctype = resolve_content_type(content_type, filename, raw)
+        if ctype == PDF and len(raw) > self.settings.max_pdf_bytes:
+            raise PayloadTooLarge(
+                f"a PDF may be at most {self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has "
+                f"{len(raw)}: split it into smaller files"
+            )
         body_text = _checked_text(raw, ctype)
         given_title = optional_title(title)
         doc = Document(
