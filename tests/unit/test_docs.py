@@ -69,14 +69,14 @@ def test_the_readme_is_a_front_page() -> None:
 
 
 # Where a reference to a document outside the repository, or to a README section that moved into
-# docs/, must not appear (the package's own docstrings still name product rules by number).
+# docs/, must not appear.
 CITING = {
     "tests": re.compile(r"ARCHITECTURE\.md|SPEC\.md|SPEC §|README [\"“§(]|README\.md [\"“§]|README section"),
     "bench": re.compile(r"ARCHITECTURE\.md|SPEC\.md|SPEC §|README [\"“§(]|README section"),
     "scripts": re.compile(r"ARCHITECTURE\.md|SPEC\.md|SPEC §|README [\"“§(,)]|README section"),
     "docs": re.compile(r"ARCHITECTURE\.md|SPEC\.md|SPEC §|README [\"“§]|README section"),
-    "layers": re.compile(r"ARCHITECTURE\.md|SPEC\.md|README [\"“§(,)]|README section|see the README"),
-    "functions": re.compile(r"ARCHITECTURE\.md|SPEC\.md|README [\"“§(,)]|README section"),
+    "layers": re.compile(r"ARCHITECTURE\.md|SPEC\.md|SPEC §|README [\"“§(,)]|README section|see the README"),
+    "functions": re.compile(r"ARCHITECTURE\.md|SPEC\.md|SPEC §|README [\"“§(,)]|README section"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Fixed texts equal the SPEC exactly; the system prompt is rebuilt with fresh sources."""
+"""Fixed texts equal the product spec exactly; the system prompt is rebuilt with fresh sources."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ class ConfigError(ValueError):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, case_sensitive=False)
 
-    # --- SPEC §13 feature flags -------------------------------------------------------------
+    # --- docs/configuration.md feature flags -------------------------------------------------------------
     enable_text_splitting: bool = Field(True, alias="ENABLE_TEXT_SPLITTING")
     enable_chat_summarization: bool = Field(False, alias="ENABLE_CHAT_SUMMARIZATION")
     enable_rate_limiting: bool = Field(False, alias="ENABLE_RATE_LIMITING")

@@ -1,4 +1,4 @@
-"""The ``chat_stream`` function's web server, behind the AWS Lambda Web Adapter (SPEC §10, cloud SSE).
+"""The ``chat_stream`` function's web server, behind the AWS Lambda Web Adapter (docs/chat.md, cloud SSE).
 
 ``python -m ragchat.lambda_web`` (started by ``functions/chat_stream/run.sh``) serves the chat area and
 ``/health`` on ``127.0.0.1:$AWS_LWA_PORT`` (default 8080) with ``ragchat serve``'s machinery

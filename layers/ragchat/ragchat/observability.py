@@ -1,4 +1,4 @@
-"""Logging, metrics and tracing of every entry point, set up in one place (SPEC §12).
+"""Logging, metrics and tracing of every entry point, set up in one place (docs/deploy.md).
 
 - **Logger**: ``root_logger()`` is the Powertools logger ``ragchat`` (JSON lines on stdout, which Lambda
   captures); the services' child loggers propagate to it. It is made by the Lambda entry points only
@@ -18,7 +18,7 @@
   (~0.1 s; patching every supported library costs ~0.4 s). Elsewhere, or without ``aws-xray-sdk``,
   a no-op. Handler responses are not recorded in traces (they hold user data).
 
-- **Redaction**: logs never hold query strings, questions or tokens (SPEC §11). The access log line
+- **Redaction**: logs never hold query strings, questions or tokens (docs/security.md). The access log line
   names a request by :func:`redact_target` (query values and upload grant tokens replaced by ``***``)
   and :class:`FieldsFormatter` passes every message through :func:`redact` (bearer tokens,
   ``token=``/``text=``-style parameters, upload URLs).
@@ -292,7 +292,7 @@ def _field(value: Any) -> str:
 
 
 def event_fields(record: logging.LogRecord) -> dict[str, Any]:
-    """The structured fields a log call passed in ``extra`` (SPEC §12: ``conversationId``, ...)."""
+    """The structured fields a log call passed in ``extra`` (docs/deploy.md: ``conversationId``, ...)."""
     return {k: v for k, v in record.__dict__.items() if k not in _RECORD_KEYS and not k.startswith("_")}
 
 

@@ -224,7 +224,7 @@ class ChatModel(Protocol):
 
 
 class NoteTools(Protocol):
-    """What the chat model may call in tool-use mode (SPEC §9), confined to the caller and the
+    """What the chat model may call in tool-use mode (docs/chat.md), confined to the caller and the
     conversation's scope (the chat service implements it per turn)."""
 
     def search_notes(self, query: str, limit: int) -> list[Hit]: ...
@@ -243,7 +243,7 @@ class ToolCallingChatModel(ChatModel, Protocol):
 
 
 class Summarizer(Protocol):
-    """Writes the summary that replaces older messages in the history window (SPEC §8)."""
+    """Writes the summary that replaces older messages in the history window (docs/chat.md)."""
 
     def summarize(
         self, messages: Sequence[Message], *, previous: str | None, deadline: float | None = None
@@ -306,7 +306,7 @@ class IngestionLauncher(Protocol):
 
 @runtime_checkable
 class Metrics(Protocol):
-    """Operational metrics (SPEC §12): CloudWatch EMF (namespace ``ragchat``) on AWS, nothing locally.
+    """Operational metrics (docs/deploy.md): CloudWatch EMF (namespace ``ragchat``) on AWS, nothing locally.
     The names, units and dimensions the services use are in ``ragchat.services.metrics``."""
 
     def add(

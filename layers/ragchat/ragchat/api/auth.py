@@ -1,4 +1,4 @@
-"""Who is calling. Every API route but ``/health`` needs a principal (SPEC §11); the HTML page
+"""Who is calling. Every API route but ``/health`` needs a principal (docs/security.md); the HTML page
 shells (``ragchat.api.pages``) hold no data and load without one, then sign the user in.
 
 Cloud: the Cognito user-pool authorizer puts the JWT claims in

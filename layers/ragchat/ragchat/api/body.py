@@ -1,4 +1,4 @@
-"""The one strict JSON body parser (SPEC §11: bad input never causes a 5xx).
+"""The one strict JSON body parser (docs/security.md: bad input never causes a 5xx).
 
 Every route's JSON body goes through ``strict_json`` (the resolver's ``json_body_deserializer``), and
 ``body_problem`` checks the raw body before Powertools decodes it. A body that is not UTF-8, nests

@@ -1,4 +1,4 @@
-"""Area "chat": conversations, messages (JSON or SSE), edits, export (SPEC §4, §10).
+"""Area "chat": conversations, messages (JSON or SSE), edits, export (docs/api.md, §10).
 
 ``POST /chat/conversations/{id}/messages`` with ``Accept: text/event-stream`` answers as Server-Sent
 Events. Under ``ragchat serve`` (and the streaming function, which runs the same local server) the
@@ -311,7 +311,7 @@ def _export_route(r: APIGatewayRouter, container: Container) -> None:
 
 
 def sse(events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:
-    """SPEC §10 events as ``text/event-stream`` frames (a keep-alive as the comment ``: keep-alive``).
+    """docs/chat.md events as ``text/event-stream`` frames (a keep-alive as the comment ``: keep-alive``).
     Closing this generator closes ``events`` (which stops generation and stores the partial answer)."""
     try:
         for name, data in events:

@@ -1,4 +1,4 @@
-"""The one place where errors become HTTP responses (SPEC §4).
+"""The one place where errors become HTTP responses (docs/api.md).
 
 Every error body is JSON ``{"error": "<message>"}``:
 
@@ -72,7 +72,7 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
 
 
 def register_error_handlers(app: APIGatewayRestResolver) -> None:
-    """Attach the SPEC §4 error contract to ``app``."""
+    """Attach the docs/api.md error contract to ``app``."""
 
     @app.exception_handler(RagchatError)  # type: ignore[untyped-decorator]
     def _ragchat_error(exc: RagchatError) -> Response[Any]:

@@ -98,6 +98,6 @@ def warm_before_snapshot(handler: HttpHandler, services: tuple[str, ...] = ()) -
 
 
 def correlate(event: dict[str, Any], context: Any) -> None:
-    """Fresh log keys for one request, correlation id = the API Gateway request id (SPEC §12); works
+    """Fresh log keys for one request, correlation id = the API Gateway request id (docs/deploy.md); works
     with or without a Lambda context (the chat_stream web server calls it per request)."""
     start_invocation(event, context, API_GATEWAY_REQUEST_ID)

@@ -1,4 +1,4 @@
-"""The rate-limit call of a costly route (SPEC §11): one line in the handler, before any work::
+"""The rate-limit call of a costly route (docs/security.md): one line in the handler, before any work::
 
     rate_limit(container, "notes", r.current_event)
 

@@ -1,4 +1,4 @@
-"""Area "notes": notes, documents and one-shot questions (SPEC §4).
+"""Area "notes": notes, documents and one-shot questions (docs/api.md).
 
 Built by :func:`router` from the container; handlers capture the container and touch its services
 only when called, so building the router (e.g. for the OpenAPI document) costs nothing.

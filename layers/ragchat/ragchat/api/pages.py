@@ -228,7 +228,7 @@ def content_security_policy(config: dict[str, str], *, upload_origin: str | None
 
 
 def security_headers(config: dict[str, str], *, upload_origin: str | None = None) -> dict[str, str]:
-    """What every page and static file carries (SPEC §11)."""
+    """What every page and static file carries (docs/security.md)."""
     return {
         "Content-Security-Policy": content_security_policy(config, upload_origin=upload_origin),
         "X-Content-Type-Options": "nosniff",

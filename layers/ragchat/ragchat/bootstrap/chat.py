@@ -1,5 +1,5 @@
 """What a chat Lambda is made of: retrieval, the model behind its retry/deadline/breaker policy,
-the answerer, and the turn's collaborators (SPEC §4, §7–§12), built here and nowhere else.
+the answerer, and the turn's collaborators (docs/api.md, §7–§12), built here and nowhere else.
 
 :func:`build_chat` wires the chat collaborators from ports (tests call it with fakes);
 :class:`ChatRoot` adds the container's lazily built parts: ``retriever``, ``chat`` (conversations,

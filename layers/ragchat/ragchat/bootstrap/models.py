@@ -74,7 +74,7 @@ class Models(Backends):
         if choice == "bedrock":
             from ragchat.adapters.aws.bedrock_chat import BedrockConverseChatModel, client_config
 
-            # botocore retries off: the adapter applies SPEC §7's policy (2 retries, 200/400 ms).
+            # botocore retries off: the adapter applies docs/retrieval.md's policy (2 retries, 200/400 ms).
             config = client_config(
                 connect_timeout=self.settings.model_connect_timeout_s,
                 first_token_timeout=self.settings.model_first_token_timeout_s,

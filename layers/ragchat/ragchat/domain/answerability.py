@@ -1,4 +1,4 @@
-"""Answerability (SPEC §6 step 4): is the retrieved evidence strong enough to answer from?
+"""Answerability (docs/retrieval.md step 4): is the retrieved evidence strong enough to answer from?
 
 The seeds' rule reads one number, the top-1 cosine similarity. It cannot tell "answered here" from
 "about this, but not answered" or "unrelated": paraphrased questions score low, and questions about

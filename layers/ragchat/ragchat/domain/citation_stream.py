@@ -1,4 +1,4 @@
-"""A model answer streamed as it will be stored (SPEC §10): the deltas a client receives are already
+"""A model answer streamed as it will be stored (docs/chat.md): the deltas a client receives are already
 validated, and their concatenation equals :func:`~ragchat.domain.citations.validate_citations`'s text.
 
 Two stages, each holding back only what the rest of the answer could still change:

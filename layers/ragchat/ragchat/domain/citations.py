@@ -1,4 +1,4 @@
-"""Citation validation (SPEC §7).
+"""Citation validation (docs/retrieval.md).
 
 An answer cites a note as ``[source: <id>]``. After generation:
 

@@ -1,4 +1,4 @@
-"""Turning an uploaded file's bytes into text pages (SPEC §5).
+"""Turning an uploaded file's bytes into text pages (docs/ingestion.md).
 
 Supported: ``text/plain`` (.txt), ``text/markdown`` (.md, .markdown), ``text/html`` (.html, .htm:
 visible text only) and ``application/pdf`` (.pdf: text per page, ``{"page": n}`` 1-based, empty

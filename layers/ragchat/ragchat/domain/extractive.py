@@ -1,4 +1,4 @@
-"""The extractive answerer (SPEC §7, seed 004): an answer made of the retrieved notes' own sentences.
+"""The extractive answerer (docs/retrieval.md): an answer made of the retrieved notes' own sentences.
 
 The retrieved chunks are split into sentences; each sentence is scored against the question with
 BM25 (k1=1.2, b=0.75) over the candidate sentences, after lower-casing, stop-word removal and a

@@ -1,4 +1,4 @@
-"""Follow-up questions in a conversation (SPEC §6 step 1): is a message standalone, and what does it
+"""Follow-up questions in a conversation (docs/retrieval.md step 1): is a message standalone, and what does it
 carry over from the conversation when it is not.
 
 A follow-up leans on what came before: it opens like a continuation ("And on Sundays?", "What about

@@ -1,4 +1,4 @@
-"""The history window and its summary (SPEC §8): what the model sees of the past, when to summarize,
+"""The history window and its summary (docs/chat.md): what the model sees of the past, when to summarize,
 and the extractive summary used when no LLM writes one."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _protected_start(messages: Sequence[Message], protect_users: int = 2) -> int
 
 def cap_window(messages: Sequence[Message], max_history: int) -> list[Message]:
     """The newest ``max_history`` messages, extended backwards if needed so the last 2 user messages
-    are always kept (SPEC §7 invariant 4)."""
+    are always kept (docs/retrieval.md invariant 4)."""
     start = max(0, len(messages) - max_history)
     start = min(start, _protected_start(messages))
     return list(messages[start:])
@@ -90,7 +90,7 @@ class SummaryPlan:
 def plan_summary(
     window: HistoryWindow, max_history: int, *, token_limit: int = SUMMARY_TOKEN_LIMIT
 ) -> SummaryPlan | None:
-    """SPEC §8: summarize when the window has more than ``max_history`` messages or more than
+    """docs/chat.md: summarize when the window has more than ``max_history`` messages or more than
     ``token_limit`` estimated tokens. Everything older than the newest ``max_history - 2`` messages is
     summarized, never the last 2 user messages. ``None`` when nothing needs (or can) be summarized."""
     msgs = window.messages

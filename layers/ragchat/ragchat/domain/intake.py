@@ -1,4 +1,4 @@
-"""Rules for what a submitted document may carry (SPEC §4) beside its labels (title and
+"""Rules for what a submitted document may carry (docs/api.md) beside its labels (title and
 collection: :mod:`ragchat.domain.labels`): metadata, the ``split`` flag, a caller-chosen id, the
 title derived when none is given, plus the readable form of an ingestion error.
 

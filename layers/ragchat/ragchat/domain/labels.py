@@ -1,6 +1,6 @@
 """The rules for the labels a user gives documents and conversations alike: ``title`` and
 ``collection``. One home, applied by the API, the document/ingestion services and conversation
-creation (SPEC §3: a document title is at most 1000 characters)."""
+creation (docs/api.md: a document title is at most 1000 characters)."""
 
 from __future__ import annotations
 

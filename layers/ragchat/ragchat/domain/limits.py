@@ -1,4 +1,4 @@
-"""Limits on a chat turn, as arithmetic (SPEC §7, §11): the sliding-window rate limit, the flood
+"""Limits on a chat turn, as arithmetic (docs/retrieval.md, §11): the sliding-window rate limit, the flood
 check, the circuit breaker, model-call retries and the rolling latency window. No I/O: the services
 keep the counters and ask this module what they mean."""
 
@@ -75,7 +75,7 @@ def flood_retry_after(
     count: int = FLOOD_MESSAGES,
     min_avg_gap: float = FLOOD_MIN_AVG_GAP_S,
 ) -> int | None:
-    """Flood check (SPEC §11): ``user_times`` are the earlier user messages' times (any order); with
+    """Flood check (docs/security.md): ``user_times`` are the earlier user messages' times (any order); with
     the incoming message at ``now`` the last ``count`` must be on average at least ``min_avg_gap``
     seconds apart. Returns the seconds to wait, or ``None`` when the message may go through."""
     times = sorted(user_times)[-(count - 1) :] if count > 1 else []
@@ -173,7 +173,7 @@ def call_with_retries(
     budget: Budget | None = None,
 ) -> R:
     """Run ``call``; on an exception ``retryable`` accepts, sleep ``delays[i]`` and try again (so
-    ``len(delays)`` retries: SPEC §7's 2 retries with 200 ms then 400 ms) — but only while ``budget``
+    ``len(delays)`` retries: the spec's 2 retries with 200 ms then 400 ms) — but only while ``budget``
     leaves time after the wait. Anything else, or the last failure, propagates."""
     for attempt in range(len(delays) + 1):
         try:

@@ -1,4 +1,4 @@
-"""A chat message as the user typed it (SPEC §11): sanitization, the conversation title, the token
+"""A chat message as the user typed it (docs/security.md): sanitization, the conversation title, the token
 estimate, and the model ids stored on answers no model wrote."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def sanitize_message(raw: object, *, max_chars: int = MAX_MESSAGE_CHARS) -> str:
-    """Control characters removed, whitespace collapsed to single spaces, trimmed (SPEC §11).
+    """Control characters removed, whitespace collapsed to single spaces, trimmed (docs/security.md).
 
     Raises ``ValidationError`` (400) when nothing is left or the content is not a string, and
     ``PayloadTooLarge`` (413) when the sanitized text is longer than ``max_chars``."""
@@ -51,6 +51,6 @@ def make_title(text: str, *, limit: int = TITLE_CHARS) -> str:
 
 
 def estimate_tokens(text: str) -> int:
-    """SPEC §8 estimate: the number of pieces left when the text is split on whitespace and
+    """docs/chat.md estimate: the number of pieces left when the text is split on whitespace and
     punctuation."""
     return len(_TOKEN.findall(text))

@@ -1,4 +1,4 @@
-"""Specific names in a question (SPEC §6 step 1): a question naming a product, model, place or code
+"""Specific names in a question (docs/retrieval.md step 1): a question naming a product, model, place or code
 that no document mentions ("the Model 9 recall", "the Lisbon office") is refused, even when the
 documents are about something close (another model, another office): similarity cannot tell
 "Model 9" from "Model 7", an exact lookup can.

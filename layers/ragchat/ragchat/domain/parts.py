@@ -1,4 +1,4 @@
-"""Multi-part questions (SPEC §6 step 1): "What does a tandem cost and what is the deposit?" asks two
+"""Multi-part questions (docs/retrieval.md): "What does a tandem cost and what is the deposit?" asks two
 things; each part is retrieved, decided and answered on its own, so a part the documents do not cover
 is said to be not covered while the other is answered.
 

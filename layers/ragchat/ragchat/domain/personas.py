@@ -1,4 +1,4 @@
-"""The persona registry (SPEC §7): named role paragraphs put ahead of the system prompt."""
+"""The persona registry (docs/retrieval.md): named role paragraphs put ahead of the system prompt."""
 
 from __future__ import annotations
 

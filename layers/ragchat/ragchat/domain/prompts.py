@@ -1,4 +1,4 @@
-"""Fixed texts (copied exactly from SPEC §7/§8) and the prompt built for each turn."""
+"""Fixed texts (copied exactly from docs/retrieval.md, docs/chat.md) and the prompt built for each turn."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retrieval decision rules (SPEC §6): question normalisation, the guard, adaptive top-k and
+"""Retrieval decision rules (docs/retrieval.md): question normalisation, the guard, adaptive top-k and
 reciprocal rank fusion. Pure functions over ``Hit`` lists; the search itself is a port."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Splitting document text into chunks (SPEC §5): 1000 characters, ~100 characters of overlap.
+"""Splitting document text into chunks (docs/ingestion.md): 1000 characters, ~100 characters of overlap.
 
 Boundaries are chosen by ``semantic-text-splitter`` (Rust, no dependencies), which splits at the
 largest semantic unit that fits, from paragraphs (blank lines) down through lines, sentences, words

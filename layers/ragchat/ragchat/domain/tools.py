@@ -1,4 +1,4 @@
-"""Tool-use mode limits (SPEC §9): how many tool rounds a turn may take and how many notes a search
+"""Tool-use mode limits (docs/chat.md): how many tool rounds a turn may take and how many notes a search
 may return."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""S3 ``ObjectCreated`` under ``uploads/`` → the ingestion pipeline (SPEC §5).
+"""S3 ``ObjectCreated`` under ``uploads/`` → the ingestion pipeline (docs/ingestion.md).
 
 - Owner: ONLY the first path segment of the key (``uploads/<owner>/<file>``): whoever may write the
   key's prefix owns the document; object metadata cannot claim another owner. A key without an owner

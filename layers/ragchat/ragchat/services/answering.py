@@ -1,4 +1,4 @@
-"""Answering from retrieved notes (SPEC §7): the core shared by one-shot questions and chat turns.
+"""Answering from retrieved notes (docs/retrieval.md): the core shared by one-shot questions and chat turns.
 
 ``Answerer`` turns a :class:`~ragchat.services.retrieval.Retrieval` into an :class:`Answer`: the exact
 guard reply when retrieval refused; otherwise the fixed system prompt rebuilt with fresh sources, a
@@ -165,7 +165,7 @@ class Answerer:
         conversation_id: str | None = None,
         timings: dict[str, float] | None = None,
     ) -> Answer:
-        """SPEC §7's fallback reply (the model failed or its breaker is open), sources validated."""
+        """docs/retrieval.md's fallback reply (the model failed or its breaker is open), sources validated."""
         return self.finish(
             fallback_reply(retrieval.hits),
             retrieval,

@@ -1,4 +1,4 @@
-"""The ingestion pipeline's steps (SPEC §5): split, embed + index each batch, finalize, fail.
+"""The ingestion pipeline's steps (docs/ingestion.md): split, embed + index each batch, finalize, fail.
 
 The steps are plain methods taking and returning JSON-able values: in the cloud the Step Functions
 state machine calls each in its own Lambda invocation (camelCase keys in and out); locally

@@ -1,4 +1,4 @@
-"""Rate limits and per-owner ceilings (SPEC §11): ONE limiter, :class:`RequestLimiter`, for every
+"""Rate limits and per-owner ceilings (docs/security.md): ONE limiter, :class:`RequestLimiter`, for every
 limited route, configured in one place (``Settings.limit_rules``).
 
 Semantics

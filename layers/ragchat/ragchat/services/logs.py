@@ -1,4 +1,4 @@
-"""Structured log events shared by the services (SPEC §12 field names)."""
+"""Structured log events shared by the services (docs/deploy.md field names)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The metrics the services emit through the ``Metrics`` port (SPEC §12), by name.
+"""The metrics the services emit through the ``Metrics`` port (docs/deploy.md), by name.
 
 CloudWatch alarms and the dashboard in ``template.yaml`` use these names (namespace ``ragchat``,
 dimension ``service``; ``PhaseLatencyMs`` also ``phase``):
@@ -50,7 +50,7 @@ NO_METRICS = NoMetrics()
 
 
 def record_turn(metrics: Metrics, timings: Mapping[str, float]) -> None:
-    """One answered turn: ``Turns`` + 1 and the latency of each SPEC §12 phase it went through."""
+    """One answered turn: ``Turns`` + 1 and the latency of each docs/deploy.md phase it went through."""
     metrics.add(TURNS)
     for phase in PHASES:
         if phase in timings:

@@ -1,4 +1,4 @@
-"""Every model call (SPEC §7): retries on transient errors, a deadline, the circuit breaker.
+"""Every model call (docs/retrieval.md): retries on transient errors, a deadline, the circuit breaker.
 
 One :class:`ModelCaller` serves one-shot questions and chat turns alike. A call is retried twice
 (200 ms, then 400 ms) on a ``TransientError`` while its deadline allows; each attempt is told the time
@@ -43,7 +43,7 @@ class BreakerScope:
 
 
 class CircuitBreaker:
-    """Per-conversation breaker: open after 5 consecutive failures within 120 s (SPEC §7). The count
+    """Per-conversation breaker: open after 5 consecutive failures within 120 s (docs/retrieval.md). The count
     lives in ``Counters``; it is read only when the latest answer was a fallback (a success resets it,
     so after a model answer it is known to be 0)."""
 
@@ -75,7 +75,7 @@ class CircuitBreaker:
 
 
 class ModelCaller:
-    """The chat model behind SPEC §7's retry policy and (optionally) the circuit breaker."""
+    """The chat model behind docs/retrieval.md's retry policy and (optionally) the circuit breaker."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The question a turn searches for (SPEC §6 step 1): standalone queries for follow-ups, multi-part
+"""The question a turn searches for (docs/retrieval.md step 1): standalone queries for follow-ups, multi-part
 questions part by part, and names no document mentions refused.
 
 - **Follow-ups.** A message that leans on the conversation (:mod:`ragchat.domain.followups`) is

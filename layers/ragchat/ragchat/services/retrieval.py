@@ -1,4 +1,4 @@
-"""Retrieval for a question or a chat turn (SPEC §6).
+"""Retrieval for a question or a chat turn (docs/retrieval.md).
 
 normalize → empty knowledge base? guard before embedding → embed → vector search (filtered to the
 owner's enabled notes and the scope; one retry on a transient error) → adaptive: when top-1 and

@@ -1,4 +1,4 @@
-"""Sources that say where (SPEC §3, §7): each cited note's document, the document's title and the PDF
+"""Sources that say where (docs/api.md, §7): each cited note's document, the document's title and the PDF
 page the note came from.
 
 Where title and page come from — one batched read per answer, not the vector index. A chat turn

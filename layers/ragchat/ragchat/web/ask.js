@@ -145,7 +145,7 @@ function stop() {
   fetch(base + '/chat/conversations/' + enc(convId) + '/stop', withAuth({method: 'POST'}))
     .then(r => r.json().then(body => { if (!r.ok || !body.inFlight) hangUp(); else setTimeout(hangUp, STOP_GRACE_MS); }))
     .catch(hangUp); }
-function answerEvents(bot, state) {  // SPEC §10 events → the message on screen
+function answerEvents(bot, state) {  // docs/chat.md events → the message on screen
   const content = bot.querySelector('.content');
   const redraw = () => { bot.content = state.text; bot.sources = state.sources;
     if (state.text.trim()) renderContent(content, state.text, bot, true); };

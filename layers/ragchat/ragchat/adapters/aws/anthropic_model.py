@@ -3,10 +3,10 @@
 - The SDK (~1.7 s to import) is imported inside the first call, never at import time.
 - The system prompt goes in the ``system`` parameter; turns alternate user/assistant (consecutive
   same-role turns are merged, leading assistant turns dropped) and end with the user.
-- Retries (SPEC §7): 2, on network errors, timeouts, 5xx, 429 and 529 (overloaded), sleeping 200 ms
+- Retries (docs/retrieval.md): 2, on network errors, timeouts, 5xx, 429 and 529 (overloaded), sleeping 200 ms
   then 400 ms through an injected ``sleep``; the SDK's own retries are off (``max_retries=0``).
   A final failure raises ``ModelError``.
-- Tool-use mode (SPEC §9): :meth:`complete_with_tools` lets Claude call ``search_notes`` and
+- Tool-use mode (docs/chat.md): :meth:`complete_with_tools` lets Claude call ``search_notes`` and
   ``get_note`` for at most ``MAX_TOOL_ROUNDS`` rounds; the notes the tools returned come back in
   ``Completion.tool_hits``.
 """

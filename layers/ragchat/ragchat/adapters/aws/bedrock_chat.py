@@ -1,11 +1,11 @@
 """``ChatModel`` on Amazon Bedrock through the Converse API (Claude on Bedrock by default).
 
 The system prompt goes in ``system``; turns alternate user/assistant starting with the user (same
-merge rules as the Anthropic adapter). Retries (SPEC §7): 2, on throttling, timeouts, 5xx and
+merge rules as the Anthropic adapter). Retries (docs/retrieval.md): 2, on throttling, timeouts, 5xx and
 connection errors, sleeping 200 ms then 400 ms through an injected ``sleep``. Build the client with
 botocore retries off (``Config(retries={"total_max_attempts": 1})``) so this policy is the only one.
 
-Tool-use mode (SPEC §9, ``CHAT_MODE=tools``): :meth:`complete_with_tools` gives Claude on Bedrock the
+Tool-use mode (docs/chat.md, ``CHAT_MODE=tools``): :meth:`complete_with_tools` gives Claude on Bedrock the
 same ``search_notes`` / ``get_note`` tools as the Anthropic adapter, through Converse's
 ``toolConfig`` / ``toolUse`` / ``toolResult`` blocks, for at most ``MAX_TOOL_ROUNDS`` rounds. Converse
 has no "no tools" choice and needs ``toolConfig`` once tool blocks are in the conversation, so the
@@ -51,7 +51,7 @@ COMPLETE_STOPS = frozenset({"end_turn", "stop_sequence", "tool_use"})
 
 def client_config(*, connect_timeout: float = 3.0, first_token_timeout: float = 10.0) -> Any:
     """The botocore ``Config`` of the bedrock-runtime client: connect and read (first token / next
-    stream event) timeouts, and botocore's retries off (the adapter applies SPEC §7's policy)."""
+    stream event) timeouts, and botocore's retries off (the adapter applies docs/retrieval.md's policy)."""
     from botocore.config import Config
 
     return Config(
@@ -78,7 +78,7 @@ class BedrockConverseChatModel:
         first_token_timeout: float = 10.0,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        """``retry_delays`` are the nominal waits (SPEC §7: 200 ms, 400 ms); each is jittered to
+        """``retry_delays`` are the nominal waits (docs/retrieval.md: 200 ms, 400 ms); each is jittered to
         between half and all of it (``jitter`` in [0, 1), injectable). Any model id or inference
         profile id works (``us.anthropic.claude-haiku-4-5-…``): Converse takes either."""
         self.model_id = model_id

@@ -1,4 +1,4 @@
-"""DynamoDB table definitions, keys designed from the access patterns (SPEC §3).
+"""DynamoDB table definitions, keys designed from the access patterns (docs/api.md).
 
 Each definition is a dict usable as ``client.create_table(TableName=..., **DEFINITION)``; the SAM
 template declares the same ``AttributeDefinitions``/``KeySchema``/``GlobalSecondaryIndexes`` (plus

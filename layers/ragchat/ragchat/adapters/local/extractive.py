@@ -1,4 +1,4 @@
-"""The extractive answerer: a ``ChatModel`` with no LLM behind it (SPEC §7, seed 004).
+"""The extractive answerer: a ``ChatModel`` with no LLM behind it (docs/retrieval.md, seed 004).
 
 It answers from the retrieved notes alone: the best sentences of the top qualifying chunks (at most
 three), each followed by its ``[source: id]``, then the ``Sources:`` line. Deterministic. Used

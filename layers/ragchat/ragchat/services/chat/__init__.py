@@ -1,4 +1,4 @@
-"""Multi-turn chat (SPEC §4, §7–§12) as small collaborators, wired in :mod:`ragchat.bootstrap.chat`."""
+"""Multi-turn chat (docs/api.md, §7–§12) as small collaborators, wired in :mod:`ragchat.bootstrap.chat`."""
 
 from ragchat.services.chat.history import ExtractiveSummarizer, ModelSummarizer
 from ragchat.services.chat.state import Turn, TurnResult

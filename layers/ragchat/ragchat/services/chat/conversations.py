@@ -1,4 +1,4 @@
-"""Conversations and their messages (SPEC §4): create, list, read, delete, export, and the rewind an
+"""Conversations and their messages (docs/api.md): create, list, read, delete, export, and the rewind an
 edit needs (the edited message and everything after it removed)."""
 
 from __future__ import annotations

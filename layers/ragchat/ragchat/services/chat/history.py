@@ -1,4 +1,4 @@
-"""The history window of a turn (SPEC §8): the latest summary and the messages after its cursor,
+"""The history window of a turn (docs/chat.md): the latest summary and the messages after its cursor,
 capped, and summarized when the window grows too long (flag ``ENABLE_CHAT_SUMMARIZATION``).
 
 Who writes summaries is a capability handed in (:class:`ragchat.ports.Summarizer`): an LLM through
@@ -46,7 +46,7 @@ class ExtractiveSummarizer:
 
 
 class ModelSummarizer:
-    """The chat model writes the summary with SPEC §8's prompt; the extractive summary stands in
+    """The chat model writes the summary with docs/chat.md's prompt; the extractive summary stands in
     when it fails or answers nothing."""
 
     def __init__(self, caller: ModelCaller) -> None:

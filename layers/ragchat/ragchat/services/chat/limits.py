@@ -1,4 +1,4 @@
-"""Chat limits (SPEC §11): the flood rule, then the one limiter (:class:`ragchat.services.limits.
+"""Chat limits (docs/security.md): the flood rule, then the one limiter (:class:`ragchat.services.limits.
 RequestLimiter`, route ``chat``) per owner, per source IP and per conversation.
 
 They are checked inside the turn, not at the route: a retried ``messageId`` that was already answered

@@ -1,4 +1,4 @@
-"""Per-turn observability (SPEC §12): phase timings, the rolling p50/p95 turn latency and the turn's
+"""Per-turn observability (docs/deploy.md): phase timings, the rolling p50/p95 turn latency and the turn's
 metrics (``Turns``, ``PhaseLatencyMs``; ``ragchat.services.metrics``)."""
 
 from __future__ import annotations

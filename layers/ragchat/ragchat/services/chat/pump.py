@@ -1,4 +1,4 @@
-"""The model's deltas read in a worker thread (SPEC §10).
+"""The model's deltas read in a worker thread (docs/chat.md).
 
 The stream generator waits on the pump's queue with a timeout, so it can send a keep-alive while the
 model is silent and check the stop flag between deltas; when the client hangs up (or a stop is

@@ -1,4 +1,4 @@
-"""Idempotent turns (SPEC §11): a second request with the same ``messageId`` gets the first answer.
+"""Idempotent turns (docs/security.md): a second request with the same ``messageId`` gets the first answer.
 
 It rides on ``ConversationStore.add_message`` raising ``Conflict`` for a duplicate
 ``client_message_id`` (same role): the second request finds the first request's messages and returns

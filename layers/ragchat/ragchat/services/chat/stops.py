@@ -1,4 +1,4 @@
-"""Stopping an answer in flight (SPEC §10) from another request, process or Lambda container: the
+"""Stopping an answer in flight (docs/chat.md) from another request, process or Lambda container: the
 flags live in ``Counters``, so every instance sharing the store sees them.
 
 - ``stream:conv:<id>`` = the start of the conversation's streaming answer in flight (epoch ms), set

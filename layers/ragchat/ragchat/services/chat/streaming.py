@@ -1,4 +1,4 @@
-"""A turn as SPEC §10 events: ``answer_start``, ``answer_delta``…, ``sources``, ``answer_end``; or
+"""A turn as docs/chat.md events: ``answer_start``, ``answer_delta``…, ``sources``, ``answer_end``; or
 ``refusal`` / ``error``; and :data:`KEEPALIVE` (a comment line) when no event went out for 15 s.
 
 The model is read in a worker thread (:mod:`.pump`); the generator waits on it with a timeout, so it
@@ -50,7 +50,7 @@ _ERROR_CODES = {429: "rate_limited", 502: "model_error", 503: "unavailable"}
 
 
 def error_event(exc: Exception) -> Event:
-    """SPEC §10 ``error`` for a turn that failed after ``answer_start`` (a domain error keeps its
+    """docs/chat.md ``error`` for a turn that failed after ``answer_start`` (a domain error keeps its
     message, e.g. a vector index still waking up; anything else is an internal error)."""
     if isinstance(exc, RagchatError) and exc.status != 500:
         return "error", {"code": _ERROR_CODES.get(exc.status, "error"), "message": exc.message}

@@ -1,4 +1,4 @@
-"""Note tools for tool-use mode (SPEC §9): ``search_notes`` / ``get_note``, confined to the caller and
+"""Note tools for tool-use mode (docs/chat.md): ``search_notes`` / ``get_note``, confined to the caller and
 the conversation's scope."""
 
 from __future__ import annotations

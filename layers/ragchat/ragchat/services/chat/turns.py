@@ -1,4 +1,4 @@
-"""A chat turn (SPEC §7, §11): send, edit and stream, orchestrating the collaborators.
+"""A chat turn (docs/retrieval.md, §11): send, edit and stream, orchestrating the collaborators.
 
 In order: validate and sanitize → rate limit (flag) → persist the user message (idempotent by
 ``messageId``) → history window (latest summary + messages after its cursor, newest
