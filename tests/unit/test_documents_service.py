@@ -118,17 +118,17 @@ def test_delete_note_removes_note_and_vector_and_decrements_the_count() -> None:
     doc = w.ingestion.submit(OWNER, body=SOLAR)
     before = w.service.get(OWNER, doc.id).chunk_count
     assert before == 2
-    target = note_id(doc.id, 0)
+    target = note_id(doc.id, 0, doc.version)
     w.service.delete_note(OWNER, target)
     assert target not in w.index.records
     listed = w.service.list_notes(OWNER, document_id=doc.id).items
-    assert [n.id for n in listed] == [note_id(doc.id, 1)]
+    assert [n.id for n in listed] == [note_id(doc.id, 1, doc.version)]
     assert w.service.get(OWNER, doc.id).chunk_count == before - 1
     with pytest.raises(NotFound):
         w.service.delete_note(OWNER, target)
     with pytest.raises(NotFound):
-        w.service.delete_note("mallory", note_id(doc.id, 1))
-    assert note_id(doc.id, 1) in w.index.records
+        w.service.delete_note("mallory", note_id(doc.id, 1, doc.version))
+    assert note_id(doc.id, 1, doc.version) in w.index.records
 
 
 def test_get_body_and_listing() -> None:

@@ -48,6 +48,10 @@ class World:
         self.launcher = FakeLauncher(run=lambda owner, doc_id: run_to_end(self.steps, [(owner, doc_id)]))
         self.service = IngestionService(self.docs, self.blobs, self.launcher, self.settings, clock=self.clock)
 
+    def version_of(self, doc_id: str) -> str | None:
+        doc = self.docs.get_document(OWNER, doc_id)
+        return doc.version if doc is not None else None
+
     def notes_of(self, doc_id: str) -> list[str]:
         return [n.id for n in self.docs.list_notes(OWNER, document_id=doc_id, limit=1000).items]
 
@@ -95,7 +99,7 @@ def test_document_goes_from_pending_to_ready_through_the_inline_pipeline() -> No
     assert stored.chunk_count == len(w.notes_of(doc.id)) >= 1
     assert w.blobs.get(stored.body_key) == TEXT.encode()
     assert w.blobs.keys("work/") == []  # work files cleaned up
-    assert note_id(doc.id, 0) in w.searchable("photosynthesis light energy")
+    assert note_id(doc.id, 0, doc.version) in w.searchable("photosynthesis light energy")
     notes = w.docs.list_notes(OWNER, document_id=doc.id).items
     assert all(n.collection == "biology" for n in notes)
 
@@ -137,7 +141,7 @@ def test_nothing_is_retrievable_before_finalize() -> None:
 
     assert w.steps.finalize(OWNER, doc.id, plan["chunkCount"]) == {"status": "READY", "chunkCount": 80}
     assert w.index.count(OWNER) == 80
-    assert note_id(doc.id, 3) in w.searchable("paragraph number 3 topic 3")
+    assert note_id(doc.id, 3, doc.version) in w.searchable("paragraph number 3 topic 3")
 
 
 # ------------------------------------------------------------------------------ failures
@@ -226,9 +230,9 @@ def test_replacing_a_document_by_id_removes_the_old_chunks() -> None:
     assert len(w.notes_of(doc_id)) == 10
     doc = w.service.submit(OWNER, body="A much shorter replacement.", document_id=doc_id)
     assert doc.id == doc_id
-    assert w.notes_of(doc_id) == [note_id(doc_id, 0)]
-    assert list(w.index.records) == [note_id(doc_id, 0)]
-    assert w.index.records[note_id(doc_id, 0)].text == "A much shorter replacement."
+    assert w.notes_of(doc_id) == [note_id(doc_id, 0, w.version_of(doc_id))]
+    assert list(w.index.records) == [note_id(doc_id, 0, w.version_of(doc_id))]
+    assert w.index.records[note_id(doc_id, 0, w.version_of(doc_id))].text == "A much shorter replacement."
     assert len(w.docs.docs) == 1
 
 
@@ -341,9 +345,9 @@ def test_run_many_embeds_several_documents_together_with_the_same_outcome_as_run
         assert texts_b == texts_a
         for i, text in enumerate(texts_b):  # each vector belongs to its own chunk (header + text)
             embedded = embedding_text(chunk_header(doc_b.title, text=text), text)
-            vector = together.index.records[note_id(b, i)].vector
+            vector = together.index.records[note_id(b, i, together.version_of(b))].vector
             assert vector == together.embedder.vector_for(embedded)
-            assert vector == one_by_one.index.records[note_id(a, i)].vector
+            assert vector == one_by_one.index.records[note_id(a, i, one_by_one.version_of(a))].vector
     total = sum(one_by_one.docs.get_document(OWNER, d).chunk_count for d in ids)  # type: ignore[union-attr]
     assert together.index.count(OWNER) == one_by_one.index.count(OWNER) == total > len(bodies)
     assert together.blobs.keys("work/") == []
@@ -369,7 +373,7 @@ def test_run_many_fails_only_the_document_that_fails() -> None:
     assert failed is not None and failed.error and "the embedder rejected a text" in failed.error
     assert w.notes_of(poisoned) == [] and w.notes_of(broken_pdf) == []
     assert {r.document_id for r in w.index.records.values()} == {good1, good2}
-    assert note_id(good2, 0) in w.searchable("ferns reproduce with spores")
+    assert note_id(good2, 0, w.version_of(good2)) in w.searchable("ferns reproduce with spores")
     assert w.blobs.keys("work/") == []
 
 

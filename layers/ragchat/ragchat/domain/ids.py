@@ -11,11 +11,20 @@ def new_id() -> str:
     return str(ULID())
 
 
-def note_id(document_id: str, chunk_index: int) -> str:
-    """Stable per (document id, chunk index): ``<document id>-<index, 5 digits>``.
+def note_id(document_id: str, chunk_index: int, version: str | None = None) -> str:
+    """Stable per (document id, content version, chunk index): ``<document id>-<index, 5 digits>``,
+    then ``v`` and a tag of the version when there is one. A re-run of one version overwrites its own
+    notes; two versions of a document never share an id, so a replacement's chunks are written
+    beside the previous version's, which stay searchable until the new version is READY.
 
     Matches the citation id pattern ``[A-Za-z0-9_-]+`` so notes can be cited as-is."""
-    return f"{document_id}-{chunk_index:05d}"
+    base = f"{document_id}-{chunk_index:05d}"
+    return f"{base}v{version_tag(version)}" if version else base
+
+
+def version_tag(version: str) -> str:
+    """A short, id-safe tag of a content version (8 hex digits of its hash)."""
+    return hashlib.sha256(version.encode("utf-8")).hexdigest()[:8]
 
 
 def stable_document_id(source: str) -> str:

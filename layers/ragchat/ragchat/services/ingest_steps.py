@@ -124,29 +124,46 @@ class IngestSteps:
         )
         return None
 
-    def _remove_beyond(self, owner: str, document_id: str, chunk_count: int) -> int:
-        """Remove the notes and vectors of chunk index ``chunk_count`` and up: a step of an older
-        version that was already writing when this version was split may have left some (note ids
-        are per chunk index, so those below ``chunk_count`` were overwritten by this version)."""
-        extra: list[str] = []
-        highest = -1
+    def _note_ids_of(self, owner: str, document_id: str) -> list[str]:
+        ids: list[str] = []
         cursor: str | None = None
         while True:
             page = self.documents.list_notes(owner, document_id=document_id, limit=1000, cursor=cursor)
-            for note in page.items:
-                highest = max(highest, note.chunk_index)
-                if note.chunk_index >= chunk_count:
-                    extra.append(note.id)
+            ids += [note.id for note in page.items]
             cursor = page.cursor
             if cursor is None:
-                break
-        for nid in extra:
+                return ids
+
+    def _remove_notes(self, owner: str, document_id: str, ids: list[str], reason: str) -> None:
+        for nid in ids:
             self.documents.delete_note(owner, nid)
-        stale = {note_id(document_id, i) for i in range(chunk_count, highest + 1)} | set(extra)
-        if stale:
-            self.index.delete(sorted(stale))
-            logger.info("ingest.stale_chunks_removed", extra={"documentId": document_id, "notes": len(extra)})
-        return len(extra)
+        if ids:
+            self.index.delete(sorted(ids))
+            logger.info(f"ingest.{reason}", extra={"documentId": document_id, "notes": len(ids)})
+
+    def _swap(self, owner: str, document_id: str, version: str | None, chunk_count: int) -> None:
+        """Write-then-swap, the swap: once this version is READY, every other note of the document
+        goes with its vector (the previous version's, and any a stale run of an older version wrote
+        late), and ids of this version at or beyond its chunk count."""
+        keep = {note_id(document_id, i, version) for i in range(chunk_count)}
+        self._remove_notes(
+            owner, document_id, [n for n in self._note_ids_of(owner, document_id) if n not in keep], "swapped"
+        )
+
+    def _remove_version(self, owner: str, document_id: str, version: str | None) -> int:
+        """A failed run of ``version`` takes back what it wrote; the notes of other versions (the
+        previous, READY one) stay. Returns how many notes of the document remain."""
+        if version is None:  # no version to tell the runs apart: everything goes
+            self._remove_indexed(owner, document_id)
+            return 0
+        ids = self._note_ids_of(owner, document_id)
+        tag = note_id("", 0, version)[len("-00000") :]  # the id suffix of this version's notes
+        mine = [n for n in ids if n.endswith(tag)]
+        self._remove_notes(owner, document_id, mine, "failed_version_removed")
+        remaining = len(ids) - len(mine)
+        if remaining == 0:  # nothing else of the document: also vectors a crash left without a note
+            self.index.delete_document(owner, document_id)
+        return remaining
 
     def _remove_indexed(self, owner: str, document_id: str) -> None:
         ids = self.documents.delete_notes_of_document(owner, document_id)
@@ -215,8 +232,8 @@ class IngestSteps:
         if self._current(owner, document_id, version, "split") is None:  # re-uploaded while extracting
             return self._empty_plan(owner, document_id, version)
 
-        # A re-run or a replacement: the previous notes and vectors go before the new ones arrive.
-        self._remove_indexed(owner, document_id)
+        # Write-then-swap: a replacement's notes are written beside the previous version's (their ids
+        # differ by version), disabled; ``finalize`` switches them on and then removes the others.
         prefix = work_prefix(document_id, version)
         self.blobs.delete_prefix(prefix)
         batches = self._write_batches(owner, document_id, version, chunks, headers)
@@ -342,7 +359,7 @@ class IngestSteps:
             return 0
         notes = [
             Note(
-                id=note_id(document_id, int(c["index"])),
+                id=note_id(document_id, int(c["index"]), version if version is not None else doc.version),
                 document_id=document_id,
                 chunk_index=int(c["index"]),
                 text=str(c["text"]),
@@ -377,7 +394,7 @@ class IngestSteps:
         if doc is None:
             self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
             return {"status": SUPERSEDED, "chunkCount": 0}
-        self._remove_beyond(owner, document_id, int(chunk_count))
+        version = version if version is not None else doc.version
         if doc.enabled:
             self.index.set_enabled(
                 owner, document_id, True, chunk_count=int(chunk_count)
@@ -392,6 +409,7 @@ class IngestSteps:
             raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
         if not updated.enabled and doc.enabled:  # disabled while we were switching on
             self.index.set_enabled(owner, document_id, False)
+        self._swap(owner, document_id, version, int(chunk_count))  # only now: the new version is READY
         self.blobs.delete_prefix(work_prefix(document_id, version))
         now = self.clock()
         extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
@@ -412,21 +430,29 @@ class IngestSteps:
         logger.info("ingest.cancelled", extra={"documentId": document_id})
 
     def fail(self, owner: str, document_id: str, error: str, version: str | None = None) -> dict[str, Any]:
+        """The document is ``FAILED`` with ``error``; what this run wrote goes. A failed replacement
+        leaves the previous version searchable (``chunkCount`` then counts its chunks)."""
         message = human_error(error)
         try:
-            superseded = self._current(owner, document_id, version, "fail") is None
+            doc = self._current(owner, document_id, version, "fail")
+            superseded = doc is None
         except NotFound:  # deleted: still clean up below
-            superseded = False
+            doc, superseded = None, False
         if superseded:
             self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
             return {"status": SUPERSEDED, "error": message}
+        run_version = version if version is not None else (doc.version if doc is not None else None)
+        remaining = self._remove_version(owner, document_id, run_version) if doc is not None else 0
+        if doc is None:
+            self._remove_indexed(owner, document_id)
         self.documents.update_document(
             owner,
             document_id,
-            {"status": DocumentStatus.FAILED, "error": message, "chunk_count": 0},
+            {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining},
         )
-        self._remove_indexed(owner, document_id)
         self.blobs.delete_prefix(work_prefix(document_id, version))
-        logger.warning("ingest.failed", extra={"documentId": document_id, "error": message})
+        logger.warning(
+            "ingest.failed", extra={"documentId": document_id, "error": message, "previousKept": remaining}
+        )
         self.metrics.add(INGESTION_FAILED)
         return {"status": DocumentStatus.FAILED.value, "error": message}

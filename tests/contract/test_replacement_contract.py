@@ -1,0 +1,134 @@
+"""Write-then-swap replacement, on the fakes and on the real stores' twins: a re-ingested document's
+new chunks are written beside the previous version's, which stay searchable until the new version
+is READY; a failed re-ingestion leaves the previous version searchable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+from ragchat.config import load_settings
+from ragchat.domain.models import DocumentStatus, SearchFilter
+from ragchat.services.ingest_runner import run_to_end
+from ragchat.services.ingest_steps import IngestSteps
+from ragchat.services.ingestion import IngestionService
+
+from tests.contract.conftest import BLOB_STORES, DOCUMENT_STORES, VECTOR_INDEXES, ContractEnv
+from tests.fakes import FakeEmbedder, FakeLauncher
+
+OWNER, DOC = "alice", "DOC1"
+OLD = (
+    "Volcanoes erupt molten basalt lava over the slopes of the mountain in the night.\n\n"
+    "Geysers spout boiling water high into the cold air of the valley every hour.\n\n"
+    "Craters hold fine grey ash that the wind carries far away across the plains."
+)
+NEW = "Glaciers carve granite valleys slowly."
+TWINS = {  # document store, vector index, blob store: as deployed together
+    "fakes": ("fake", "fake", "fake"),
+    "local": ("sqlite", "local", "files"),
+    "aws-opensearch": ("dynamodb", "opensearch", "s3"),
+    "aws-s3vectors": ("dynamodb", "s3vectors", "s3"),
+}
+
+
+class SwitchableEmbedder(FakeEmbedder):
+    def __init__(self, dimension: int) -> None:
+        super().__init__(dimension=dimension)
+        self.failing = False
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if self.failing:
+            raise RuntimeError("embedding service unavailable")
+        return super().embed_documents(texts)
+
+
+class Rig:
+    def __init__(self, documents: Any, index: Any, blobs: Any, dimension: int) -> None:
+        self.documents, self.index, self.blobs = documents, index, blobs
+        self.embedder = SwitchableEmbedder(dimension)
+        settings = load_settings({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"})
+        self.steps = IngestSteps(documents, blobs, self.embedder, index, settings, batch_size=1)
+        self.service = IngestionService(documents, blobs, FakeLauncher(), settings)  # the test runs the steps
+
+    def upload(self, text: str) -> str:
+        version = self.service.submit(OWNER, text=text, document_id=DOC).version
+        assert version is not None
+        return version
+
+    def searchable(self, words: str) -> list[str]:
+        hits = self.index.search(self.embedder.vector_for(words), SearchFilter(owner=OWNER), 10)
+        return sorted({h.text for h in hits if words.split()[0].lower() in h.text.lower()})
+
+    def notes(self) -> list[str]:
+        return sorted(n.text for n in self.documents.list_notes(OWNER, document_id=DOC, limit=100).items)
+
+    def status(self) -> tuple[DocumentStatus, int, str | None]:
+        doc = self.documents.get_document(OWNER, DOC)
+        assert doc is not None
+        return doc.status, doc.chunk_count, doc.error
+
+
+@pytest.fixture(params=sorted(TWINS))
+def rig(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[Rig]:
+    store, index, blobs = TWINS[request.param]
+    with ExitStack() as stack:
+        parts = [
+            stack.enter_context(registry[name](contract_env))
+            for registry, name in ((DOCUMENT_STORES, store), (VECTOR_INDEXES, index), (BLOB_STORES, blobs))
+        ]
+        yield Rig(*parts, dimension=contract_env.dimension)
+
+
+def _ready_old(rig: Rig) -> int:
+    rig.upload(OLD)
+    run_to_end(rig.steps, [(OWNER, DOC)])
+    status, count, _ = rig.status()
+    assert status == DocumentStatus.READY and count == 3
+    assert rig.searchable("Volcanoes") and rig.searchable("Geysers")
+    return count
+
+
+def test_the_previous_version_stays_searchable_until_the_new_one_is_ready(rig: Rig) -> None:
+    _ready_old(rig)
+    version = rig.upload(NEW)
+    plan = rig.steps.split(OWNER, DOC, version)
+    for item in plan["batches"]:
+        rig.steps.embed_index(OWNER, DOC, item["key"], version)
+    # every new chunk is written (disabled); the old version still answers, the new one not yet
+    assert rig.searchable("Volcanoes") and rig.searchable("Geysers")
+    assert rig.searchable("Glaciers") == []
+    rig.steps.finalize(OWNER, DOC, plan["chunkCount"], version)
+    assert rig.status() == (DocumentStatus.READY, plan["chunkCount"], None)
+    assert rig.searchable("Glaciers") == [NEW]
+    assert rig.searchable("Volcanoes") == [] and rig.searchable("Geysers") == []
+    assert rig.notes() == [NEW]
+    assert rig.index.count(OWNER) == 1
+
+
+def test_a_failed_reingestion_leaves_the_previous_version_searchable(rig: Rig) -> None:
+    count = _ready_old(rig)
+    old_notes = rig.notes()
+    rig.upload(NEW)
+    rig.embedder.failing = True
+    run_to_end(rig.steps, [(OWNER, DOC)])
+    status, kept, error = rig.status()
+    assert status == DocumentStatus.FAILED and error and "embedding service unavailable" in error
+    assert kept == count and rig.notes() == old_notes
+    assert rig.searchable("Volcanoes") and rig.searchable("Geysers")
+    assert rig.searchable("Glaciers") == []
+    assert rig.index.count(OWNER) == count
+
+
+def test_a_replacement_whose_split_fails_leaves_the_previous_version_searchable(rig: Rig) -> None:
+    count = _ready_old(rig)
+    rig.upload(NEW)
+    doc = rig.documents.get_document(OWNER, DOC)
+    assert doc is not None
+    rig.blobs.delete(doc.body_key)  # the new body is gone: the split fails
+    run_to_end(rig.steps, [(OWNER, DOC)])
+    status, kept, error = rig.status()
+    assert status == DocumentStatus.FAILED and error
+    assert kept == count and rig.searchable("Volcanoes")
+    assert rig.index.count(OWNER) == count
