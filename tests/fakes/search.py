@@ -182,12 +182,12 @@ class FakeVectorIndex:
             out.sort(key=lambda h: (-h.score, h.id))
             return out[:k]
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def delete(self, ids: Sequence[str], *, settled: bool = False) -> None:
         with self._lock:
             for i in ids:
                 self.records.pop(i, None)
 
-    def delete_document(self, owner: str, document_id: str) -> int:
+    def delete_document(self, owner: str, document_id: str, *, tags: Sequence[str] = ()) -> int:
         with self._lock:
             ids = [r.id for r in self.records.values() if r.owner == owner and r.document_id == document_id]
             for i in ids:
@@ -195,7 +195,13 @@ class FakeVectorIndex:
             return len(ids)
 
     def set_enabled(
-        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+        self,
+        owner: str,
+        document_id: str,
+        enabled: bool,
+        *,
+        chunk_count: int | None = None,
+        tags: Sequence[str] = (),
     ) -> None:
         with self._lock:
             for r in self.records.values():

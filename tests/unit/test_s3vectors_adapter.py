@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from ragchat.adapters.aws.s3vectors import GET_BATCH, MAX_TOP_K, S3VectorsIndex
-from ragchat.domain.ids import note_id
+from ragchat.domain.ids import note_id, note_tag, version_tag, version_tags
 from ragchat.domain.models import SearchFilter, VectorRecord
 
 from tests.contract.fake_s3vectors import FakeS3Vectors
@@ -137,27 +137,49 @@ def _calls(fake: FakeS3Vectors) -> dict[str, int]:
 def test_a_3901_chunk_document_is_disabled_and_deleted_by_its_keys_in_batches_with_no_query():
     fake = FakeS3Vectors("vec", "notes", 2)
     index = S3VectorsIndex(fake, "vec", "notes", 2)
-    index.upsert([rec(note_id("D1", i), [1.0, i / 4000], chunk_index=i) for i in range(3901)])
+    tag = version_tag("v1")
+    index.upsert([rec(note_id("D1", i, "v1"), [1.0, i / 4000], chunk_index=i) for i in range(3901)])
     index.upsert([rec("D2-00000", [1.0, 0.0], document_id="D2")])
-    index.upsert([rec("D1-03901", [1.0, 0.0], owner="mallory")])  # not alice's: never touched
+    index.upsert([rec(note_id("D1", 3901, "v1"), [1.0, 0.0], owner="mallory")])  # not alice's: never touched
     fake.calls.clear()
 
-    index.set_enabled("alice", "D1", False)
-    assert _calls(fake) == {"get_vectors": 41, "put_vectors": 20}  # 40 reads of 100 keys + 1 that finds none
-    assert all(fake.vectors[note_id("D1", i)][1]["enabled"] is False for i in range(3901))
-    stored = fake.vectors["D1-01234"]
+    index.set_enabled("alice", "D1", False, tags=[tag])
+    # 40 reads of 100 keys of the version + 1 that finds none, + 1 empty read of the untagged ids
+    assert _calls(fake) == {"get_vectors": 42, "put_vectors": 20}
+    assert all(fake.vectors[note_id("D1", i, "v1")][1]["enabled"] is False for i in range(3901))
+    stored = fake.vectors[note_id("D1", 1234, "v1")]
     assert stored[1]["chunk_index"] == 1234  # data and metadata kept
     assert stored[0] == pytest.approx(index._check([1.0, 1234 / 4000]), abs=1e-6)
-    assert fake.vectors["D2-00000"][1]["enabled"] is True and fake.vectors["D1-03901"][1]["enabled"] is True
+    assert fake.vectors["D2-00000"][1]["enabled"] is True
+    assert fake.vectors[note_id("D1", 3901, "v1")][1]["enabled"] is True
 
     fake.calls.clear()
-    index.set_enabled("alice", "D1", False)  # already off: reads only
-    assert _calls(fake) == {"get_vectors": 41}
+    index.set_enabled("alice", "D1", False, tags=[tag])  # already off: reads only
+    assert _calls(fake) == {"get_vectors": 42}
 
     fake.calls.clear()
-    assert index.delete_document("alice", "D1") == 3901
-    assert _calls(fake) == {"get_vectors": 41, "delete_vectors": 8}  # 3,901 keys, 500 per call
-    assert set(fake.vectors) == {"D2-00000", "D1-03901"}
+    assert index.delete_document("alice", "D1", tags=[tag]) == 3901
+    assert _calls(fake) == {"get_vectors": 42, "delete_vectors": 8}  # 3,901 keys, 500 per call
+    assert set(fake.vectors) == {"D2-00000", note_id("D1", 3901, "v1")}
+
+
+def test_each_version_and_the_untagged_ids_are_read_by_their_own_keys():
+    """During a replacement a document has two versions' keys (and one ingested before ids were per
+    version has untagged keys): each named tag is enumerated, a tag not named is not touched."""
+    fake = FakeS3Vectors("vec", "notes", 2)
+    index = S3VectorsIndex(fake, "vec", "notes", 2)
+    index.upsert([rec(note_id("D1", i), [1.0, 0.0], chunk_index=i) for i in range(3)])
+    index.upsert([rec(note_id("D1", i, "old"), [1.0, 0.0], chunk_index=i) for i in range(2)])
+    index.upsert([rec(note_id("D1", i, "new"), [1.0, 0.0], chunk_index=i, enabled=False) for i in range(4)])
+
+    index.set_enabled("alice", "D1", True, chunk_count=4, tags=[version_tag("new")])
+    assert all(fake.vectors[note_id("D1", i, "new")][1]["enabled"] is True for i in range(4))
+
+    assert index.delete_document("alice", "D1", tags=[version_tag("old")]) == 5  # untagged + old
+    assert sorted(fake.vectors) == sorted(note_id("D1", i, "new") for i in range(4))
+    assert index.delete_document("alice", "D1") == 0  # the new version's keys are not guessed
+    assert index.delete_document("alice", "D1", tags=[version_tag("new")]) == 4
+    assert fake.vectors == {}
 
 
 def test_hybrid_search_falls_back_to_vector_search_and_says_so_once(caplog):
@@ -210,3 +232,13 @@ def test_s3vectors_without_its_bucket_is_refused_at_start_up():
 
     with pytest.raises(ValueError, match=r"S3VECTORS_BUCKET must be set .*RAGCHAT_VECTOR_INDEX=s3vectors"):
         load_settings({"RAGCHAT_VECTOR_INDEX": "s3vectors"})
+
+
+def test_the_version_tags_of_a_document_come_from_its_note_ids_and_its_versions():
+    """What the services pass as ``tags``: the tag each versioned note id carries (an untagged id,
+    or a document id that merely looks like one, adds none) and those of the versions named."""
+    ids = [note_id("D1", 0, "v1"), note_id("D1", 1, "v1"), note_id("D1", 0), "D1-00000vXYZ"]
+    assert version_tags(ids) == [version_tag("v1")]
+    assert version_tags(ids, "v2", None) == sorted({version_tag("v1"), version_tag("v2")})
+    assert note_tag(note_id("D1-00000v12345678", 3)) is None  # the id's own end decides
+    assert note_tag(note_id("D1", 123456, "v1")) == version_tag("v1")

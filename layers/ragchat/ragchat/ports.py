@@ -181,18 +181,33 @@ class VectorIndex(Protocol):
         """Keyword (BM25) and vector results fused; ``score`` is the fused score."""
         ...
 
-    def delete(self, ids: Sequence[str]) -> None: ...
+    def delete(self, ids: Sequence[str], *, settled: bool = False) -> None:
+        """Remove these vectors. With ``settled`` (ingestion's swap of a replaced version), return
+        only once none of them is searchable (a near-real-time store waits, bounded, or raises
+        ``TransientError``)."""
+        ...
 
-    def delete_document(self, owner: str, document_id: str) -> int:
-        """Remove every vector of a document; returns how many (best effort for remote indexes)."""
+    def delete_document(self, owner: str, document_id: str, *, tags: Sequence[str] = ()) -> int:
+        """Remove every vector of a document; returns how many (best effort for remote indexes).
+        ``tags``: the version tags its note ids may carry (``<doc>-NNNNNv<tag>``, besides the ids
+        without one), for an index that finds a document's vectors by their keys, not by a filter."""
         ...
 
     def set_enabled(
-        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+        self,
+        owner: str,
+        document_id: str,
+        enabled: bool,
+        *,
+        chunk_count: int | None = None,
+        tags: Sequence[str] = (),
     ) -> None:
-        """Switch a document's vectors on or off. With ``chunk_count`` (ingestion's finalize), return
-        only once the document's ``chunk_count`` vectors are searchable in the new state and nothing
-        else of it is (a near-real-time store waits, bounded, or raises ``TransientError``)."""
+        """Switch a document's vectors on or off (``tags`` as in :meth:`delete_document`). With
+        ``chunk_count`` (ingestion's finalize; ``tags`` then names the new version's one tag, none for
+        ids without a version), return only once that version's ``chunk_count`` vectors are searchable
+        in the new state and no copy of them from before is (a near-real-time store waits, bounded, or
+        raises ``TransientError``). The previous version's vectors, still there during a
+        replacement, are not counted: ingestion removes them once the new version is READY."""
         ...
 
     def count(self, owner: str) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Iterable
 
 from ulid import ULID
 
@@ -18,13 +20,36 @@ def note_id(document_id: str, chunk_index: int, version: str | None = None) -> s
     beside the previous version's, which stay searchable until the new version is READY.
 
     Matches the citation id pattern ``[A-Za-z0-9_-]+`` so notes can be cited as-is."""
+    return tagged_note_id(document_id, chunk_index, version_tag(version) if version else None)
+
+
+def tagged_note_id(document_id: str, chunk_index: int, tag: str | None) -> str:
+    """The note id of chunk ``chunk_index`` of the version whose tag is ``tag`` (``None``: an id
+    without a version, as documents ingested before ids were per version have)."""
     base = f"{document_id}-{chunk_index:05d}"
-    return f"{base}v{version_tag(version)}" if version else base
+    return f"{base}v{tag}" if tag else base
 
 
 def version_tag(version: str) -> str:
     """A short, id-safe tag of a content version (8 hex digits of its hash)."""
     return hashlib.sha256(version.encode("utf-8")).hexdigest()[:8]
+
+
+_TAGGED = re.compile(r"-[0-9]{5,}v([0-9a-f]{8})\Z")
+
+
+def note_tag(nid: str) -> str | None:
+    """The version tag a note id carries (``None`` for an id without one)."""
+    found = _TAGGED.search(nid)
+    return found.group(1) if found else None
+
+
+def version_tags(note_ids: Iterable[str], *versions: str | None) -> list[str]:
+    """The version tags of a document's vectors: those its note ids carry and those of ``versions``
+    (sorted, each once). Indexes that cannot select a document's vectors by a filter enumerate the
+    keys of each tag (and the ids without one)."""
+    tags = {tag for tag in map(note_tag, note_ids) if tag}
+    return sorted(tags | {version_tag(v) for v in versions if v})
 
 
 def stable_document_id(source: str) -> str:

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
+from ragchat.services.ingest_steps import note_ids_of
 from ragchat.services.ingestion import validate_metadata, work_prefix
 
 if TYPE_CHECKING:
@@ -103,13 +105,16 @@ class DocumentService:
         if updated is None:
             raise NotFound("Document not found")
         if "enabled" in clean and updated.status not in _IN_FLIGHT:
-            self.index.set_enabled(owner, document_id, updated.enabled)
+            # every version the document's notes hold (after a failed replacement, the previous one's)
+            tags = version_tags(note_ids_of(self.documents, owner, document_id), updated.version)
+            self.index.set_enabled(owner, document_id, updated.enabled, tags=tags)
         logger.info("documents.updated", extra={"documentId": document_id, "fields": sorted(clean)})
         return updated
 
     def delete(self, owner: str, document_id: str) -> None:
         doc = self.get(owner, document_id)
-        self.index.delete_document(owner, document_id)
+        tags = version_tags(note_ids_of(self.documents, owner, document_id), doc.version)
+        self.index.delete_document(owner, document_id, tags=tags)
         note_ids = self.documents.delete_notes_of_document(owner, document_id)
         if note_ids:
             self.index.delete(note_ids)

@@ -31,7 +31,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, parse_iso, system_clock
 from ragchat.domain.errors import NotFound, ValidationError
-from ragchat.domain.ids import note_id
+from ragchat.domain.ids import note_id, version_tags
 from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
@@ -68,6 +68,18 @@ def state_machine_result(plan: dict[str, Any]) -> dict[str, Any]:
     if int(plan.get("batchCount") or 0) <= INLINE_MAX_BATCHES:
         return plan
     return {k: v for k, v in plan.items() if k != "batches"}
+
+
+def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[str]:
+    """The ids of every note the store holds for a document (every version's), a page at a time."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = documents.list_notes(owner, document_id=document_id, limit=1000, cursor=cursor)
+        ids += [note.id for note in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            return ids
 
 
 def work_prefix(document_id: str, version: str | None = None) -> str:
@@ -125,20 +137,15 @@ class IngestSteps:
         return None
 
     def _note_ids_of(self, owner: str, document_id: str) -> list[str]:
-        ids: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = self.documents.list_notes(owner, document_id=document_id, limit=1000, cursor=cursor)
-            ids += [note.id for note in page.items]
-            cursor = page.cursor
-            if cursor is None:
-                return ids
+        return note_ids_of(self.documents, owner, document_id)
 
-    def _remove_notes(self, owner: str, document_id: str, ids: list[str], reason: str) -> None:
+    def _remove_notes(
+        self, owner: str, document_id: str, ids: list[str], reason: str, *, settled: bool = False
+    ) -> None:
         for nid in ids:
             self.documents.delete_note(owner, nid)
         if ids:
-            self.index.delete(sorted(ids))
+            self.index.delete(sorted(ids), settled=settled)
             logger.info(f"ingest.{reason}", extra={"documentId": document_id, "notes": len(ids)})
 
     def _swap(self, owner: str, document_id: str, version: str | None, chunk_count: int) -> None:
@@ -146,9 +153,9 @@ class IngestSteps:
         goes with its vector (the previous version's, and any a stale run of an older version wrote
         late), and ids of this version at or beyond its chunk count."""
         keep = {note_id(document_id, i, version) for i in range(chunk_count)}
-        self._remove_notes(
-            owner, document_id, [n for n in self._note_ids_of(owner, document_id) if n not in keep], "swapped"
-        )
+        others = [n for n in self._note_ids_of(owner, document_id) if n not in keep]
+        # settled: on a near-real-time index, READY is returned once the previous version is gone
+        self._remove_notes(owner, document_id, others, "swapped", settled=True)
 
     def _remove_version(self, owner: str, document_id: str, version: str | None) -> int:
         """A failed run of ``version`` takes back what it wrote; the notes of other versions (the
@@ -162,14 +169,14 @@ class IngestSteps:
         self._remove_notes(owner, document_id, mine, "failed_version_removed")
         remaining = len(ids) - len(mine)
         if remaining == 0:  # nothing else of the document: also vectors a crash left without a note
-            self.index.delete_document(owner, document_id)
+            self.index.delete_document(owner, document_id, tags=version_tags(ids, version))
         return remaining
 
-    def _remove_indexed(self, owner: str, document_id: str) -> None:
+    def _remove_indexed(self, owner: str, document_id: str, version: str | None = None) -> None:
         ids = self.documents.delete_notes_of_document(owner, document_id)
         if ids:
             self.index.delete(ids)
-        self.index.delete_document(owner, document_id)
+        self.index.delete_document(owner, document_id, tags=version_tags(ids, version))
 
     def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
         """Extract the text (per content type) and cut it into chunks."""
@@ -395,20 +402,19 @@ class IngestSteps:
             self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
             return {"status": SUPERSEDED, "chunkCount": 0}
         version = version if version is not None else doc.version
-        if doc.enabled:
-            self.index.set_enabled(
-                owner, document_id, True, chunk_count=int(chunk_count)
-            )  # READY = searchable
+        tags = version_tags((), version)  # this version's: its note ids are <doc>-NNNNNv<tag>
+        if doc.enabled:  # READY = searchable
+            self.index.set_enabled(owner, document_id, True, chunk_count=int(chunk_count), tags=tags)
         updated = self.documents.update_document(
             owner,
             document_id,
             {"status": DocumentStatus.READY, "chunk_count": int(chunk_count), "error": None},
         )
         if updated is None:  # deleted at the last moment: leave nothing behind
-            self._remove_indexed(owner, document_id)
+            self._remove_indexed(owner, document_id, version)
             raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
         if not updated.enabled and doc.enabled:  # disabled while we were switching on
-            self.index.set_enabled(owner, document_id, False)
+            self.index.set_enabled(owner, document_id, False, tags=tags)
         self._swap(owner, document_id, version, int(chunk_count))  # only now: the new version is READY
         self.blobs.delete_prefix(work_prefix(document_id, version))
         now = self.clock()
@@ -444,7 +450,7 @@ class IngestSteps:
         run_version = version if version is not None else (doc.version if doc is not None else None)
         remaining = self._remove_version(owner, document_id, run_version) if doc is not None else 0
         if doc is None:
-            self._remove_indexed(owner, document_id)
+            self._remove_indexed(owner, document_id, version)
         self.documents.update_document(
             owner,
             document_id,

@@ -50,7 +50,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from ragchat.adapters.aws.opensearch_searchable import await_searchable
+from ragchat.adapters.aws.opensearch_searchable import await_searchable, version_query
 from ragchat.adapters.aws.wakeup import WakePolicy
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
@@ -389,8 +389,12 @@ class OpenSearchVectorIndex:
             rankings.append(ranking)
         return [self._hit(raws[key], score, similarity(raws[key])) for key, score in rrf_scores(rankings)[:k]]
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def delete(self, ids: Sequence[str], *, settled: bool = False) -> None:
+        """With ``settled`` on Serverless: wait, bounded, until none of ``ids`` is visible."""
         self._once.run("delete", lambda _: self._delete(ids))
+        if settled and ids and not self.refresh:
+            gone = {"bool": {"filter": [{"terms": {"note_id": list(ids)}}]}}
+            self._await_visible(gone, f"{len(ids)} deleted chunk(s)", 0, None)
 
     def _delete(self, ids: Sequence[str]) -> None:
         if not ids or not self._exists():
@@ -406,7 +410,8 @@ class OpenSearchVectorIndex:
                 [{"delete": {"_index": self.index, "_id": i}} for i in unique], ids=[None] * len(unique)
             )
 
-    def delete_document(self, owner: str, document_id: str) -> int:
+    def delete_document(self, owner: str, document_id: str, *, tags: Sequence[str] = ()) -> int:
+        # by the document_id field: the version tags are not needed
         return self._once.run("delete_document", lambda _: self._delete_document(owner, document_id))
 
     def _delete_document(self, owner: str, document_id: str) -> int:
@@ -425,24 +430,33 @@ class OpenSearchVectorIndex:
         return int(resp.get("deleted", 0))
 
     def set_enabled(
-        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+        self,
+        owner: str,
+        document_id: str,
+        enabled: bool,
+        *,
+        chunk_count: int | None = None,
+        tags: Sequence[str] = (),
     ) -> None:
-        """On Serverless (near-real-time: a write is searchable after the collection's next refresh)
-        and with ``chunk_count``: first wait until all ``chunk_count`` stored chunks are visible (the
-        flip must see them all), flip them, then wait until exactly ``chunk_count`` are visible and
-        all in the new state (no copy from before the flip left). Each wait is bounded by
+        """Flip the document's chunks (every version's, by the ``document_id`` field). On Serverless
+        with ``chunk_count``: wait until the version's ``chunk_count`` chunks are all visible (the
+        flip must see them all), flip, then wait until exactly those are visible, all in the new
+        state (:func:`version_query`, :func:`await_searchable`). Each wait is bounded by
         ``searchable_wait_s``; past it, ``TransientError`` (the state machine retries finalize)."""
         wait = chunk_count is not None and not self.refresh
+        version = version_query(self._owned(owner, document_id), document_id, int(chunk_count or 0), tags)
         if wait:
-            self._await_visible(owner, document_id, int(chunk_count or 0), None)
+            self._await_visible(version, document_id, int(chunk_count or 0), None)
         self._once.run("set_enabled", lambda _: self._set_enabled(owner, document_id, enabled))
         if wait:
-            self._await_visible(owner, document_id, int(chunk_count or 0), enabled)
+            self._await_visible(version, document_id, int(chunk_count or 0), enabled)
 
-    def _await_visible(self, owner: str, document_id: str, chunk_count: int, enabled: bool | None) -> None:
+    def _await_visible(
+        self, version_query: dict[str, Any], document_id: str, chunk_count: int, enabled: bool | None
+    ) -> None:
         await_searchable(
             lambda query: int(self._client.count(index=self.index, body={"query": query})["count"]),
-            self._owned(owner, document_id),
+            version_query,
             document_id,
             chunk_count,
             enabled,

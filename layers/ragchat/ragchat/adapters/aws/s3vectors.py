@@ -13,15 +13,19 @@ no collection). Vectors are stored and queried at unit length; the service retur
 What the API does not offer, and what the adapter does instead:
 
 * **No delete/update by filter.** ``delete_document`` and ``set_enabled`` need no query: a
-  document's vector keys are its note ids, ``<documentId>-00000``, ``-00001``, … (one per chunk
-  index, contiguous from 0 once a document is split and stored). The adapter reads them with
-  ``get_vectors`` :data:`GET_BATCH` keys at a time until a batch finds none (missing keys are not an
-  error; reads are strongly consistent), keeps those whose ``owner`` matches, and deletes them
-  (:data:`DELETE_BATCH` per call) or puts them back with the flag flipped. A 3,901-chunk document
-  costs 41 reads and 8 deletes — no paid queries (the filtered top-100 query rounds this replaced took
-  40). A key past a run of :data:`GET_BATCH` missing chunk indexes is not seen: only a batch stored
-  while the document was being deleted could leave one, and the services also delete every note id
-  they hold.
+  document's vector keys are its note ids, ``<documentId>-00000v<tag>``, ``-00001v<tag>``, … (one
+  per chunk index, contiguous from 0 once a version is split and stored; ``<tag>`` names the content
+  version, so during a replacement the previous version's keys sit beside the new one's). The
+  caller names the version tags (``tags``: the new version's in finalize, the tags of the notes it
+  holds otherwise); for each, and for the ids without a tag that documents ingested before ids were
+  per version have, the adapter reads the keys with ``get_vectors`` :data:`GET_BATCH` at a time until
+  a batch finds none (missing keys are not an error; reads are strongly consistent), keeps those
+  whose ``owner`` matches, and deletes them (:data:`DELETE_BATCH` per call) or puts them back with
+  the flag flipped. A 3,901-chunk document costs 42 reads (40 that find its keys, then one that finds
+  none for its tag and one for the untagged ids) and 8 deletes — no paid queries (the
+  filtered top-100 query rounds this replaced took 40). A key past a run of :data:`GET_BATCH`
+  missing chunk indexes is not seen: only a batch stored while the document was being deleted could
+  leave one, and the services also delete every note id they hold.
 * **No count.** ``count`` runs one filtered query with ``topK`` = :data:`MAX_TOP_K`: exact up to
   that many, a lower bound beyond (the only caller asks "is the knowledge base empty?").
 * **No keyword search** in the classic query API: ``hybrid_search`` falls back to the vector search
@@ -35,7 +39,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ragchat.domain.ids import note_id
+from ragchat.domain.ids import tagged_note_id
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 
 logger = logging.getLogger("ragchat.adapters.s3vectors")
@@ -121,19 +125,22 @@ class S3VectorsIndex:
         return [1.0] + [0.0] * (self.dimension - 1)
 
     def _document_vectors(
-        self, owner: str, document_id: str, *, data: bool
+        self, owner: str, document_id: str, tags: Sequence[str], *, data: bool
     ) -> Iterator[list[dict[str, Any]]]:
-        """The document's vectors by their known keys, :data:`GET_BATCH` chunk indexes per call,
-        until a call finds none; only ``owner``'s."""
-        start = 0
-        while True:
-            keys = [note_id(document_id, i) for i in range(start, start + GET_BATCH)]
-            got = self._client.get_vectors(**self._where(), keys=keys, returnData=data, returnMetadata=True)
-            vectors = list(got.get("vectors", []))
-            if not vectors:
-                return
-            yield [v for v in vectors if (v.get("metadata") or {}).get("owner") == owner]
-            start += GET_BATCH
+        """The document's vectors by their known keys: for the untagged ids and each version tag,
+        :data:`GET_BATCH` chunk indexes per call until a call finds none; only ``owner``'s."""
+        for tag in [None, *dict.fromkeys(tags)]:
+            start = 0
+            while True:
+                keys = [tagged_note_id(document_id, i, tag) for i in range(start, start + GET_BATCH)]
+                got = self._client.get_vectors(
+                    **self._where(), keys=keys, returnData=data, returnMetadata=True
+                )
+                vectors = list(got.get("vectors", []))
+                if not vectors:
+                    break
+                yield [v for v in vectors if (v.get("metadata") or {}).get("owner") == owner]
+                start += GET_BATCH
 
     def _delete_keys(self, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), DELETE_BATCH):
@@ -177,19 +184,26 @@ class S3VectorsIndex:
             )
         return self.search(vector, flt, k)
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def delete(self, ids: Sequence[str], *, settled: bool = False) -> None:  # strongly consistent
         self._delete_keys(list(dict.fromkeys(ids)))
 
-    def delete_document(self, owner: str, document_id: str) -> int:
-        keys = [v["key"] for found in self._document_vectors(owner, document_id, data=False) for v in found]
+    def delete_document(self, owner: str, document_id: str, *, tags: Sequence[str] = ()) -> int:
+        found = self._document_vectors(owner, document_id, tags, data=False)
+        keys = [v["key"] for batch in found for v in batch]
         self._delete_keys(keys)
         return len(keys)
 
     def set_enabled(
-        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
+        self,
+        owner: str,
+        document_id: str,
+        enabled: bool,
+        *,
+        chunk_count: int | None = None,
+        tags: Sequence[str] = (),
     ) -> None:  # strongly consistent: searchable once written
         rewritten: list[dict[str, Any]] = []
-        for found in self._document_vectors(owner, document_id, data=True):
+        for found in self._document_vectors(owner, document_id, tags, data=True):
             rewritten += [
                 {"key": v["key"], "data": v["data"], "metadata": {**v["metadata"], "enabled": enabled}}
                 for v in found

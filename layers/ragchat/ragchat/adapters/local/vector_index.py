@@ -302,7 +302,7 @@ class LocalVectorIndex:
                     self._df_cache[t] = int(row[0]) if row else 0
         return keyword_terms.choose(tokens, stems, self._df_cache.__getitem__, total)
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def delete(self, ids: Sequence[str], *, settled: bool = False) -> None:  # gone at once
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return
@@ -317,8 +317,8 @@ class LocalVectorIndex:
                 for id_ in wanted:
                     self._matrix.remove(id_)
 
-    def delete_document(self, owner: str, document_id: str) -> int:
-        with self._lock:
+    def delete_document(self, owner: str, document_id: str, *, tags: Sequence[str] = ()) -> int:
+        with self._lock:  # by the document id column: the tags are not needed
             with self.db.write() as conn:
                 before = self._bump(conn)
                 ids = [
@@ -335,8 +335,14 @@ class LocalVectorIndex:
         return len(ids)
 
     def set_enabled(
-        self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None
-    ) -> None:  # searchable at once: chunk_count is not needed
+        self,
+        owner: str,
+        document_id: str,
+        enabled: bool,
+        *,
+        chunk_count: int | None = None,
+        tags: Sequence[str] = (),
+    ) -> None:  # searchable at once, by the document id column: chunk_count and tags are not needed
         with self._lock:
             with self.db.write() as conn:
                 before = self._bump(conn)
