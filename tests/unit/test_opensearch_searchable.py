@@ -108,7 +108,9 @@ def test_a_replaced_document_is_ready_only_when_its_new_chunks_are_found_and_the
     doc_id = ingest(old)
     first = docs.get_document(OWNER, doc_id)
     assert first is not None and first.status == DocumentStatus.READY
-    assert _seen(cluster, doc_id) == [(note_id(doc_id, i), True) for i in range(first.chunk_count)]
+    assert _seen(cluster, doc_id) == [
+        (note_id(doc_id, i, first.version), True) for i in range(first.chunk_count)
+    ]
 
     new = " ".join(f"new{i:04d}" for i in range(120))
     assert ingest(new, doc_id) == doc_id
@@ -123,4 +125,4 @@ def test_a_replaced_document_is_ready_only_when_its_new_chunks_are_found_and_the
     assert len(texts) == second.chunk_count
     assert all("new" in t and "old" not in t for t in texts)  # new chunks found, replaced ones not
     hits = index.search(embedder.embed_query("new0001"), SearchFilter(owner=OWNER), 50)
-    assert {h.id for h in hits} == {note_id(doc_id, i) for i in range(second.chunk_count)}
+    assert {h.id for h in hits} == {note_id(doc_id, i, second.version) for i in range(second.chunk_count)}

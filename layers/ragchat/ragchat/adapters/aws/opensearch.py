@@ -39,8 +39,8 @@ retry loop.
 ``_bulk`` partial failures raise :class:`IndexingError` naming every failed note id; nothing is
 dropped silently.
 
-READY means searchable: on Serverless (near-real-time) ``set_enabled(…, chunk_count=n)`` waits,
-bounded, until the flip is searchable (:mod:`ragchat.adapters.aws.opensearch_searchable`).
+READY means searchable: on Serverless (near-real-time) ``set_enabled(…, chunk_count=n)`` and
+``delete(…, settled=True)`` wait, bounded (:mod:`ragchat.adapters.aws.opensearch_searchable`).
 """
 
 from __future__ import annotations
@@ -393,8 +393,7 @@ class OpenSearchVectorIndex:
         """With ``settled`` on Serverless: wait, bounded, until none of ``ids`` is visible."""
         self._once.run("delete", lambda _: self._delete(ids))
         if settled and ids and not self.refresh:
-            gone = {"bool": {"filter": [{"terms": {"note_id": list(ids)}}]}}
-            self._await_visible(gone, f"{len(ids)} deleted chunk(s)", 0, None)
+            self._await_visible({"terms": {"note_id": list(ids)}}, f"{len(ids)} deleted chunk(s)", 0, None)
 
     def _delete(self, ids: Sequence[str]) -> None:
         if not ids or not self._exists():
@@ -411,7 +410,6 @@ class OpenSearchVectorIndex:
             )
 
     def delete_document(self, owner: str, document_id: str, *, tags: Sequence[str] = ()) -> int:
-        # by the document_id field: the version tags are not needed
         return self._once.run("delete_document", lambda _: self._delete_document(owner, document_id))
 
     def _delete_document(self, owner: str, document_id: str) -> int:
@@ -429,20 +427,11 @@ class OpenSearchVectorIndex:
         )
         return int(resp.get("deleted", 0))
 
-    def set_enabled(
-        self,
-        owner: str,
-        document_id: str,
-        enabled: bool,
-        *,
-        chunk_count: int | None = None,
-        tags: Sequence[str] = (),
-    ) -> None:
-        """Flip the document's chunks (every version's, by the ``document_id`` field). On Serverless
-        with ``chunk_count``: wait until the version's ``chunk_count`` chunks are all visible (the
-        flip must see them all), flip, then wait until exactly those are visible, all in the new
-        state (:func:`version_query`, :func:`await_searchable`). Each wait is bounded by
-        ``searchable_wait_s``; past it, ``TransientError`` (the state machine retries finalize)."""
+    def set_enabled(self, owner: str, document_id: str, enabled: bool, *,
+                    chunk_count: int | None = None, tags: Sequence[str] = ()) -> None:  # fmt: skip
+        """Flip every version's chunks (by ``document_id``; ``tags`` are not needed). On Serverless with
+        ``chunk_count``: wait until the version's chunks are all visible, flip, wait until exactly those
+        are, all in the new state (:mod:`~ragchat.adapters.aws.opensearch_searchable`)."""
         wait = chunk_count is not None and not self.refresh
         version = version_query(self._owned(owner, document_id), document_id, int(chunk_count or 0), tags)
         if wait:
@@ -451,14 +440,12 @@ class OpenSearchVectorIndex:
         if wait:
             self._await_visible(version, document_id, int(chunk_count or 0), enabled)
 
-    def _await_visible(
-        self, version_query: dict[str, Any], document_id: str, chunk_count: int, enabled: bool | None
-    ) -> None:
-        await_searchable(
-            lambda query: int(self._client.count(index=self.index, body={"query": query})["count"]),
-            version_query,
-            document_id,
-            chunk_count,
+    def _await_visible(self, query: dict[str, Any], label: str, count: int, enabled: bool | None) -> None:
+        await_searchable(  # bounded by searchable_wait_s; past it, TransientError (the state machine retries)
+            lambda q: int(self._client.count(index=self.index, body={"query": q})["count"]),
+            query,
+            label,
+            count,
             enabled,
             budget_s=self.searchable_wait_s,
             clock=self._wake.clock,
