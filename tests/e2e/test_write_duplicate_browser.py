@@ -1,5 +1,6 @@
 """The /write page says when a file was already there: the same file uploaded twice in headless
-Chromium against ``ragchat serve`` is one document, and the second upload says "Already uploaded"."""
+Chromium against ``ragchat serve`` is one document, and the second upload says "Already uploaded";
+changed bytes under the same name say "New version" and stay one document."""
 
 from __future__ import annotations
 
@@ -26,5 +27,12 @@ def test_the_same_file_twice_on_write_is_one_document(page: Any, server: Server)
     page.set_input_files("#file", files=[upload])
     page.get_by_role("button", name="Upload").click()
     expect(page.locator("#status")).to_contain_text("Already uploaded, unchanged: bakery.md", timeout=WAIT_MS)
+    listed = server.request("GET", "/documents?collection=browser-dupes").json()["items"]
+    assert [(d["title"], d["status"]) for d in listed] == [("bakery.md", "READY")]
+    edited = {**upload, "buffer": body.replace(b"noon", b"two o'clock")}
+    page.set_input_files("#file", files=[edited])
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#status")).to_contain_text("New version of bakery.md", timeout=WAIT_MS)
+    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
     listed = server.request("GET", "/documents?collection=browser-dupes").json()["items"]
     assert [(d["title"], d["status"]) for d in listed] == [("bakery.md", "READY")]

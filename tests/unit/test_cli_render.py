@@ -104,6 +104,7 @@ def test_the_ingest_summary_never_cuts_a_path_title_or_id() -> None:
         IngestOutcome(path, "READY", "DVERYLONGDOCUMENTID0000001", 4, title=LONG_TITLE),
         IngestOutcome("/tmp/same.txt", "READY", "D2", 1, title="Same", duplicate=True),
         IngestOutcome("/tmp/bad.pdf", "FAILED", error="PDF has no text layer [scanned?]"),
+        IngestOutcome("/tmp/edited.txt", "READY", "D3", 2, title="Edited", new_version=True),
     ]
     out = StringIO()
     console = Console(file=out, width=80, color_system=None)
@@ -113,8 +114,9 @@ def test_the_ingest_summary_never_cuts_a_path_title_or_id() -> None:
     for index, text in expected.items():
         assert "".join(text.split()) in columns[index], (index, text)
     assert "[scanned?]" in columns[5]
+    assert "newversion:replacestheearlierone" in columns[5]
     assert "…" not in out.getvalue()
-    assert "2 ready (1 unchanged), 1 failed" in out.getvalue()
+    assert "3 ready (1 unchanged, 1 new version), 1 failed" in out.getvalue()
 
 
 def table_columns(rendered: str) -> list[str]:

@@ -57,8 +57,10 @@ def test_the_same_file_again_is_the_same_document_and_nothing_is_reingested() ->
 def test_a_changed_file_under_the_same_name_is_a_new_version_of_it() -> None:
     api = make_api()
     _, first = upload(api, HOURS)
+    assert "newVersion" not in first  # the first upload is no new version of anything
     status, second = upload(api, HOURS_V2)
     assert (status, second["documentId"], second["duplicate"]) == (202, first["documentId"], False)
+    assert second["newVersion"] is True  # the client is told it replaces the earlier bytes
     assert [d["id"] for d in listed(api)] == [first["documentId"]]
     assert "9:00" in the_body(api, first["documentId"])
     status, back = upload(api, HOURS)  # the first bytes again: a version of their own, not the old one

@@ -84,10 +84,13 @@ def document_json(doc: Document) -> dict[str, Any]:
 
 
 def accepted_json(accepted: Accepted) -> tuple[int, dict[str, Any]]:
-    """The answer to an upload: 202 and the new document's status, or 200 with ``duplicate: true``
-    when these bytes already were that document (nothing was started)."""
+    """The answer to an upload: 202 and the new document's status (``newVersion: true`` when it
+    replaces an existing document's other bytes), or 200 with ``duplicate: true`` when these bytes
+    already were that document (nothing was started)."""
     doc = accepted.document
-    body = {"documentId": doc.id, "status": str(doc.status), "duplicate": accepted.duplicate}
+    body: dict[str, Any] = {"documentId": doc.id, "status": str(doc.status), "duplicate": accepted.duplicate}
+    if accepted.new_version:
+        body["newVersion"] = True
     if accepted.duplicate:
         body["title"] = doc.title
     return (200 if accepted.duplicate else 202), body

@@ -51,11 +51,13 @@ class Source:
 @dataclass(frozen=True, slots=True)
 class Accepted:
     """The answer to an upload: the document's id and status; ``duplicate``: these bytes already were
-    that document (``200``; nothing was started, the document is as it was)."""
+    that document (``200``; nothing was started, the document is as it was); ``new_version``: other
+    bytes under the same name, now a new version of that document."""
 
     document_id: str
     status: str
     duplicate: bool = False
+    new_version: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +163,12 @@ class ApiClient:
             "X-Filename": urllib.parse.quote(path.name),
         }
         data = self._json("POST", "/documents", query=query, body=path.read_bytes(), headers=headers)
-        return Accepted(str(data["documentId"]), str(data.get("status", "")), data.get("duplicate") is True)
+        return Accepted(
+            str(data["documentId"]),
+            str(data.get("status", "")),
+            data.get("duplicate") is True,
+            data.get("newVersion") is True,
+        )
 
     def document(self, document_id: str) -> DocumentState:
         data = self._json("GET", f"/documents/{urllib.parse.quote(document_id, safe='')}")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ragchat.cli.client import Accepted, ApiClient, DocumentState
 
 UNCHANGED = "unchanged: already ingested"
+NEW_VERSION = "new version: replaces the earlier one"
 
 
 @dataclass
@@ -43,6 +44,7 @@ class IngestOutcome:
     error: str = ""
     title: str = ""
     duplicate: bool = False
+    new_version: bool = False
 
 
 def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome]]:
@@ -102,7 +104,7 @@ class LocalIngest:
             document_id=stable_document_id(source),
         )
         doc = accepted.document
-        return Accepted(str(doc.id), str(doc.status), accepted.duplicate)
+        return Accepted(str(doc.id), str(doc.status), accepted.duplicate, accepted.new_version)
 
     def status(self, doc_id: str) -> DocumentState:
         from ragchat.cli.client import DocumentState
@@ -143,6 +145,7 @@ def ingest_one(backend: IngestBackend, path: Path, collection: str | None, timeo
     try:
         accepted = backend.submit(path, collection)
         outcome.document_id, outcome.duplicate = accepted.document_id, accepted.duplicate
+        outcome.new_version = accepted.new_version
         deadline = time.monotonic() + timeout
         while True:
             state = backend.status(outcome.document_id)
@@ -177,12 +180,17 @@ def _ingest_all(
     return outcomes
 
 
+def _note(outcome: IngestOutcome) -> str:
+    """What the summary's Note column says of a file that did not fail."""
+    return UNCHANGED if outcome.duplicate else NEW_VERSION if outcome.new_version else ""
+
+
 def _print_summary(console: Console, outcomes: list[IngestOutcome]) -> int:
     """The summary table; returns how many did not end READY."""
     from rich.markup import escape
     from rich.table import Table
 
-    notes = [o.error or (UNCHANGED if o.duplicate else "") for o in outcomes]
+    notes = [o.error or _note(o) for o in outcomes]
     table = Table(title="Ingestion summary")
     # Long paths, titles, ids and reasons wrap onto more lines rather than being cut with "…"; the
     # Note column is there when a file has one.
@@ -200,7 +208,10 @@ def _print_summary(console: Console, outcomes: list[IngestOutcome]) -> int:
     console.print(table)
     failed = sum(1 for o in outcomes if o.status != "READY")
     unchanged = sum(1 for o in outcomes if o.duplicate and o.status == "READY")
-    ready = f"{len(outcomes) - failed} ready" + (f" ({unchanged} unchanged)" if unchanged else "")
+    versions = sum(1 for o in outcomes if o.new_version and o.status == "READY")
+    told = [f"{unchanged} unchanged"] if unchanged else []
+    told += [f"{versions} new version" + "s" * (versions > 1)] if versions else []
+    ready = f"{len(outcomes) - failed} ready" + (f" ({', '.join(told)})" if told else "")
     console.print(f"{ready}, {failed} failed", markup=False)
     return failed
 

@@ -135,10 +135,12 @@ def _checked_text(raw: bytes, content_type: str) -> str | None:
 class Accepted:
     """What a submit did: ``document`` as stored; ``duplicate``: the same bytes were already that
     document (same name or source, same collection, same options), so it was left as it is and
-    nothing was started."""
+    nothing was started; ``new_version``: the document already existed with other bytes, and this
+    upload is its new version (it replaces the old one once indexed)."""
 
     document: Document
     duplicate: bool = False
+    new_version: bool = False
 
 
 def _same_upload(
@@ -234,16 +236,16 @@ class IngestionService:
             version=new_id(),  # each upload is a new content version: steps of older runs stand down
             content_hash=hashlib.sha256(raw).hexdigest(),
         )
-        if document_id is not None:
-            previous = self.documents.get_document(owner, doc.id)
+        previous = self.documents.get_document(owner, doc.id) if document_id is not None else None
+        if previous is not None:
             given = {"metadata": metadata is not None, "split": split is not None}
-            if previous is not None and _same_upload(previous, doc, title=given_title, **given):
+            if _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
         if self.limiter is not None:  # valid and about to be stored: count it (429 when over a ceiling)
             self.limiter.charge_ingestion(owner, len(raw))
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
-        return Accepted(stored)
+        return Accepted(stored, new_version=previous is not None)
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the

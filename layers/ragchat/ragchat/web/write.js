@@ -4,10 +4,10 @@ const status = $('status'), progress = $('progress');
 let presigned = false;  // POST /uploads is in /openapi.json: upload through a presigned POST
 function show(text, kind) { status.textContent = text; status.className = 'status ' + (kind || 'muted');
   status.scrollIntoView({block: 'nearest'}); }
-function follow(id) { show('Document ' + id + ': PENDING');
+function follow(id, note) { const lead = note ? note + ' ' : ''; show(lead + 'Document ' + id + ': PENDING');
   const poll = () => api('/documents/' + encodeURIComponent(id)).then(d => {
     const done = d.status === 'READY' ? 'ok' : d.status === 'FAILED' ? 'error' : 'muted';
-    show('Document ' + id + ': ' + d.status + (d.error ? ' — ' + d.error : ''), done);
+    show(lead + 'Document ' + id + ': ' + d.status + (d.error ? ' — ' + d.error : ''), done);
     if (d.status === 'PENDING' || d.status === 'PROCESSING') setTimeout(poll, 500);
   }).catch(err => show(describe(err), 'error')); poll(); }
 function collection() { return $('collection').value.trim(); }
@@ -46,7 +46,7 @@ $('u').onsubmit = e => { e.preventDefault();
   show('Uploading… 0 %');
   upload(file).then(r => { progress.value = 100;  // the same bytes again: the document as it was
     if (r.duplicate) show('Already uploaded, unchanged: ' + (r.title || file.name) + ' (' + r.status + ').', 'ok');
-    else follow(r.documentId); })
+    else follow(r.documentId, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : ''); })
     .catch(err => show(describe(err), 'error')).finally(() => { button.disabled = false; }); };
 function start() { api('/openapi.json').then(doc => { presigned = !!((doc.paths || {})['/uploads'] || {}).post; })
   .catch(() => {}); }
