@@ -261,3 +261,15 @@ def test_feedback_route_stores_the_rating_with_the_answer() -> None:
     assert stored() == [None, "up"]
     spec = _body(api.call("GET", "/openapi.json"))
     assert "post" in spec["paths"]["/chat/conversations/{conversation_id}/messages/{message_id}/feedback"]
+
+
+def test_conversations_are_searched_by_title_over_http() -> None:
+    api = _api()
+    for title in ["Quarterly budget", "Team offsite", "Budget follow-up"]:
+        assert api.call("POST", "/chat/conversations", body={"title": title})["statusCode"] == 201
+        api.clock.advance(1)
+    res = api.call("GET", "/chat/conversations", query={"q": "budget"})
+    assert res["statusCode"] == 200
+    assert [c["title"] for c in _body(res)["items"]] == ["Budget follow-up", "Quarterly budget"]
+    too_long = api.call("GET", "/chat/conversations", query={"q": "x" * 201})
+    assert too_long["statusCode"] == 400

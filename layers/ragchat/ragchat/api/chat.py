@@ -38,6 +38,14 @@ if TYPE_CHECKING:
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
+TitleSearch = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        description="Only conversations whose title (or collection) contains every word of this "
+        "(case-insensitive). A page may hold fewer than `limit` and still have a `cursor`.",
+    ),
+]
 
 
 class ConversationIn(BaseModel):
@@ -158,8 +166,14 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
         )
 
     @r.get("/chat/conversations", summary="Your conversations, newest first", tags=["chat"])
-    def list_conversations(limit: Limit = 50, cursor: Cursor = None) -> ConversationPage:
-        page = container.chat.conversations.list_conversations(_owner(r), limit=limit, cursor=cursor)
+    def list_conversations(
+        limit: Limit = 50,
+        cursor: Cursor = None,
+        q: TitleSearch = None,
+    ) -> ConversationPage:
+        page = container.chat.conversations.list_conversations(
+            _owner(r), limit=limit, cursor=cursor, search=q
+        )
         return ConversationPage(items=[ConversationOut.of(c) for c in page.items], cursor=page.cursor)
 
     @r.get(

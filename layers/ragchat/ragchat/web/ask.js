@@ -10,6 +10,7 @@ const input = $('message'), sendButton = $('send'), stopButton = $('stop'), scro
 const enc = encodeURIComponent;
 const GUARD_MODEL = 'guard';  // the stored model of a refusal (not enough evidence in the notes)
 let allConvs = [];  // the caller's conversations as last listed (the search filters these)
+let moreConvs = false, searched = null, searchTimer = null;  // more than listed: the server's matches for a search
 
 // ------------------------------------------------------------------ one-shot ask
 $('f').onsubmit = e => { e.preventDefault();
@@ -244,13 +245,19 @@ function remove(c) {
     if (c.id === current) home(); return loadConversations(); }).catch(fail); }
 function fail(err) { chatError.textContent = describe(err); }
 function loadConversations() { return api('/chat/conversations?limit=200').then(p => {
-  allConvs = p.items; showConversations();
+  allConvs = p.items; moreConvs = !!p.cursor; searched = null; showConversations();
   const c = p.items.find(i => i.id === current); if (c) showTitle(c); }).catch(fail); }
 // The list, filtered by the search box: every word typed must appear in the title (or collection).
+// With more conversations than the 200 listed, the server searches all of them (?q=).
 function showConversations() {
-  const words = $('conv-search').value.toLowerCase().split(/\s+/).filter(Boolean);
-  const shown = allConvs.filter(c => { const hay = ((c.title || 'New conversation') + ' ' + (c.collection || '')).toLowerCase();
+  const typed = $('conv-search').value.trim(), words = typed.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = allConvs.filter(c => { const hay = ((c.title || 'New conversation') + ' ' + (c.collection || '')).toLowerCase();
     return words.every(w => hay.includes(w)); });
+  if (words.length && moreConvs) {
+    if (searched && searched.q === typed) shown = searched.items;
+    else { clearTimeout(searchTimer); searchTimer = setTimeout(() => api('/chat/conversations?limit=200&q=' + enc(typed))
+      .then(p => { searched = {q: typed, items: p.items}; if ($('conv-search').value.trim() === typed) showConversations(); })
+      .catch(fail), 250); } }
   convs.replaceChildren(...shown.map(convItem));
   $('convs-empty').hidden = allConvs.length > 0; $('search-box').hidden = allConvs.length === 0;
   const none = $('convs-none'); none.hidden = !(allConvs.length && !shown.length);

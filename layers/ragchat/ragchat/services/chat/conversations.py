@@ -19,6 +19,15 @@ if TYPE_CHECKING:
 
 logger = Logger(service="ragchat", child=True)
 
+# A title search reads the owner's conversations page by page, at most this many pages per request.
+SEARCH_READS = 20
+
+
+def _matches(conv: Conversation, words: list[str]) -> bool:
+    """Every word is in the title (an untitled one is "New conversation", as listed) or collection."""
+    hay = f"{conv.title or 'New conversation'} {conv.collection or ''}".casefold()
+    return all(word in hay for word in words)
+
 
 class Conversations:
     def __init__(
@@ -55,9 +64,24 @@ class Conversations:
         return self.store.create_conversation(conv)
 
     def list_conversations(
-        self, owner: str, *, limit: int = 50, cursor: str | None = None
+        self, owner: str, *, limit: int = 50, cursor: str | None = None, search: str | None = None
     ) -> Page[Conversation]:
-        return self.store.list_conversations(owner, limit=limit, cursor=cursor)
+        """Newest first. ``search``: only those whose title (or collection) holds every word of it,
+        case-insensitively, read through the owner's conversations in pages no bigger than the
+        matches still wanted (so a page never overflows ``limit`` and the store's cursor goes on
+        exactly after it), at most ``SEARCH_READS`` store reads per call: a page may then hold fewer
+        than ``limit`` matches and still have a cursor to go on from."""
+        words = search.casefold().split() if search else []
+        if not words:
+            return self.store.list_conversations(owner, limit=limit, cursor=cursor)
+        found: list[Conversation] = []
+        for _ in range(SEARCH_READS):
+            page = self.store.list_conversations(owner, limit=limit - len(found), cursor=cursor)
+            found += [conv for conv in page.items if _matches(conv, words)]
+            cursor = page.cursor
+            if cursor is None or len(found) == limit:
+                break
+        return Page(items=found, cursor=cursor)
 
     def get(self, owner: str, conv_id: str) -> Conversation:
         conv = self.store.get_conversation(owner, conv_id)
