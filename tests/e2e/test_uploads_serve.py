@@ -64,9 +64,11 @@ def test_a_presigned_upload_becomes_a_ready_document_and_answers(server: Server)
         for p in (data_dir / "blobs").rglob("*")
         if p.is_file() and p.name.startswith("body") and ticket["documentId"] in p.parts
     ]
-    assert copies == []  # no second copy of an upload
-    assert server.request("DELETE", f"/documents/{ticket['documentId']}").status == 204
+    # stored once, at the document's place; nothing at the form's one-time key
+    assert [p.name for p in copies] == ["body.txt"]
     assert not (data_dir / "blobs" / ticket["key"]).exists()
+    assert server.request("DELETE", f"/documents/{ticket['documentId']}").status == 204
+    assert not copies[0].exists()
 
 
 def test_the_grant_is_checked(server: Server) -> None:

@@ -1,6 +1,7 @@
 """Direct uploads on moto (issue 11): ``POST /uploads`` through the notes function → the file POSTed
 to S3 with the presigned fields → the S3 trigger → the real state machine → the document READY, its
-body the uploaded object (no second copy), deleted with the document."""
+body moved from the one-time staging key to the document's place, deleted with the document. A
+replayed presigned POST (issue 20) is refused by the trigger and changes nothing."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def s3_event(key: str) -> dict[str, Any]:
     return event
 
 
-def test_a_presigned_upload_is_ingested_where_it_lies(stack: Stack) -> None:
+def test_a_presigned_upload_is_ingested_and_moved_to_the_documents_place(stack: Stack) -> None:
     notes = stack.handler("notes_api")
     request = {"filename": "eiffel-tower.md", "title": "Tour Eiffel é", "collection": "travel"}
     response = notes(api_event("POST", "/uploads", request), None)
@@ -70,12 +71,48 @@ def test_a_presigned_upload_is_ingested_where_it_lies(stack: Stack) -> None:
     doc = json.loads(notes(api_event("GET", f"/documents/{ticket['documentId']}"), None)["body"])
     assert (doc["status"], doc["title"], doc["collection"]) == ("READY", "Tour Eiffel é", "travel")
     assert doc["chunkCount"] >= 1
-    keys = [o["Key"] for o in stack.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
-    assert keys == [key]  # stored once: no copy under documents/
+    body_key = f"documents/{SUB}/{ticket['documentId']}/body.md"
+    assert bucket_keys(stack) == [body_key]  # stored once: the staging key is gone
+    assert stack.s3.get_object(Bucket=BUCKET, Key=body_key)["Body"].read() == text
 
     deleted = notes(api_event("DELETE", f"/documents/{ticket['documentId']}"), None)
     assert deleted["statusCode"] == 204
     assert stack.s3.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def bucket_keys(stack: Stack) -> list[str]:
+    return [o["Key"] for o in stack.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+
+
+def test_a_replayed_presigned_post_is_refused_and_the_original_stays(stack: Stack) -> None:
+    notes, trigger = stack.handler("notes_api"), stack.handler("s3_ingest")
+    ticket = json.loads(notes(api_event("POST", "/uploads", {"filename": "plan.md"}), None)["body"])
+    original, forged = b"# Plan\n\nThe original plan.\n", b"# Plan\n\nSomething else entirely.\n"
+
+    def post(data: bytes) -> int:
+        files = {"file": ("plan.md", data)}
+        return requests.post(ticket["url"], data=ticket["fields"], files=files, timeout=30).status_code
+
+    assert post(original) in (200, 201, 204)
+    assert trigger(s3_event(ticket["key"]), None)["accepted"][0]["documentId"] == ticket["documentId"]
+    (execution,) = stack.wait_for_all(1)
+    assert execution["status"] == "SUCCEEDED", execution
+    body_key = f"documents/{SUB}/{ticket['documentId']}/body.md"
+
+    # The same form again within its expiry: S3 stores it (a form POST cannot be conditional), but
+    # only on the staging key; the trigger refuses it (logged) and removes it.
+    assert post(forged) in (200, 201, 204)
+    assert bucket_keys(stack) == [body_key, ticket["key"]]
+    result = trigger(s3_event(ticket["key"]), None)
+    assert result["accepted"] == [] and "used already" in result["rejected"][0]["error"]
+
+    assert bucket_keys(stack) == [body_key]
+    assert stack.s3.get_object(Bucket=BUCKET, Key=body_key)["Body"].read() == original
+    assert len(stack.wait_for_all(1)) == 1  # nothing ingested twice
+    read = api_event("GET", f"/documents/{ticket['documentId']}")
+    read["queryStringParameters"] = {"include": "body"}
+    doc = json.loads(notes(read, None)["body"])
+    assert doc["status"] == "READY" and "The original plan." in doc["body"]
 
 
 def test_a_bad_upload_request_is_400_and_signs_nothing(stack: Stack) -> None:

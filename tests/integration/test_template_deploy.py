@@ -321,7 +321,10 @@ S3_OBJECT_ACCESS = {
         "uploads/*": {"s3:GetObject"},
         "work/*": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
     },
-    "S3IngestFunctionRole": {"uploads/*": {"s3:GetObject", "s3:DeleteObject"}},
+    "S3IngestFunctionRole": {
+        "uploads/*": {"s3:GetObject", "s3:DeleteObject"},
+        "documents/*": {"s3:PutObject", "s3:DeleteObject"},
+    },
     "IngestStateMachineRole": {"work/*": {"s3:GetObject"}},
 }
 

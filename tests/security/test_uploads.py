@@ -132,7 +132,7 @@ def _s3_event(bucket: str, key: str, size: int) -> dict[str, Any]:
     return {"Records": [{"s3": {"bucket": {"name": bucket}, "object": {"key": key, "size": size}}}]}
 
 
-def test_a_presigned_s3_post_replayed_is_ingested_once() -> None:
+def test_a_presigned_s3_post_replayed_is_ingested_once_and_overwrites_nothing() -> None:
     api = make_api({"DOCUMENTS_BUCKET": "docs"})
     ticket = body(presign(api, {"filename": "s3.txt"}))
     key, meta = (
@@ -148,6 +148,10 @@ def test_a_presigned_s3_post_replayed_is_ingested_once() -> None:
     assert [len(r["accepted"]) for r in results] == [1, 0, 0]
     assert "used already" in results[1]["rejected"][0]["error"]
     assert [d["id"] for d in body(api.call("GET", "/documents"))["items"]] == [ticket["documentId"]]
+    # the document's bytes are the first upload's, out of the POST's reach; the replays are gone
+    doc = body(api.call("GET", f"/documents/{ticket['documentId']}", query={"include": "body"}))
+    assert doc["body"] == "upload 0"
+    assert blobs.keys("uploads/") == []  # type: ignore[attr-defined]
 
 
 def test_an_object_dropped_into_the_bucket_still_replaces_its_document() -> None:

@@ -118,7 +118,7 @@ def test_a_pdf_declared_as_octet_stream_is_a_pdf() -> None:
 
 
 # ------------------------------------------------------------------------------- the local POST
-def test_the_local_upload_is_ingested_in_place(local_api: Api, tmp_path: Path) -> None:
+def test_the_local_upload_is_stored_once_at_the_documents_place(local_api: Api, tmp_path: Path) -> None:
     ticket = body(
         presign(local_api, {"filename": "tower.md", "title": "Tour Eiffel é", "collection": "trips"})
     )
@@ -131,10 +131,11 @@ def test_the_local_upload_is_ingested_in_place(local_api: Api, tmp_path: Path) -
     assert (doc["status"], doc["title"], doc["collection"]) == ("READY", "Tour Eiffel é", "trips")
     assert "330 metres" in doc["body"]
     stored = sorted(p.relative_to(tmp_path / "blobs").as_posix() for p in (tmp_path / "blobs").rglob("*.md"))
-    assert stored == [ticket["key"]]  # no second copy under documents/
+    # once, where every body lives: nothing at the form's (staging) key, which a replay could reach
+    assert stored == [f"documents/alice/{ticket['documentId']}/body.md"]
 
     assert local_api.call("DELETE", f"/documents/{ticket['documentId']}")["statusCode"] == 204
-    assert not (tmp_path / "blobs" / ticket["key"]).exists()
+    assert not list((tmp_path / "blobs").rglob("*.md"))
 
 
 def test_a_grant_is_used_once_and_a_replay_ingests_nothing(local_api: Api) -> None:

@@ -140,7 +140,8 @@ def test_a_direct_upload_of_the_same_file_is_a_duplicate_and_leaves_no_second_co
     assert response["statusCode"] == 200
     assert body(response)["duplicate"] is True
     stored = sorted(p.relative_to(tmp_path / "blobs").as_posix() for p in (tmp_path / "blobs").rglob("*.txt"))
-    assert stored == [first_ticket["key"]]  # the second object is removed; the first stays the body
+    # one body, at the document's place: the second upload left nothing behind
+    assert stored == [f"documents/alice/{first_ticket['documentId']}/body.txt"]
     status, via_api = upload(local_api, HOURS)  # the same file through POST /documents
     assert (status, via_api["documentId"], via_api["duplicate"]) == (200, first_ticket["documentId"], True)
 
@@ -152,4 +153,4 @@ def test_a_changed_direct_upload_replaces_the_body(local_api: Api, tmp_path: Pat
     assert post_file(local_api, second_ticket, HOURS_V2)["statusCode"] == 201
     assert "9:00" in the_body(local_api, first_ticket["documentId"])
     stored = sorted(p.relative_to(tmp_path / "blobs").as_posix() for p in (tmp_path / "blobs").rglob("*.txt"))
-    assert stored == [second_ticket["key"]]  # the old version's object went with it
+    assert stored == [f"documents/alice/{first_ticket['documentId']}/body.txt"]  # one body: the new one

@@ -12,7 +12,9 @@
 - A local upload grant is a signed token (HMAC-SHA256 over the grant as JSON, with an expiry).
 - A grant is single-use: the upload that lands first claims it (``grant_claim_key``, a conditional
   write in the counters store); a replay is refused (409) and ingests nothing. Granted uploads carry
-  the metadata ``grant`` so the S3 trigger can tell them from objects dropped into the bucket.
+  the metadata ``grant`` so the S3 trigger can tell them from objects dropped into the bucket; their
+  key (the upload id is the grant's) is only a staging key: the file is moved to the document's own
+  place once claimed, so a replayed POST cannot overwrite it.
 - Forms are parsed by :func:`parse_form`, linear and bounded: at most :data:`MAX_FORM_PARTS` parts,
   each with at most :data:`MAX_PART_HEADER_BYTES` of headers (200,000 tiny parts cost a minute of
   CPU with ``email.parser``; here they are refused at the 33rd part).

@@ -7,8 +7,13 @@
   bucket is rejected.
 - Document id: stable per object key (``stable_document_id``), so re-uploading the same key
   replaces the document instead of adding another.
-- The object is ingested where it lies (``UploadService.ingest_stored``): the document's body is
-  the uploaded object (no second copy), so deleting the document deletes it.
+- A granted upload (``x-amz-meta-grant``, signed into the presigned POST) is ingested once: its key
+  is a one-time staging key; the first object claims the grant, is stored at the document's own
+  place (``documents/…``) and the staged object removed. A replayed POST is refused (logged as
+  ``s3_ingest.rejected``) and its object removed; the document's bytes are untouched
+  (``UploadService.ingest_stored``).
+- An object dropped without a grant is ingested where it lies: the document's body is that object,
+  so deleting the document deletes it.
 - Object metadata may carry ``title`` (plain or RFC 2047, as ``POST /uploads`` signs it) and
   ``collection``.
 - Permanent problems (unsupported type, too large, no owner) are logged as ``s3_ingest.rejected``

@@ -201,17 +201,17 @@ class IngestionService:
         source: str = "api",
         document_id: str | None = None,
         stored_key: str | None = None,
+        direct_upload: bool = False,
     ) -> Accepted:
-        """Accept a document (``body``; ``text`` is an alias for a text body). Returns the document as
-        stored (``PENDING``) once the pipeline is started. Everything is checked before anything is
-        stored: a refused document leaves no trace. ``stored_key``: the body already lies in the blob
-        store there (a direct upload, up to ``MAX_UPLOAD_BYTES``): it is used in place, not copied.
-        ``document_id`` (a name or source the caller derived it from): when that document already
-        holds these very bytes, it is returned as a duplicate, untouched."""
+        """Accept a document (``body``; ``text`` is an alias for a text body): the document as stored
+        (``PENDING``) once the pipeline is started. All is checked before anything is stored (a refused
+        document leaves no trace). ``direct_upload``: a file that came by upload (up to
+        ``MAX_UPLOAD_BYTES``); ``stored_key`` (implies it): its body already lies there, used in place.
+        ``document_id`` (derived from a name or source): a duplicate of it is returned untouched."""
         if not owner:
             raise ValidationError("owner is required")
         max_body, limit = self.settings.max_body_bytes, self.settings.body_limit_bytes
-        if stored_key is not None:  # a direct upload: its own limit, no safety factor
+        if stored_key is not None or direct_upload:  # a direct upload: its own limit, no safety factor
             max_body, limit = int(self.settings.max_upload_bytes * 1.2), self.settings.max_upload_bytes
         raw = _raw_body(body if body is not None else text, max_body, limit)
         ctype = resolve_content_type(content_type, filename, raw)

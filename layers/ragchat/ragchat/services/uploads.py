@@ -1,4 +1,4 @@
-"""Direct uploads (issue 11): grant a presigned POST, and ingest an uploaded object where it lies.
+"""Direct uploads (issue 11): grant a presigned POST, and ingest what lands on it once.
 
 Flow: ``POST /uploads`` → :meth:`UploadService.presign` (a form ``url`` + ``fields`` and the
 ``documentId`` the upload becomes) → the client POSTs the file with the fields (to S3, or locally to
@@ -9,15 +9,18 @@ Status: nothing is recorded at presign time, so ``GET /documents/{id}`` answers 
 has landed and been accepted (an abandoned upload leaves no document behind), then ``PENDING`` …
 ``READY``/``FAILED``. Clients poll and treat 404 as "not arrived yet" until the grant expires.
 
-The body is never copied: the document's ``body_key`` is the upload key, so deleting the document
-deletes the uploaded object.
+Where the bytes live: a granted upload's key (``uploads/<owner>/<upload id>/<file>``, the upload id
+being the grant's) is a one-time staging key. The upload that lands there first claims the grant and
+is stored at the document's own place (``documents/…``, like ``POST /documents``); the staged object
+is removed. Deleting the document deletes its body. Objects dropped under ``uploads/`` without a
+grant are ingested where they lie.
 
 Single use (docs/security.md): a grant is consumed by the first upload that lands — locally when the
 receiver accepts it, on S3 when the trigger ingests it — by a conditional write in the counters
-store (``claims``). A replay is refused with 409 and ingests nothing (on S3 the replayed POST still
-overwrites the object — S3 has no conditional form POST — but the trigger ingests nothing). Locally
-the grant is checked before the body is read (:meth:`UploadService.check_grant`) and before the form
-is parsed.
+store (``claims``). A replay is refused with 409 and ingests nothing: locally before its body is read
+(:meth:`UploadService.check_grant`); on S3 (no conditional form POST: S3 stores the replay) the
+replayed bytes land only on the staging key, which the trigger refuses and removes, so the document's
+bytes are never overwritten.
 """
 
 from __future__ import annotations
@@ -117,16 +120,51 @@ class UploadService:
         )
 
     def ingest_stored(self, key: str, *, data: bytes, metadata: dict[str, str], source: str) -> Document:
-        """Accept an object already stored under ``uploads/<owner>/…`` as a document, in place. The
-        owner comes from the key only; the id is stable per key (same key → same document). A granted
-        upload (S3 trigger) is ingested once: a replay of its presigned POST raises ``Conflict``."""
+        """Accept an object stored under ``uploads/<owner>/…`` as a document. The owner comes from the
+        key only; the id is stable per key (same key → same document). A granted upload (S3 trigger)
+        is ingested once and moved to the document's own place; a replay of its presigned POST raises
+        ``Conflict`` and its object is removed."""
         return self.accept_stored(key, data=data, metadata=metadata, source=source).document
 
     def accept_stored(self, key: str, *, data: bytes, metadata: dict[str, str], source: str) -> Accepted:
         """:meth:`ingest_stored`, saying whether the file was a duplicate of the document it names
-        (then the existing document stays as it is and the new object is removed)."""
-        if source != "api" and is_granted(metadata):
+        (then the existing document stays as it is and the new object is removed).
+
+        A granted upload's key is a one-time staging key (its upload id is the grant's): the first
+        object to land there claims the grant and is stored where every document body lives
+        (``documents/…``); the staged object is then removed, so the document's bytes are out of
+        reach of the presigned POST. A replay lands on the staging key again, is refused (``Conflict``)
+        and removed. An object dropped without a grant is ingested where it lies."""
+        if not is_granted(metadata):
+            return self._accept(key, data, metadata, source=source, stored_key=key)
+        try:
             self._claim(key, ttl_seconds=self.expires_in + 3600)
+        except Conflict:
+            self.blobs.delete(key)  # the replay's bytes; the document's body lies elsewhere
+            raise
+        return self._move_in(key, data, metadata, source=source)
+
+    def _move_in(self, key: str, data: bytes, metadata: dict[str, str], *, source: str) -> Accepted:
+        """Ingest a claimed grant's file (stored at the document's own place), then drop the staged
+        object. A refused file is dropped too (the grant stays used); on a server-side failure the
+        claim is given back and the object kept, so a retry of the event can take it."""
+        try:
+            accepted = self._accept(key, data, metadata, source=source, stored_key=None)
+        except RagchatError as exc:
+            if exc.status >= 500:
+                self._release(key)
+                raise
+            self.blobs.delete(key)
+            raise
+        except Exception:
+            self._release(key)
+            raise
+        self.blobs.delete(key)
+        return accepted
+
+    def _accept(
+        self, key: str, data: bytes, metadata: dict[str, str], *, source: str, stored_key: str | None
+    ) -> Accepted:
         title = decode_metadata_value(metadata.get("title") or "").strip()
         collection = metadata.get("collection") or None
         return self.ingestion.accept(
@@ -138,7 +176,8 @@ class UploadService:
             collection=collection,
             source=source,
             document_id=document_id_for_key(key, collection),
-            stored_key=key,
+            stored_key=stored_key,
+            direct_upload=True,
         )
 
     def check_grant(self, token: str, declared_bytes: int | None = None) -> UploadGrant:
@@ -153,9 +192,10 @@ class UploadService:
 
     def receive_local(self, token: str, content_type: str, body: bytes) -> Accepted:
         """The local stand-in for S3's form POST: check the grant (signature, expiry, unused), parse
-        the form (bounded), check it against the grant (key, type, size), consume the grant, store
-        the file, then ingest it as the S3 trigger would. A file the ingestion refuses is removed
-        again (S3 keeps it; here the client sees the 400 at once); the grant stays used."""
+        the form (bounded), check it against the grant (key, type, size), consume the grant, then
+        ingest the file as the S3 trigger would (stored at the document's own place; nothing is
+        written at the staging key, since a replay is refused before anything is stored). A file the
+        ingestion refuses leaves nothing (the client sees the 400 at once); the grant stays used."""
         grant = self.check_grant(token, len(body))
         fields, data = form_fields_and_file(body, content_type)
         if fields.get("key") != grant.key:
@@ -168,12 +208,11 @@ class UploadService:
         if len(data) < grant.min_bytes:
             raise ValidationError("Empty upload: the file part has no content")
         self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
-        self.blobs.put(grant.key, data, content_type=grant.content_type)
         try:
-            return self.accept_stored(grant.key, data=data, metadata=grant.metadata, source="api")
+            return self._accept(grant.key, data, grant.metadata, source="api", stored_key=None)
         except RagchatError as exc:
-            if exc.status < 500:
-                self.blobs.delete(grant.key)
+            if exc.status >= 500:
+                self._release(grant.key)
             raise
 
     def _claim(self, key: str, *, ttl_seconds: float) -> None:
@@ -184,6 +223,10 @@ class UploadService:
         if claimed is None:
             logger.warning("upload.replay_refused", extra={"key": key})
             raise Conflict(USED)
+
+    def _release(self, key: str) -> None:
+        """Give a claimed grant back (the upload failed on the server's side: a retry may take it)."""
+        self.claims.increment(grant_claim_key(key), amount=-1, ttl_seconds=3600, now=self.clock())
 
 
 def form_fields_and_file(body: bytes, content_type: str) -> tuple[dict[str, str], bytes]:
