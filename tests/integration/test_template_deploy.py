@@ -314,11 +314,13 @@ S3_OBJECT_ACCESS = {
     "NotesApiFunctionRole": {
         "documents/*": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
         "uploads/*": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+        "extracted/*": {"s3:GetObject", "s3:DeleteObject"},
         "work/*": {"s3:DeleteObject"},
     },
     "IngestStepsFunctionRole": {
         "documents/*": {"s3:GetObject"},
         "uploads/*": {"s3:GetObject"},
+        "extracted/*": {"s3:PutObject"},
         "work/*": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
     },
     "S3IngestFunctionRole": {

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.errors import Conflict, NotFound, ValidationError
 from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
-from ragchat.services.ingest_steps import note_ids_of
+from ragchat.services.ingest_steps import EXTRACTED_TYPES, note_ids_of, text_key
 from ragchat.services.ingestion import validate_metadata, work_prefix
 
 if TYPE_CHECKING:
@@ -55,16 +55,24 @@ class DocumentService:
         return doc
 
     def get_body(self, owner: str, document_id: str) -> str:
-        """The document's full text (a PDF's extracted text, pages separated by blank lines)."""
+        """The document's full text (a PDF's extracted text, pages separated by blank lines). Nothing
+        is parsed here: a PDF's or HTML page's text is the one the split step kept (``text_key``);
+        until it has run, 409."""
         doc = self.get(owner, document_id)
+        extracted = doc.content_type in EXTRACTED_TYPES
         try:
-            data = self.blobs.get(doc.body_key)
+            data = self.blobs.get(text_key(owner, doc.id) if extracted else doc.body_key)
         except KeyError:
-            raise NotFound("Document body not found") from None
-        from ragchat.domain.extraction import HTML, PDF, extract
-
-        if doc.content_type in (PDF, HTML):
-            return "\n\n".join(text for text, _ in extract(data, content_type=doc.content_type))
+            if not extracted:
+                raise NotFound("Document body not found") from None
+            if doc.status in _IN_FLIGHT:
+                raise Conflict(
+                    f"The document's text is not extracted yet ({doc.status}): read it again once it is READY"
+                ) from None
+            raise NotFound(
+                "The document's extracted text is not stored (it was ingested before the text was "
+                "kept, or its extraction failed): upload it again to read it"
+            ) from None
         return data.decode("utf-8-sig", errors="replace")
 
     def update(
@@ -120,6 +128,7 @@ class DocumentService:
             self.index.delete(note_ids)
         if doc.body_key:
             self.blobs.delete(doc.body_key)
+        self.blobs.delete(text_key(owner, document_id))  # a PDF's or HTML page's kept text (any version)
         self.blobs.delete_prefix(work_prefix(document_id))
         self.documents.delete_document(owner, document_id)
         logger.info("documents.deleted", extra={"documentId": document_id, "notes": len(note_ids)})

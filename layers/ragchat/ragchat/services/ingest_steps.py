@@ -22,7 +22,9 @@ or beyond its count).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -80,6 +82,24 @@ def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[
         cursor = page.cursor
         if cursor is None:
             return ids
+
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+# Content types whose text is extracted by parsing (kept at ``text_key`` by the split step).
+EXTRACTED_TYPES = ("application/pdf", "text/html")
+
+
+def blob_segment(owner: str) -> str:
+    """A key segment for an owner: as-is when it is plainly safe, otherwise a stable hash."""
+    if _SAFE_SEGMENT.match(owner) and owner not in (".", ".."):
+        return owner
+    return "h-" + hashlib.sha256(owner.encode("utf-8")).hexdigest()[:32]
+
+
+def text_key(owner: str, document_id: str) -> str:
+    """Where the extracted text of a PDF or HTML document is kept (written by the split step), so
+    reading the document's text never runs extraction on a request."""
+    return f"extracted/{blob_segment(owner)}/{document_id}.txt"
 
 
 def work_prefix(document_id: str, version: str | None = None) -> str:
@@ -195,6 +215,13 @@ class IngestSteps:
             raise NotFound("The document's body is missing from storage") from None
         return extract(body, content_type=doc.content_type)
 
+    def _keep_text(self, doc: Document, pages: list[tuple[str, dict[str, Any]]]) -> None:
+        """Keep a PDF's or HTML page's extracted text (``GET /documents/{id}?include=body`` reads it
+        there: no extraction on a request). Text types are their own text."""
+        if doc.content_type in EXTRACTED_TYPES:
+            data = "\n\n".join(page for page, _ in pages).encode("utf-8")
+            self.blobs.put(text_key(doc.owner, doc.id), data, content_type="text/plain; charset=utf-8")
+
     def _chunks_and_text(
         self, doc: Document, pages: list[tuple[str, dict[str, Any]]]
     ) -> tuple[list[Chunk], str]:
@@ -232,12 +259,14 @@ class IngestSteps:
         self.documents.update_document(
             owner, document_id, {"status": DocumentStatus.PROCESSING, "error": None}
         )
-        chunks, text = self._chunks_and_text(doc, self._pages(doc))
+        pages = self._pages(doc)
+        chunks, text = self._chunks_and_text(doc, pages)
         if not chunks:
             raise ValidationError("No text could be extracted from the document")
         headers = self.headers_of(doc, text, chunks)
         if self._current(owner, document_id, version, "split") is None:  # re-uploaded while extracting
             return self._empty_plan(owner, document_id, version)
+        self._keep_text(doc, pages)
 
         # Write-then-swap: a replacement's notes are written beside the previous version's (their ids
         # differ by version), disabled; ``finalize`` switches them on and then removes the others.

@@ -9,7 +9,6 @@ are re-exported here for callers that import them from this module.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,14 @@ from ragchat.domain.labels import (  # the one title/collection rule (documents 
 )
 from ragchat.domain.models import Document, DocumentStatus
 from ragchat.services.ingest_runner import COALESCE_TEXTS
-from ragchat.services.ingest_steps import BATCH_SIZE, MAX_UNSPLIT_CHARS, IngestSteps, work_prefix
+from ragchat.services.ingest_steps import (
+    BATCH_SIZE,
+    MAX_UNSPLIT_CHARS,
+    IngestSteps,
+    blob_segment,
+    text_key,
+    work_prefix,
+)
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
@@ -56,6 +62,7 @@ __all__ = [
     "body_key",
     "human_error",
     "resolve_content_type",
+    "text_key",
     "validate_collection",
     "validate_metadata",
     "validate_title",
@@ -69,7 +76,6 @@ logger = Logger(service="ragchat", child=True)
 # one, or damage past that page, is found by the pipeline (the document is then FAILED).
 INLINE_PDF_CHECK_BYTES = 5 * 1024 * 1024
 
-_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 
 _EXTENSIONS = PRIMARY_EXTENSIONS
 
@@ -83,15 +89,6 @@ def resolve_content_type(content_type: str | None, filename: str | None, body: b
     if not filename and not (content_type or "").strip() and body.lstrip()[:5] == b"%PDF-":
         return PDF
     return ctype
-
-
-def blob_segment(owner: str) -> str:
-    """A key segment for an owner: as-is when it is plainly safe, otherwise a stable hash."""
-    if _SAFE_SEGMENT.match(owner) and owner not in (".", ".."):
-        return owner
-    import hashlib
-
-    return "h-" + hashlib.sha256(owner.encode("utf-8")).hexdigest()[:32]
 
 
 def body_key(owner: str, document_id: str, content_type: str) -> str:
