@@ -4,8 +4,11 @@ Refusals are 429 with ``Retry-After`` and leave nothing behind."""
 
 from __future__ import annotations
 
+import http.client
 import json
 from typing import Any
+
+from ragchat.local_server import LocalServer
 
 from tests.unit.api_support import Api, make_api
 
@@ -78,3 +81,73 @@ def test_without_the_flag_nothing_is_limited() -> None:
     api = make_api({"INGEST_DOCUMENTS_PER_DAY": "1", "RATE_LIMIT_CONVERSATIONS_REQUESTS": "1"})
     assert [_new_conversation(api)["statusCode"] for _ in range(3)] == [201] * 3
     assert [api.call("POST", "/notes", body={"text": f"n{i}"})["statusCode"] for i in range(3)] == [202] * 3
+
+
+# ---------------------------------------------------------------- refused before the body and the work
+def _spent_chat_allowance(api: Api) -> str:
+    """A conversation of an owner who has just used their whole chat allowance (5 turns)."""
+    conv = json.loads(_new_conversation(api)["body"])["id"]
+    for i in range(5):
+        api.clock.advance(3)  # slower than the flood rule
+        assert (
+            api.call("POST", f"/chat/conversations/{conv}/messages", body={"content": f"q{i}"})["statusCode"]
+            == 200
+        )
+    return str(conv)
+
+
+def _messages(api: Api, conv: str) -> int:
+    return len(json.loads(api.call("GET", f"/chat/conversations/{conv}")["body"])["messages"])
+
+
+def test_an_owner_over_the_chat_limit_is_refused_before_the_body_is_parsed_or_anything_retrieved() -> None:
+    api = make_api({**LIMITS, "RATE_LIMIT_IP_REQUESTS": "100"})
+    conv = _spent_chat_allowance(api)
+    embedder = api.container.embedder
+    searched, stored = embedder.query_calls, _messages(api, conv)  # type: ignore[attr-defined]
+    turns = (
+        (f"/chat/conversations/{conv}/messages", "POST"),
+        (f"/chat/conversations/{conv}/messages/m1", "PUT"),
+    )
+    for path, method in turns:
+        # not even JSON: a body the resolver would refuse with a 400 once parsed
+        res = api.call(method, path, raw_body=b"{" * 100_000, headers={"Content-Type": "application/json"})
+        assert res["statusCode"] == 429, res
+        assert _retry_after(res) and json.loads(res["body"])["retryAfter"] >= 1
+    assert embedder.query_calls == searched  # type: ignore[attr-defined]  # nothing retrieved
+    assert _messages(api, conv) == stored  # nothing stored
+    # other routes of the same owner are not affected
+    assert api.call("GET", "/documents")["statusCode"] == 200
+
+
+def test_an_owner_over_the_conversation_limit_is_refused_before_the_body_is_parsed() -> None:
+    api = make_api({**LIMITS, "RATE_LIMIT_CONVERSATIONS_REQUESTS": "2"})
+    assert [_new_conversation(api)["statusCode"] for _ in range(2)] == [201, 201]
+    res = api.call(
+        "POST", "/chat/conversations", raw_body=b"[" * 100_000, headers={"Content-Type": "application/json"}
+    )
+    assert res["statusCode"] == 429 and _retry_after(res)
+
+
+def test_ragchat_serve_refuses_an_owner_over_the_limit_from_the_headers_alone() -> None:
+    api = make_api({**LIMITS, "RATE_LIMIT_IP_REQUESTS": "100"})
+    conv = _spent_chat_allowance(api)
+    searched, stored = api.container.embedder.query_calls, _messages(api, conv)  # type: ignore[attr-defined]
+    local = LocalServer(api.container, port=0)
+    local.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", int(local.httpd.server_address[1]), timeout=30)
+        # 100 MB announced, not one byte sent: the answer can only come from the headers
+        conn.putrequest("POST", f"/chat/conversations/{conv}/messages")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(100 * 1024 * 1024))
+        conn.endheaders()
+        resp = conn.getresponse()
+        assert resp.status == 429  # (a body that big would otherwise be 413)
+        assert int(resp.getheader("Retry-After") or 0) >= 1
+        assert json.loads(resp.read())["retryAfter"] >= 1
+        conn.close()
+    finally:
+        local.stop()
+    assert api.container.embedder.query_calls == searched  # type: ignore[attr-defined]
+    assert _messages(api, conv) == stored

@@ -157,9 +157,11 @@ def create_server(
     """The server over ``container`` (port 0 picks a free one); call ``serve_forever()`` on it. Its
     limits: ``limits``, else the ``SERVE_*`` settings."""
     from ragchat.api.app import create_app
+    from ragchat.api.limits import refuse_before_body
 
     pool = ResolverPool(lambda: create_app(container, areas=AREAS)).prime()
     gateway = AdapterGateway(pool, body_limit=container.settings.body_limit_bytes)
+    gateway.before_body = lambda event: refuse_before_body(container, event)  # before reading the body
     return HttpServer(gateway, (host, port), limits or Limits.of(container.settings))
 
 

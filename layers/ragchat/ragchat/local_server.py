@@ -74,6 +74,7 @@ class LocalServer:
         insecure_no_auth: bool = False,
     ) -> None:
         from ragchat.api.app import create_app
+        from ragchat.api.limits import refuse_before_body
 
         self.container = container
         settings = container.settings
@@ -94,6 +95,7 @@ class LocalServer:
             gateway, (host, port), limits or Limits.of(settings), trusted_proxies=settings.trusted_proxy_list
         )
         gateway.grant_check = container.uploads.check_grant  # before the body is read
+        gateway.before_body = lambda event: refuse_before_body(container, event)  # likewise
         gateway.site = SitePolicy.for_bind(
             str(self.httpd.server_address[0]), settings.allowed_host_list, settings.cors_origin_list
         )

@@ -21,7 +21,9 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from ragchat.api.auth import principal
 from ragchat.api.body import body_problem, body_size, register_body_errors, strict_json
 from ragchat.api.errors import error_event_response, register_error_handlers
+from ragchat.api.limits import LIMITS_CHECKED, refuse_before_body
 from ragchat.api.security_headers import swagger_headers
+from ragchat.domain.errors import RateLimited
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -41,7 +43,8 @@ CORS = CORSConfig(
 
 
 class RagchatResolver(APIGatewayRestResolver):
-    """``APIGatewayRestResolver`` that rejects an oversized body (413) before anything parses it."""
+    """``APIGatewayRestResolver`` that refuses, before anything parses the body, a request already over
+    its rate limit (429, ``before_body``) and an oversized body (413)."""
 
     def __init__(
         self, *, body_limit: int, json_body_deserializer: Callable[[str], Any], **kwargs: Any
@@ -49,8 +52,17 @@ class RagchatResolver(APIGatewayRestResolver):
         super().__init__(json_body_deserializer=json_body_deserializer, **kwargs)
         self.body_limit = body_limit
         self.body_deserializer = json_body_deserializer  # public: the local server builds events with it
+        self.before_body: Callable[[Mapping[str, Any]], None] | None = None
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        if self.before_body is not None and not event.get(LIMITS_CHECKED):
+            try:
+                self.before_body(event)
+            except RateLimited as exc:
+                return error_event_response(
+                    exc.status, exc.message, headers={"Retry-After": str(exc.retry_after)},
+                    retryAfter=exc.retry_after,
+                )  # fmt: skip
         size = body_size(event)
         if size > self.body_limit:
             return error_event_response(
@@ -94,6 +106,7 @@ def create_app(container: Container, *, areas: set[str] | frozenset[str] | None 
         enable_validation=True,
         json_body_deserializer=strict_json,
     )
+    app.before_body = lambda event: refuse_before_body(container, event)
     register_error_handlers(app)
     register_body_errors(app)
     for area in ("ops", "notes", "chat", "ui"):

@@ -41,14 +41,14 @@ def error_response(
 
 
 def error_event_response(
-    status: int, message: str, *, headers: dict[str, str] | None = None
+    status: int, message: str, *, headers: dict[str, str] | None = None, **extra: Any
 ) -> dict[str, Any]:
     """An API Gateway proxy response for errors raised before routing (e.g. the body-size check)."""
     return {
         "statusCode": status,
         "headers": {"Content-Type": content_types.APPLICATION_JSON, **(headers or {})},
         "multiValueHeaders": {},
-        "body": json.dumps({"error": message}),
+        "body": json.dumps({"error": message, **extra}),
         "isBase64Encoded": False,
     }
 

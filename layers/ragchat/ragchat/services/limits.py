@@ -81,6 +81,21 @@ class SlidingWindows:
         key = f"rl:{route}:owner:{owner}:{bucket}"
         self.counters.increment(key, amount=-1, ttl_seconds=2 * rule.window_s, now=now)
 
+    def full(self, dims: Sequence[Dimension]) -> Refusal | None:
+        """Whether one of ``dims`` has no room for its request now, counting nothing (a read)."""
+        now = self.clock()
+        positions = [window_position(now, d.rule.window_s) for d in dims]
+        keys = [
+            (f"{d.key}:{p.bucket - 1}", f"{d.key}:{p.bucket}") for d, p in zip(dims, positions, strict=True)
+        ]
+        values = self.counters.get_many([k for pair in keys for k in pair], now=now) if dims else {}
+        for d, pos, (prev_key, key) in zip(dims, positions, keys, strict=True):
+            prev, current = values.get(prev_key, 0), values.get(key, 0)
+            if current + d.amount > admit_ceiling(prev, pos.elapsed, d.rule.window_s, d.rule.requests):
+                retry = sliding_retry_after(prev, current, pos.elapsed, d.rule.window_s, d.rule.requests)
+                return Refusal(d.name, retry)
+        return None
+
     def admit(self, dims: Sequence[Dimension]) -> Refusal | None:
         now = self.clock()
         positions = [window_position(now, d.rule.window_s) for d in dims]
@@ -144,9 +159,25 @@ class RequestLimiter:
         scope: str | None = None,
         amount: int = 1,
     ) -> None:
+        dims = self._dimensions(route, owner, ip, scope, amount)
+        if dims:
+            self._refuse(route, ip, scope, self.windows.admit(dims))
+
+    def peek(self, route: str, owner: str | None, ip: str | None = None, *, scope: str | None = None) -> None:
+        """Raise :class:`RateLimited` when one more request of ``route`` would be refused now, counting
+        nothing: the check made before a request's body is read (and before any work), where the
+        request cannot be counted yet (a chat turn's replayed ``messageId`` is known only from its
+        body); :meth:`check` counts it later."""
+        dims = self._dimensions(route, owner, ip, scope, 1)
+        if dims:
+            self._refuse(route, ip, scope, self.windows.full(dims))
+
+    def _dimensions(
+        self, route: str, owner: str | None, ip: str | None, scope: str | None, amount: int
+    ) -> list[Dimension]:
         rule = self.rules.get(route)
         if rule is None:
-            return
+            return []
         owner_rule = self.rules.get(f"{route}:owner", rule)  # e.g. chat turns per owner
         dims = [Dimension("owner", f"rl:{route}:owner:{owner}", owner_rule, amount)] if owner else []
         if scope:
@@ -154,15 +185,19 @@ class RequestLimiter:
         if ip:
             ip_rule = Rule(self.ip_requests or rule.requests, rule.window_s)
             dims.append(Dimension("ip", f"rl:{route}:ip:{ip}", ip_rule, amount))
-        refusal = self.windows.admit(dims)
-        if refusal is not None:
-            event = "chat.rate_limit" if route == "chat" else "rate_limit"
-            extra = {"route": route, "ip": ip, "type": "limit", "dimension": refusal.dimension}
-            if route == "chat":
-                extra["conversationId"] = scope
-            logger.info(event, extra={**extra, "retryAfter": refusal.retry_after})
-            what = _REFUSED.get(route, "Rate limit exceeded")
-            raise RateLimited(f"{what}; retry in {refusal.retry_after} s", refusal.retry_after)
+        return dims
+
+    @staticmethod
+    def _refuse(route: str, ip: str | None, scope: str | None, refusal: Refusal | None) -> None:
+        if refusal is None:
+            return
+        event = "chat.rate_limit" if route == "chat" else "rate_limit"
+        extra = {"route": route, "ip": ip, "type": "limit", "dimension": refusal.dimension}
+        if route == "chat":
+            extra["conversationId"] = scope
+        logger.info(event, extra={**extra, "retryAfter": refusal.retry_after})
+        what = _REFUSED.get(route, "Rate limit exceeded")
+        raise RateLimited(f"{what}; retry in {refusal.retry_after} s", refusal.retry_after)
 
     def charge_ingestion(self, owner: str, size: int) -> None:
         """One more document of ``size`` bytes for ``owner`` today (``ingest_documents`` then

@@ -148,6 +148,12 @@ class GatewayApp:
             await self._discard(exchange, length)
             await exchange.json(*refused, close=True)
             return
+        client_ip = (scope.get("client") or ("127.0.0.1",))[0]
+        refused = self.gateway.limit_refusal(method, target, headers, client_ip)
+        if refused is not None:  # over a rate limit: the body is neither read nor parsed
+            await self._discard(exchange, length)
+            await exchange.json(*refused, close=True)
+            return
         problem = _framing_problem(headers, length, self.gateway.body_limit)
         if problem is not None:
             if problem[0] == 413:
@@ -168,8 +174,8 @@ class GatewayApp:
             return
         self.in_flight += 1
         try:
-            client_ip = (scope.get("client") or ("127.0.0.1",))[0]
             event = self.gateway.event_for(method, target, headers, body, client_ip)
+            self.gateway.mark_checked(event[0])
             await self._respond(exchange, event, headers)
         finally:
             self.in_flight -= 1

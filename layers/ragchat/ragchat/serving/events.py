@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ragchat.api.limits import LIMITS_CHECKED
 from ragchat.api.negotiation import wants_html
 from ragchat.serving.site import SitePolicy
 
@@ -248,6 +249,9 @@ class Gateway:
         # Checks an upload grant (token, declared body size) before the body is read; raises a
         # ``RagchatError`` (403 forged/expired, 409 used, 413 too large) to refuse.
         self.grant_check: Callable[[str, int | None], object] | None = None
+        # Looks at the rate limits of a new conversation or a chat turn before the body is read
+        # (``ragchat.api.limits.refuse_before_body``); raises ``RateLimited`` to refuse.
+        self.before_body: Callable[[dict[str, Any]], object] | None = None
 
     def refusal(self, method: str, path: str, headers: Headers) -> Refusal | None:
         """Checked before the body is read: ``None`` to go on, else (status, JSON body, headers)."""
@@ -283,6 +287,26 @@ class Gateway:
         except RagchatError as exc:
             return exc.status, {"error": exc.message}, {}
         return None
+
+    def limit_refusal(self, method: str, raw_path: str, headers: Headers, client_ip: str) -> Refusal | None:
+        """A 429 for a request already over its rate limit, decided from its headers alone (the event
+        is built without the body); ``None`` to go on and read the body."""
+        from ragchat.domain.errors import RateLimited
+
+        if self.before_body is None:
+            return None
+        event, _ = self.event_for(method, raw_path, headers, b"", client_ip)
+        try:
+            self.before_body(event)
+        except RateLimited as exc:
+            body = {"error": exc.message, "retryAfter": exc.retry_after}
+            return exc.status, body, {"Retry-After": str(exc.retry_after)}
+        return None
+
+    def mark_checked(self, event: dict[str, Any]) -> None:
+        """Tell the resolver the limits of ``event`` were looked at before its body (no second look)."""
+        if self.before_body is not None:
+            event[LIMITS_CHECKED] = True
 
     def response_headers(self, request: Headers, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The headers to send: the resolver's, with CORS decided by the site policy (if any)."""
