@@ -242,6 +242,22 @@ def test_the_cognito_api_needs_a_user_token_everywhere_but_health_and_the_pages_
         assert "api_key" not in json.dumps(method["security"]), route
 
 
+def test_the_wildcard_cors_of_the_api_lets_no_other_origin_act_without_the_token() -> None:
+    """docs/security.md ("The deployed API"): ``Access-Control-Allow-Origin: *`` is safe only because
+    no request is authenticated by anything a browser attaches on its own. Cognito reads the
+    ``Authorization`` header, the machine API ``x-api-key``; credentials are never allowed cross-origin
+    (a browser sends no cookie with a ``*`` CORS request); the routes without a token are GETs of
+    pages that hold no user data."""
+    props = resources()["RagchatApi"]["Properties"]
+    assert props["Cors"]["AllowOrigin"] == "'*'" and "AllowCredentials" not in props["Cors"]
+    (authorizer,) = props["Auth"]["Authorizers"].values()
+    assert authorizer["Identity"] == {"Header": "Authorization"}
+    for api in ("RagchatApi", "MachineApi"):
+        for (verb, path), method in api_methods(api).items():
+            if method["security"] == [{"NONE": []}]:
+                assert verb == "GET" and (verb, path) in OPEN_ROUTES, (api, verb, path)
+
+
 def test_the_pages_sign_in_with_the_stacks_user_pool_client() -> None:
     env = resources()["WebUiFunction"]["Properties"]["Environment"]["Variables"]
     assert env["COGNITO_CLIENT_ID"] == {"Ref": "UserPoolClient"}
