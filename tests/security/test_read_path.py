@@ -1,6 +1,6 @@
 """Extraction stays off the request path: ``GET /documents/{id}?include=body`` of a PDF or an HTML
-page parsed the whole document on the request (a big PDF: seconds of CPU per read, for anyone who
-could read it, as often as they liked). The text is now kept by the split step and served as stored;
+page parsed the whole document on the request (a big PDF's every page again on every read, as often
+as a reader liked). The text is now kept by the split step and served as stored;
 these tests replace the extractor with a counter and assert the read path never calls it."""
 
 from __future__ import annotations

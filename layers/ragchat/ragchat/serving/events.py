@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ragchat.api.limits import LIMITS_CHECKED
+from ragchat.api.limits import LIMITS_CHECKED, limited_route
 from ragchat.api.negotiation import wants_html
 from ragchat.serving.site import SitePolicy
 
@@ -293,8 +293,8 @@ class Gateway:
         is built without the body); ``None`` to go on and read the body."""
         from ragchat.domain.errors import RateLimited
 
-        if self.before_body is None:
-            return None
+        if self.before_body is None or limited_route(method, raw_path.partition("?")[0]) is None:
+            return None  # (most requests: no event is built for them here)
         event, _ = self.event_for(method, raw_path, headers, b"", client_ip)
         try:
             self.before_body(event)
