@@ -76,3 +76,37 @@ def test_a_daily_byte_ceiling_admits_exactly_what_fits_at_once(counters):
     assert (
         sum(counters.get_many([f"rl:ingest_documents:owner:alice:{int(T0 // 86400)}"], now=T0).values()) == 4
     )
+
+
+def test_the_look_before_the_body_refuses_exactly_when_the_next_request_would_be(counters):
+    """``peek`` (no counting) agrees with ``check`` on every store, in every dimension, across the
+    sliding window's two buckets."""
+    now = [T0]
+    rules = {"chat": Rule(3, 300), "chat:owner": Rule(5, 300)}
+    limiter = RequestLimiter(counters, lambda: now[0], rules, ip_requests=100)
+    admitted = 0
+    for i in range(8):  # two conversations: the conversation's 3, then the owner's 5
+        conv = "c1" if i < 4 else "c2"
+        try:
+            limiter.peek("chat", "alice", "203.0.113.9", scope=conv)
+            peeked = True
+        except RateLimited:
+            peeked = False
+        try:
+            limiter.check("chat", "alice", "203.0.113.9", scope=conv)
+            checked = True
+        except RateLimited:
+            checked = False
+        assert peeked == checked, i
+        admitted += checked
+    assert admitted == 5
+    now[0] += 300  # the next bucket: the previous one still weighs almost fully
+    try:
+        limiter.peek("chat", "alice", None, scope="c3")
+        raise AssertionError("the owner's window is still full")
+    except RateLimited as refused:
+        assert refused.retry_after >= 1
+    now[0] += 300  # two windows on: room again, and peeking counted nothing
+    limiter.peek("chat", "alice", None, scope="c3")
+    limiter.peek("chat", "alice", None, scope="c3")
+    assert counters.get(f"rl:chat:owner:alice:{int(now[0] // 300)}", now=now[0]) == 0
