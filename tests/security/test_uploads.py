@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from ragchat.adapters.local.files import FileBlobStore
+from ragchat.domain.errors import TransientError
 from ragchat.entrypoints.s3_ingest import ingest_s3_event
 from ragchat.local_server import LocalServer
 
@@ -152,6 +153,30 @@ def test_a_presigned_s3_post_replayed_is_ingested_once_and_overwrites_nothing() 
     doc = body(api.call("GET", f"/documents/{ticket['documentId']}", query={"include": "body"}))
     assert doc["body"] == "upload 0"
     assert blobs.keys("uploads/") == []  # type: ignore[attr-defined]
+
+
+def test_a_storage_failure_gives_the_grant_back_so_the_retried_event_ingests_the_file() -> None:
+    api = make_api({"DOCUMENTS_BUCKET": "docs"})
+    ticket = body(presign(api, {"filename": "retry.txt"}))
+    key = ticket["key"]
+    meta = {k[len("x-amz-meta-") :]: v for k, v in ticket["fields"].items() if "meta" in k}
+    blobs = api.container.blobs
+    blobs.put(key, b"the file", content_type="text/plain")
+    blobs.metadata[key] = meta  # type: ignore[attr-defined]
+    real_put, failures = blobs.put, [TransientError("S3 is slow down")]
+
+    def flaky_put(k: str, data: bytes, **kw: Any) -> None:
+        if k.startswith("documents/") and failures:
+            raise failures.pop()
+        real_put(k, data, **kw)
+
+    blobs.put = flaky_put  # type: ignore[method-assign,assignment]
+    with pytest.raises(TransientError):  # Lambda retries the event
+        ingest_s3_event(api.container, _s3_event("docs", key, 8))
+    assert blobs.keys("uploads/") == [key]  # type: ignore[attr-defined]  # kept for the retry
+    assert len(ingest_s3_event(api.container, _s3_event("docs", key, 8))["accepted"]) == 1
+    doc = body(api.call("GET", f"/documents/{ticket['documentId']}", query={"include": "body"}))
+    assert doc["body"] == "the file" and blobs.keys("uploads/") == []  # type: ignore[attr-defined]
 
 
 def test_an_object_dropped_into_the_bucket_still_replaces_its_document() -> None:
