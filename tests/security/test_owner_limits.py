@@ -8,8 +8,10 @@ import http.client
 import json
 from typing import Any
 
+from ragchat.api.handler import http_handler
 from ragchat.local_server import LocalServer
 
+from tests.events import api_event
 from tests.unit.api_support import Api, make_api
 
 LIMITS = {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "100", "RATE_LIMIT_CHAT_REQUESTS": "5"}
@@ -114,6 +116,10 @@ def test_an_owner_over_the_chat_limit_is_refused_before_the_body_is_parsed_or_an
         res = api.call(method, path, raw_body=b"{" * 100_000, headers={"Content-Type": "application/json"})
         assert res["statusCode"] == 429, res
         assert _retry_after(res) and json.loads(res["body"])["retryAfter"] >= 1
+    # the same through the chat Lambda's own handler (what API Gateway invokes)
+    handler = http_handler({"chat"}, container=lambda: api.container)
+    raw = {"raw_body": b"{" * 100_000, "headers": {"Content-Type": "application/json"}}
+    assert handler(api_event("POST", turns[0][0], **raw), None)["statusCode"] == 429
     assert embedder.query_calls == searched  # type: ignore[attr-defined]  # nothing retrieved
     assert _messages(api, conv) == stored  # nothing stored
     # other routes of the same owner are not affected
