@@ -86,6 +86,9 @@ def test_own_words_covered_reads_the_messages_subject_words_only() -> None:
     assert own_words_covered("And on Sundays?", texts) == 1.0
     assert own_words_covered("At what time?", texts) == 1.0  # no subject of its own
     assert own_words_covered("What's the score in the cricket?", texts) == 0.0
+    # a short word is found in its plural ("pass" in "passes", folded "passe"), not in a longer word
+    assert own_words_covered("How much is a day pass?", ["Day passes cost 20 pounds."]) == 1.0
+    assert own_words_covered("How much is a day pass?", ["Every passenger pays 20 pounds."]) == 0.0
 
 
 def test_two_questions_joined_by_and_are_split_and_a_short_part_is_kept_whole() -> None:

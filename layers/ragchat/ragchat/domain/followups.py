@@ -129,8 +129,17 @@ def carried_query(question: str, subject: str) -> str:
 def own_words_covered(question: str, texts: Sequence[str]) -> float:
     """The share of the message's own subject words (first letters, as the answerability decision
     compares words) found in ``texts``; 1.0 when it names no subject of its own ("At what time?")."""
-    own = {w[:_PREFIX] for w in subject_words(question)}
+    own = set(subject_words(question))
     if not own:
         return 1.0
-    found = {w[:_PREFIX] for t in texts for w in tokens(t)}
-    return len(own & found) / len(own)
+    words = {w for t in texts for w in tokens(t)}
+    found = {w[:_PREFIX] for w in words}
+    short = [w for w in words if len(w) <= _PREFIX + 1]
+
+    def covered(word: str) -> bool:
+        if word[:_PREFIX] in found:
+            return True
+        # a word shorter than the prefix: "pass" is in "Day passes" (folded "passe")
+        return len(word) < _PREFIX and any(w.startswith(word) and len(w) - len(word) <= 2 for w in short)
+
+    return sum(covered(w) for w in own) / len(own)
