@@ -8,6 +8,8 @@ from ragchat.domain.followups import (
     CONDENSE_SHORT,
     carried_query,
     is_follow_up,
+    leans_on_history,
+    names_own_subject,
     own_words_covered,
     subject_question,
 )
@@ -43,6 +45,27 @@ def test_messages_that_stand_alone(message: str) -> None:
     assert not is_follow_up(message)
 
 
+@pytest.mark.parametrize(
+    ("message", "leans", "own_subject"),
+    [
+        ("And on Sundays?", True, False),  # continues the previous question
+        ("Is it safe for my cat?", True, False),  # refers back
+        ("At what time?", True, False),  # no subject of its own
+        ("Is there a deposit for it?", True, False),  # "it" refers back, "there" does not
+        ("Can I keep a dog there?", True, False),  # "there": the place named before
+        ("What time does the supermarket close?", False, True),
+        ("Is there a sauna?", False, True),  # "is there": does a sauna exist
+        ("Are there any showers?", False, True),
+        ("Who won the football match last night?", False, False),  # stands alone, not short
+    ],
+)
+def test_which_messages_lean_on_history_and_which_name_their_own_subject(
+    message: str, leans: bool, own_subject: bool
+) -> None:
+    assert leans_on_history(message) is leans
+    assert names_own_subject(message) is own_subject
+
+
 def test_the_condense_call_is_only_made_for_a_message_with_at_most_one_subject_word() -> None:
     assert is_follow_up("Why is grass green?")  # searched both ways locally (free)
     assert not is_follow_up("Why is grass green?", CONDENSE_SHORT)  # no model call for it
@@ -63,6 +86,9 @@ def test_own_words_covered_reads_the_messages_subject_words_only() -> None:
     assert own_words_covered("And on Sundays?", texts) == 1.0
     assert own_words_covered("At what time?", texts) == 1.0  # no subject of its own
     assert own_words_covered("What's the score in the cricket?", texts) == 0.0
+    # a short word is found in its plural ("pass" in "passes", folded "passe"), not in a longer word
+    assert own_words_covered("How much is a day pass?", ["Day passes cost 20 pounds."]) == 1.0
+    assert own_words_covered("How much is a day pass?", ["Every passenger pays 20 pounds."]) == 0.0
 
 
 def test_two_questions_joined_by_and_are_split_and_a_short_part_is_kept_whole() -> None:

@@ -120,6 +120,41 @@ def test_an_off_topic_follow_up_is_refused_as_on_a_first_turn(box: Any) -> None:
     assert follow.guard_used and follow.message.content == GUARD_REPLY and follow.message.sources == []
 
 
+@pytest.mark.parametrize(
+    ("first", "off_topic"),
+    [
+        # short, naming its own subject, near the documents' topic: the boathouse's closing time
+        # is similar, but no note mentions a supermarket
+        ("When does the canoe boathouse open on weekdays?", "What time does the supermarket close?"),
+        # "is there" asks whether something exists; it does not refer back to the canoe
+        ("How much does a canoe cost per hour?", "Is there a sauna?"),
+        ("How much does a bike day pass cost?", "Is there a swimming pool nearby?"),
+    ],
+)
+def test_a_short_off_topic_follow_up_naming_its_own_subject_is_refused(
+    box: Any, first: str, off_topic: str
+) -> None:
+    answered, follow = _talk(box, first, off_topic)
+    assert not answered.guard_used
+    assert follow.guard_used and follow.message.content == GUARD_REPLY and follow.message.sources == []
+
+
+def test_a_second_part_about_a_subject_no_note_mentions_is_said_to_be_not_covered(box: Any) -> None:
+    [turn] = _talk(box, "How much does a canoe cost per hour and is there a sauna?")
+    assert "22 pounds" in turn.message.content
+    assert "don't cover this part of the question: “Is there a sauna?”" in turn.message.content
+    assert _titles(turn) == {"canoe-hire"}
+
+
+def test_a_short_follow_up_about_a_subject_the_notes_mention_is_still_answered(box: Any) -> None:
+    _, shift = _talk(box, "How much does a canoe cost per hour?", "When is the fridge emptied?")
+    assert not shift.guard_used and "Friday" in shift.message.content
+    assert _titles(shift) == {"office-guide"}
+    _, lean = _talk(box, "How much does a bike day pass cost?", "Is there a deposit for it?")
+    assert not lean.guard_used and "150 pounds" in lean.message.content
+    assert "bike-share" in _titles(lean)
+
+
 def test_a_two_part_question_answers_and_cites_both_parts(box: Any) -> None:
     [both] = _talk(box, "What does a bike day pass cost and how many spaces has the office car park?")
     assert "8 pounds" in both.message.content and "30 spaces" in both.message.content

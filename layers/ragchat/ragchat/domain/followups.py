@@ -3,10 +3,18 @@ carry over from the conversation when it is not.
 
 A follow-up leans on what came before: it opens like a continuation ("And on Sundays?", "What about
 a tandem?"), refers back with a pronoun ("How big is the deposit for one?", "Is it safe for my
-cat?"), or is too short to name its own subject ("At what time?"). For such a message the local
-method searches with a *carried* query too: the conversation's subject question (the latest user
-message that stood alone) followed by the message itself. Retrieval then decides between the raw
-and the carried query (``ragchat.services.questions``); the user sees the query that was used.
+cat?"), or is too short to stand alone ("At what time?", "What time does the supermarket close?").
+For such a message the local method searches with a *carried* query too: the conversation's subject
+question (the latest user message that stood alone) followed by the message itself. Retrieval then
+decides between the raw and the carried query (``ragchat.services.questions``); the user sees the
+query that was used.
+
+Only a continuation, a reference back or a message without a subject word of its own *leans* on the
+conversation (:func:`leans_on_history`). A short message that names its own subject and neither
+continues nor refers back ("What time does the supermarket close?", "Is there a sauna?") is about
+that subject: history may complete it, but never makes it relevant (the carried notes must mention
+its subject, see ``ragchat.services.questions``). "There" in "is there …" / "are there …" says that
+something exists; it refers back to nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +61,11 @@ SHORT = 2
 CONDENSE_SHORT = 1
 _PREFIX = 5  # words sharing their first letters are the same word (as in answerability)
 _WORD = re.compile(r"[\w']+")
+#: "is there", "are there", "isn't there", "there is" …: "there" says something exists
+_EXISTENTIAL = re.compile(
+    r"\b(?:is|are|was|were|isn't|aren't|wasn't|weren't|will|would|could|can|might)\s+there\b"
+    r"|\bthere(?:\s+|')(?:is|are|was|were|s|be|been)\b"
+)
 
 
 def subject_words(question: str) -> list[str]:
@@ -60,17 +73,40 @@ def subject_words(question: str) -> list[str]:
     return [t for t in tokens(question) if t not in GENERIC]
 
 
-def is_follow_up(question: str, short: int = SHORT) -> bool:
-    """Does this message lean on the conversation (continuation, pronoun, or at most ``short``
-    subject words of its own)?"""
-    lower = " ".join(question.lower().split())
+def _lower(question: str) -> str:
+    return " ".join(question.lower().replace("’", "'").split())
+
+
+def _refers_back(lower: str, own: int) -> bool:
+    """A referring word in a message of at most :data:`REFERRING_MAX_WORDS` subject words of its
+    own ("there" of "is there" left out)."""
+    words = {w.strip("'") for w in _WORD.findall(_EXISTENTIAL.sub(" ", lower))}
+    return bool(words & REFERRING) and own <= REFERRING_MAX_WORDS
+
+
+def leans_on_history(question: str) -> bool:
+    """Does the message continue the previous one ("And on Sundays?"), refer back to something
+    named before ("How big is the deposit for one?"), or name no subject of its own ("At what
+    time?")? Such a message may take its relevance from the conversation; any other stands for its
+    own subject, even when it is short."""
+    lower = _lower(question)
     if lower.startswith(OPENERS):
         return True
     own = len(subject_words(question))
-    words = {w.strip("'") for w in _WORD.findall(lower)}
-    if words & REFERRING and own <= REFERRING_MAX_WORDS:
-        return True
-    return own <= short
+    return own == 0 or _refers_back(lower, own)
+
+
+def names_own_subject(question: str, short: int = SHORT) -> bool:
+    """A short message (at most ``short`` subject words) that neither continues nor refers back:
+    "What time does the supermarket close?", "Is there a sauna?". It is about its own subject."""
+    own = len(subject_words(question))
+    return 0 < own <= short and not leans_on_history(question)
+
+
+def is_follow_up(question: str, short: int = SHORT) -> bool:
+    """Is this message searched with the conversation's subject too (it leans on the conversation,
+    or has at most ``short`` subject words of its own)?"""
+    return leans_on_history(question) or len(subject_words(question)) <= short
 
 
 def subject_question(previous: Sequence[str]) -> str | None:
@@ -93,8 +129,17 @@ def carried_query(question: str, subject: str) -> str:
 def own_words_covered(question: str, texts: Sequence[str]) -> float:
     """The share of the message's own subject words (first letters, as the answerability decision
     compares words) found in ``texts``; 1.0 when it names no subject of its own ("At what time?")."""
-    own = {w[:_PREFIX] for w in subject_words(question)}
+    own = set(subject_words(question))
     if not own:
         return 1.0
-    found = {w[:_PREFIX] for t in texts for w in tokens(t)}
-    return len(own & found) / len(own)
+    words = {w for t in texts for w in tokens(t)}
+    found = {w[:_PREFIX] for w in words}
+    short = [w for w in words if len(w) <= _PREFIX + 1]
+
+    def covered(word: str) -> bool:
+        if word[:_PREFIX] in found:
+            return True
+        # a word shorter than the prefix: "pass" is in "Day passes" (folded "passe")
+        return len(word) < _PREFIX and any(w.startswith(word) and len(w) - len(word) <= 2 for w in short)
+
+    return sum(covered(w) for w in own) / len(own)

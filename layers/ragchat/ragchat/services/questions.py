@@ -6,10 +6,22 @@ questions part by part, and names no document mentions refused.
   followed by the message (or, with Claude, the model's condensed question). The answerability
   decision is made for both; the carried query is used when it is answerable **and** its evidence
   fits the message itself: the message's own similarity to the carried notes' best passage is at
-  least :data:`CARRIED_FLOOR`, and not more than :data:`CARRIED_MARGIN` below its similarity to what
-  the raw query found. So "And on Sundays?" after a question on the library's hours answers from the
-  library, and "Who won the match last night?" is refused as it would be on a first turn: history
-  never makes an off-topic question answerable. A standalone message is searched once.
+  least :data:`CARRIED_FLOOR` (or half of its own subject words occur in them), and not more than
+  :data:`CARRIED_MARGIN` below its similarity to what the raw query found. So "And on Sundays?"
+  after a question on the library's hours answers from the library, and "Who won the match last
+  night?" is refused as it would be on a first turn: history never makes an off-topic question
+  answerable. A standalone message is searched once (once more, carried, when it is refused).
+- **A message that names its own subject** — short, but neither continuing nor referring back
+  ("What time does the supermarket close?", "Is there a sauna?") — and that is refused on its own
+  stays refused unless the carried notes mention its subject (at least half of its own subject
+  words occur in them, :data:`CARRIED_COVERAGE`), whatever the similarity: similarity cannot tell a
+  supermarket's closing time from a museum's. The same holds when the message as written is
+  answerable (the rental desk's closing time answers "What time does the supermarket close?" for
+  the decision): in a conversation (or as the second part of a question) it is answered only from
+  notes that mention its subject (reason ``other_subject``). "Who looks after the garden?" after a
+  question on a tenancy finds "garden" in the tenancy's notes and is answered from them. A first
+  turn and a one-shot question keep the single-turn decision: a paraphrase with one subject word
+  ("Can I work from abroad?" for "working from another country") is answered there.
 - **Parts.** "How much notice do I give and who fixes the boiler?" is split
   (:mod:`ragchat.domain.parts`); each part is retrieved and decided on its own (a short part leans
   on the one before it), the answered parts' notes are answered from, and a part that nothing
@@ -33,7 +45,14 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.answerability import EVIDENCE_CHUNKS
 from ragchat.domain.citations import strip_citations
-from ragchat.domain.followups import carried_query, is_follow_up, own_words_covered, subject_question
+from ragchat.domain.followups import (
+    carried_query,
+    is_follow_up,
+    leans_on_history,
+    names_own_subject,
+    own_words_covered,
+    subject_question,
+)
 from ragchat.domain.models import ChatTurn, ModelRequest
 from ragchat.domain.names import specific_names, unknown_names
 from ragchat.domain.parts import split_parts
@@ -51,6 +70,8 @@ if TYPE_CHECKING:
 logger = Logger(service="ragchat", child=True)
 
 UNKNOWN_NAME = "unknown_name"
+#: a short message about a subject of its own that the notes found never mention
+OTHER_SUBJECT = "other_subject"
 #: the message's similarity to the carried query's best passage must reach this (tuned on the dev
 #: split of bench/conversations/)
 CARRIED_FLOOR = 0.25
@@ -161,7 +182,21 @@ def _single(
             retriever, raw, carried, flt.owner, follow_up=follow_up, conversation_id=conversation_id
         ):
             chosen = dataclasses.replace(carried, query=query, query_vector=_blend(raw, carried))
+    if subject is not None:
+        chosen = _check_subject(retriever, raw.question, chosen, conversation_id)
     return _check_names(retriever, raw.question, chosen, flt, conversation_id)
+
+
+def _check_subject(
+    retriever: Retriever, question: str, chosen: Retrieval, conversation_id: str | None
+) -> Retrieval:
+    """A short follow-up naming its own subject (module docstring) is refused when the notes it would
+    be answered from never mention that subject, whether the raw or the carried query found them."""
+    if chosen.guard or not names_own_subject(question):
+        return chosen
+    if own_words_covered(question, [h.text for h in chosen.hits[:EVIDENCE_CHUNKS]]) >= CARRIED_COVERAGE:
+        return chosen
+    return retriever.refuse(chosen, OTHER_SUBJECT, conversation_id=conversation_id)
 
 
 def _carried_fits(
@@ -178,8 +213,11 @@ def _carried_fits(
         return False
     fit = retriever.evidence_similarity(raw.query_vector, carried.hits, owner) or -1.0
     covered = own_words_covered(raw.question, [h.text for h in carried.hits[:EVIDENCE_CHUNKS]])
-    if follow_up:
+    leans = follow_up and leans_on_history(raw.question)
+    if leans or (follow_up and not raw.guard):
         ok = fit >= CARRIED_FLOOR or covered >= CARRIED_COVERAGE
+    elif follow_up:  # short, refused on its own, naming its own subject: the notes must mention it
+        ok = covered >= CARRIED_COVERAGE
     else:  # a standalone message the raw query could not answer
         ok = fit >= STANDALONE_FLOOR and covered >= CARRIED_COVERAGE
     own = None
@@ -193,6 +231,7 @@ def _carried_fits(
         extra={
             "conversationId": conversation_id,
             "followUp": follow_up,
+            "leans": leans,
             "rawAnswerable": not raw.guard,
             "carriedFit": round(fit, 4),
             "ownFit": None if own is None else round(own, 4),
