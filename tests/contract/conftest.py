@@ -106,6 +106,26 @@ def local_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
 
 
 @contextmanager
+def local_ann_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
+    """The local index with its approximate snapshot from the first row, rewritten after every
+    write: every search goes through the memory-mapped snapshot (``vector_ann``)."""
+    from ragchat.adapters.local.vector_index import LocalVectorIndex
+
+    with _sqlite_db(env) as db:
+        yield LocalVectorIndex(db, dimension=env.dimension, ann_min_rows=1, ann_merge_rows=1)
+
+
+@contextmanager
+def local_ann_delta_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
+    """The snapshot written at the first write and never again: later rows, changes and deletes
+    are the exact delta, and the snapshot holds stale rows."""
+    from ragchat.adapters.local.vector_index import LocalVectorIndex
+
+    with _sqlite_db(env) as db:
+        yield LocalVectorIndex(db, dimension=env.dimension, ann_min_rows=1, ann_merge_rows=10**9)
+
+
+@contextmanager
 def file_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
     from ragchat.adapters.local.files import FileBlobStore
 
@@ -259,7 +279,11 @@ def fake_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
 DOCUMENT_STORES: dict[str, Factory] = {"sqlite": sqlite_document_store}
 CONVERSATION_STORES: dict[str, Factory] = {"sqlite": sqlite_conversation_store}
 COUNTERS: dict[str, Factory] = {"sqlite": sqlite_counters}
-VECTOR_INDEXES: dict[str, Factory] = {"local": local_vector_index}
+VECTOR_INDEXES: dict[str, Factory] = {
+    "local": local_vector_index,
+    "local-ann": local_ann_vector_index,
+    "local-ann-delta": local_ann_delta_vector_index,
+}
 BLOB_STORES: dict[str, Factory] = {"files": file_blob_store}
 # Register further adapters here, one line each (see the module docstring), e.g.
 # DOCUMENT_STORES["dynamodb"] = dynamodb_document_store

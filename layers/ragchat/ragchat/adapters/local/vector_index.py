@@ -12,6 +12,14 @@ with the version its matrix was built from, so writes from another process (``ra
 while ``ragchat serve`` runs) are noticed and the matrix is reloaded. Writes made through this
 object update the matrix in place instead.
 
+Large indexes (from ``ann_min_rows`` rows, 50,000 by default): the rows are also held by an
+approximate HNSW snapshot in a memory-mapped file (:mod:`.vector_ann`), and the matrix holds only
+the rows the snapshot does not (the delta), so opening the index reads neither the vectors nor
+their ids. A search takes the snapshot's nearest candidates, reads them from SQLite with the
+filter applied there and scores them exactly (the scores are exact cosines, the candidate set is
+approximate), and merges them with the delta's exact ranking. When too few candidates pass the
+filter, or a document is named, the filtered rows are scanned exactly from SQLite instead.
+
 Hybrid search: BM25 over FTS5 (filters applied in SQL) and the vector ranking are fused by
 reciprocal rank fusion (``score`` = fused score). Every hybrid hit also carries ``similarity``, the
 cosine similarity of its vector to the query, which is what similarity gating must use.
@@ -19,6 +27,7 @@ cosine similarity of its vector to the query, which is what similarity gating mu
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Sequence
@@ -27,18 +36,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragchat.adapters.local import keyword_terms
+from ragchat.adapters.local import keyword_terms, vector_ann
 from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
 from ragchat.adapters.local.vector_matrix import Matrix, load_matrix
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
 
+logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_TOKENS = 64
 _F32 = np.float32
 _BATCH = 500
 _LOAD_ROWS = 8192  # rows per read when the matrix is (re)loaded
 _RANK_DEPTH = 20  # what hybrid search takes from the vector ranking (max(k * 4, 20) for k ≤ 5)
+_ANN_CANDIDATES = 64  # snapshot candidates read per search at least (then rescored exactly)
+_ANN_MAX_CANDIDATES = 4096  # beyond this many, a filter the snapshot cannot serve is scanned exactly
 
 FloatArray = npt.NDArray[np.float32]
 _VECDOT: Any = getattr(np, "vecdot", None)
@@ -71,19 +83,34 @@ def _scores(vectors: FloatArray, query: FloatArray, blas_min_rows: int = BLAS_MI
 class LocalVectorIndex:
     """``VectorIndex`` persisted in the shared SQLite database (see the module docstring)."""
 
-    def __init__(self, db: SqliteDatabase, *, dimension: int, blas_min_rows: int = BLAS_MIN_ROWS) -> None:
+    def __init__(
+        self,
+        db: SqliteDatabase,
+        *,
+        dimension: int,
+        blas_min_rows: int = BLAS_MIN_ROWS,
+        ann_min_rows: int | None = vector_ann.ANN_MIN_ROWS,
+        ann_merge_rows: int = vector_ann.ANN_MERGE_ROWS,
+    ) -> None:
+        """``ann_min_rows``: from this many rows an approximate snapshot is kept (``None``: never;
+        an existing one is then ignored); ``ann_merge_rows``: delta size that writes the next one."""
         if dimension < 1:
             raise ValueError("dimension must be positive")
         self.db = db
         self.dimension = int(dimension)
         self._blas_min_rows = blas_min_rows
+        self._ann_min_rows = ann_min_rows
+        self._ann_merge_rows = max(1, int(ann_merge_rows))
         self._lock = threading.RLock()
-        self._matrix: Matrix | None = None
+        self._matrix: Matrix | None = None  # every row, or with a snapshot only the delta
         self._version: int | None = None  # index_state.version the matrix reflects
+        self._ann: vector_ann.AnnSnapshot | None = None  # the snapshot the matrix goes with
+        self._ann_stale: frozenset[int] = frozenset()  # rids the snapshot holds in an old state
+        self._ann_failed: int | None = None  # a generation whose file could not be opened
         self._df_cache: dict[str, int] = {}  # keyword document frequencies at _df_version
         self._df_version: int | None = None
         self._stems = keyword_terms.Stems()
-        self._last_rank: tuple[Any, list[tuple[int, float]]] | None = None
+        self._last_rank: tuple[Any, list[tuple[str, float]]] | None = None
         self._check_stored_dimension()
 
     # ------------------------------------------------------------------ helpers
@@ -118,8 +145,9 @@ class LocalVectorIndex:
         return before
 
     def _after_write(self, before: int) -> bool:
-        """True when the in-memory matrix may be patched in place (it was current before the write)."""
-        if self._matrix is not None and self._version == before:
+        """True when the in-memory matrix may be patched in place (it was current before the write
+        and holds every row: with a snapshot, which rows the delta holds is SQLite's to say)."""
+        if self._matrix is not None and self._version == before and self._ann is None:
             self._version = before + 1
             return True
         self._matrix = None
@@ -127,26 +155,133 @@ class LocalVectorIndex:
         return False
 
     def _fresh(self) -> Matrix:
-        """The matrix, reloaded if the table changed since it was built (another process wrote)."""
+        """The matrix, reloaded if the table changed since it was built (another process wrote),
+        with the snapshot current at the same version."""
         with self.db.read() as conn:
             version = self._read_version(conn)
             if self._matrix is not None and version == self._version:
                 return self._matrix
-            matrix = load_matrix(conn, self.dimension, str(self.db.path), _LOAD_ROWS)
-        self._matrix, self._version = matrix, version
+            generation, max_rid = vector_ann.ann_state(conn)
+            ann = self._open_snapshot(generation)
+            if ann is None:
+                matrix = load_matrix(conn, self.dimension, str(self.db.path), _LOAD_ROWS)
+                stale: frozenset[int] = frozenset()
+            else:
+                matrix = load_matrix(conn, self.dimension, str(self.db.path), _LOAD_ROWS, after_rid=max_rid)
+                stale = frozenset(int(r[0]) for r in conn.execute("SELECT rid FROM vectors_ann_stale"))
+        self._matrix, self._version, self._ann, self._ann_stale = matrix, version, ann, stale
+        self._last_rank = None
         return matrix
 
-    def _rank(self, matrix: Matrix, query: FloatArray, flt: SearchFilter, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` (row, cosine) within the filter, best first. Exact: every selected row is scored.
-        The last ranking (at least ``_RANK_DEPTH`` deep) is kept for the same matrix, query and filter:
-        a question's vector search and its hybrid search score the matrix once."""
+    def _open_snapshot(self, generation: int) -> vector_ann.AnnSnapshot | None:
+        if generation == 0 or self._ann_min_rows is None or generation == self._ann_failed:
+            return None
+        if self._ann is not None and self._ann.generation == generation:
+            return self._ann
+        path = vector_ann.snapshot_path(self.db.path, generation)
+        try:
+            return vector_ann.AnnSnapshot(path, generation, self.dimension)
+        except Exception as exc:  # missing or damaged: exact search until the next refresh replaces it
+            logger.warning("vector snapshot %s unusable (%s); searching exactly", path, exc)
+            self._ann_failed = generation
+            return None
+
+    def _maintain(self) -> None:
+        """Write the next snapshot if one is due (outside this object's lock: searches go on). The
+        write that called it has committed: a failure here is logged, the delta stays exact."""
+        if self._ann_min_rows is None or not self.db.path.parent.is_dir():
+            return
+        try:
+            vector_ann.refresh(
+                self.db, self.dimension, min_rows=self._ann_min_rows, merge_rows=self._ann_merge_rows
+            )
+        except Exception:
+            logger.exception("could not write the vector index's next snapshot; searching its delta exactly")
+
+    def _rank(self, matrix: Matrix, query: FloatArray, flt: SearchFilter, k: int) -> list[tuple[str, float]]:
+        """Top ``k`` (note id, cosine) within the filter, best first. Without a snapshot exact: every
+        selected row is scored; with one see the module docstring. The last ranking (at least
+        ``_RANK_DEPTH`` deep) is kept for the same matrix, query and filter: a question's vector
+        search and its hybrid search score the matrix once."""
         key = (id(matrix), self._version, query.tobytes(), flt)
         last = self._last_rank
         if last is not None and last[0] == key and len(last[1]) >= k:
             return last[1][:k]
-        ranked = self._rank_all(matrix, query, flt, max(k, _RANK_DEPTH))
+        depth = max(k, _RANK_DEPTH)
+        ranked = [(matrix.ids[row] or "", score) for row, score in self._rank_all(matrix, query, flt, depth)]
+        if self._ann is not None:
+            if flt.document_id is not None:  # a document's rows are few and indexed: exact
+                ranked = self._scan(query, flt, depth)
+            else:
+                approximate = self._rank_snapshot(self._ann, query, flt, depth)
+                if approximate is None:
+                    ranked = self._scan(query, flt, depth)
+                else:
+                    ranked = sorted(ranked + approximate, key=lambda t: (-t[1], t[0]))[:depth]
         self._last_rank = (key, ranked)
         return ranked[:k]
+
+    @staticmethod
+    def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
+        where = ["owner = ?", "enabled = 1"]
+        params: list[Any] = [flt.owner]
+        if flt.collection is not None:
+            where.append("collection = ?")
+            params.append(flt.collection)
+        if flt.document_id is not None:
+            where.append("document_id = ?")
+            params.append(flt.document_id)
+        return " AND ".join(where), params
+
+    def _score_rows(self, rows: Sequence[Any], query: FloatArray) -> list[tuple[str, float]]:
+        if not rows:
+            return []
+        vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=_F32).reshape(len(rows), -1)
+        scores = vectors @ query
+        return [(r["id"], float(score)) for r, score in zip(rows, scores, strict=True)]
+
+    def _rank_snapshot(
+        self, ann: vector_ann.AnnSnapshot, query: FloatArray, flt: SearchFilter, k: int
+    ) -> list[tuple[str, float]] | None:
+        """The snapshot's best ``k`` within the filter (rows it holds in their current state),
+        scored exactly; None when even ``_ANN_MAX_CANDIDATES`` candidates do not give ``k``."""
+        where, params = self._filter_sql(flt)
+        fetch = max(2 * k, _ANN_CANDIDATES)
+        while True:
+            keys = ann.search(query, fetch)
+            rids = [int(key) for key in keys if int(key) not in self._ann_stale]
+            rows: list[Any] = []
+            with self.db.read() as conn:
+                for start in range(0, len(rids), _BATCH):
+                    batch = rids[start : start + _BATCH]
+                    rows.extend(
+                        conn.execute(
+                            f"SELECT id, vector FROM vectors WHERE rid IN ({','.join('?' * len(batch))}) "
+                            f"AND {where}",
+                            (*batch, *params),
+                        )
+                    )
+            if len(rows) >= k or len(keys) < fetch:  # enough, or the snapshot has no more
+                scored = self._score_rows(rows, query)
+                scored.sort(key=lambda t: (-t[1], t[0]))
+                return scored[:k]
+            if fetch >= _ANN_MAX_CANDIDATES:
+                return None
+            fetch = min(fetch * 4, _ANN_MAX_CANDIDATES)
+
+    def _scan(self, query: FloatArray, flt: SearchFilter, k: int) -> list[tuple[str, float]]:
+        """Exact top ``k`` over the filtered rows read from SQLite a page at a time (every row,
+        the delta's too)."""
+        where, params = self._filter_sql(flt)
+        best: list[tuple[str, float]] = []
+        with self.db.read() as conn:
+            cursor = conn.execute(f"SELECT id, vector FROM vectors WHERE {where}", params)
+            while True:
+                page = cursor.fetchmany(_LOAD_ROWS)
+                if not page:
+                    break
+                best = sorted(best + self._score_rows(page, query), key=lambda t: (-t[1], t[0]))[:k]
+        return best
 
     def _rank_all(
         self, matrix: Matrix, query: FloatArray, flt: SearchFilter, k: int
@@ -234,13 +369,13 @@ class LocalVectorIndex:
                 assert self._matrix is not None
                 for r, vec in prepared:
                     self._matrix.put(r.id, vec, r.owner, r.document_id, r.collection, bool(r.enabled))
+        self._maintain()
 
     def search(self, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
         query = self._unit(vector, "query vector")
         with self._lock:
             matrix = self._fresh()
-            ranked = self._rank(matrix, query, flt, k)
-            scored = [(matrix.ids[row] or "", score, score) for row, score in ranked]
+            scored = [(id_, score, score) for id_, score in self._rank(matrix, query, flt, k)]
         return self._hits(scored)
 
     def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
@@ -252,14 +387,32 @@ class LocalVectorIndex:
             matrix = self._fresh()
             vector_ranked = self._rank(matrix, query, flt, depth)
             keyword_ids = self._keyword(text, flt, depth)
-            vector_ids = [matrix.ids[row] or "" for row, _ in vector_ranked]
-            fused = rrf_scores([vector_ids, keyword_ids])
-            scored: list[tuple[str, float, float | None]] = []
-            for id_, score in fused[:k]:
-                row = matrix.row_of.get(id_)
-                similarity = float(matrix.vectors[row] @ query) if row is not None else None
-                scored.append((id_, float(score), similarity))
+            fused = rrf_scores([[id_ for id_, _ in vector_ranked], keyword_ids])[:k]
+            similarities = self._similarities(matrix, [id_ for id_, _ in fused], query, dict(vector_ranked))
+            scored = [(id_, float(score), similarities.get(id_)) for id_, score in fused]
         return self._hits(scored)
+
+    def _similarities(
+        self, matrix: Matrix, ids: Sequence[str], query: FloatArray, known: dict[str, float]
+    ) -> dict[str, float]:
+        """Cosine of each note's vector to the query: ranked, in the matrix, or read from SQLite."""
+        out: dict[str, float] = {}
+        missing = []
+        for id_ in ids:
+            row = matrix.row_of.get(id_)
+            if id_ in known:
+                out[id_] = known[id_]
+            elif row is not None:
+                out[id_] = float(matrix.vectors[row] @ query)
+            else:
+                missing.append(id_)
+        if missing and self._ann is not None:
+            with self.db.read() as conn:
+                rows = conn.execute(
+                    f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(missing))})", missing
+                ).fetchall()
+            out.update(self._score_rows(rows, query))
+        return out
 
     def _keyword(self, text: str, flt: SearchFilter, limit: int) -> list[str]:
         """BM25 ranking of the owner's enabled notes within the filter (FTS5, best first)."""
@@ -289,6 +442,8 @@ class LocalVectorIndex:
         frequencies come from ``vectors_vocab`` and are cached until the index changes."""
         matrix = self._matrix
         total = len(matrix.row_of) if matrix is not None else 0
+        if self._ann is not None:  # about: the snapshot's rows, less the stale ones, plus the delta
+            total += len(self._ann) - len(self._ann_stale)
         if total < keyword_terms.PRUNE_MIN_NOTES or not tokens:
             return tokens
         if self._df_version != self._version:
@@ -332,6 +487,7 @@ class LocalVectorIndex:
                 assert self._matrix is not None
                 for id_ in ids:
                     self._matrix.remove(id_)
+        self._maintain()
         return len(ids)
 
     def set_enabled(
@@ -359,4 +515,8 @@ class LocalVectorIndex:
     def count(self, owner: str) -> int:
         with self._lock:
             matrix = self._fresh()
-            return int(matrix.mask(SearchFilter(owner=owner))[1].shape[0])
+            if self._ann is None:
+                return int(matrix.mask(SearchFilter(owner=owner))[1].shape[0])
+        with self.db.read() as conn:
+            row = conn.execute("SELECT count(*) FROM vectors WHERE owner = ? AND enabled = 1", (owner,))
+            return int(row.fetchone()[0])

@@ -133,16 +133,23 @@ class Matrix:
         return result
 
 
-def load_matrix(conn: Any, dimension: int, where: str, page: int) -> Matrix:
+def load_matrix(conn: Any, dimension: int, where: str, page: int, *, after_rid: int | None = None) -> Matrix:
     """Read the ``vectors`` table into a new matrix, ``page`` rows at a time straight into its
     preallocated arrays: no list of every row and no joined copy of every vector (at 1M vectors
-    that held three copies of the 1.5 GB of vectors at once)."""
+    that held three copies of the 1.5 GB of vectors at once). With ``after_rid``: only the rows an
+    approximate snapshot does not hold (``vector_ann``: rids above it, or noted as stale)."""
     matrix = Matrix(dimension)
-    count = int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+    selection: str = ""
+    params: tuple[Any, ...] = ()
+    if after_rid is not None:
+        selection = " WHERE rid > ? OR rid IN (SELECT rid FROM vectors_ann_stale)"
+        params = (after_rid,)
+    count = int(conn.execute(f"SELECT count(*) FROM vectors{selection}", params).fetchone()[0])
     matrix._grow(count)
     width = dimension * 4
     cursor = conn.execute(
-        "SELECT id, owner, document_id, collection, enabled, vector FROM vectors ORDER BY rid"
+        f"SELECT id, owner, document_id, collection, enabled, vector FROM vectors{selection} ORDER BY rid",
+        params,
     )
     n = 0
     ids: list[str] = []

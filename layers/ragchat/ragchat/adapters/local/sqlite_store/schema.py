@@ -161,6 +161,32 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE messages ADD COLUMN query TEXT",
     ],
+    # 9: the approximate (HNSW) snapshot of a large vector index (``vector_ann``): file
+    # ann_generation holds the rows with rid <= ann_max_rid as they were when it was written. The
+    # triggers note each row with rid <= ann_watch_rid (>= ann_max_rid) inserted, re-vectored or
+    # deleted since, with the change counter of its write: those rows are searched exactly instead.
+    [
+        "INSERT INTO index_state (key, value) VALUES ('ann_generation', 0)",
+        "INSERT INTO index_state (key, value) VALUES ('ann_max_rid', 0)",
+        "INSERT INTO index_state (key, value) VALUES ('ann_watch_rid', 0)",
+        "CREATE TABLE vectors_ann_stale (rid INTEGER PRIMARY KEY, seq INTEGER NOT NULL)",
+        """CREATE TRIGGER vectors_ann_ai AFTER INSERT ON vectors
+            WHEN new.rid <= (SELECT value FROM index_state WHERE key = 'ann_watch_rid') BEGIN
+            INSERT OR REPLACE INTO vectors_ann_stale (rid, seq)
+                VALUES (new.rid, (SELECT value FROM index_state WHERE key = 'version'));
+        END""",
+        """CREATE TRIGGER vectors_ann_au AFTER UPDATE OF vector ON vectors
+            WHEN old.vector IS NOT new.vector
+            AND new.rid <= (SELECT value FROM index_state WHERE key = 'ann_watch_rid') BEGIN
+            INSERT OR REPLACE INTO vectors_ann_stale (rid, seq)
+                VALUES (new.rid, (SELECT value FROM index_state WHERE key = 'version'));
+        END""",
+        """CREATE TRIGGER vectors_ann_ad AFTER DELETE ON vectors
+            WHEN old.rid <= (SELECT value FROM index_state WHERE key = 'ann_watch_rid') BEGIN
+            INSERT OR REPLACE INTO vectors_ann_stale (rid, seq)
+                VALUES (old.rid, (SELECT value FROM index_state WHERE key = 'version'));
+        END""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,200 @@
+"""The approximate snapshot of a large local vector index (``vector_index``): an HNSW graph
+(usearch) in a file next to the SQLite database, memory-mapped read-only for searching.
+
+SQLite stays the source of truth; the file is a derived snapshot. ``index_state`` says which file
+is current (``ann_generation``) and which rows it holds: those with ``rid <= ann_max_rid``, as they
+were when it was written. Rows inserted after it (higher rids) and rows it holds that were
+re-vectored or deleted since (noted in ``vectors_ann_stale`` by triggers, schema step 9) are the
+*delta*, searched exactly in memory; a search takes the graph's candidates that are not stale,
+reads them from SQLite with the filter applied there, scores them exactly and merges them with the
+delta's. When the delta has grown, ``refresh`` writes the next file (the current one plus the
+delta) and switches to it.
+
+Crash safety: a file is written under a temporary name, flushed to disk and renamed to its
+generation's name before the transaction that makes it current commits; a crash before that
+commit leaves the previous generation current (the new file is an orphan, removed by the next
+refresh). A file that cannot be opened is ignored (exact search over every row) and replaced by
+the next refresh. Opening a snapshot maps the file: nothing is read until a search touches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float32]
+UIntArray = npt.NDArray[np.uint64]
+
+#: Defaults of ``LocalVectorIndex(ann_min_rows=..., ann_merge_rows=...)``.
+ANN_MIN_ROWS = 50_000  # below this many rows the index is searched exactly (no snapshot)
+ANN_MERGE_ROWS = 20_000  # a delta this big is folded into the next snapshot
+#: Graph parameters (``bench/bench_ann_choice.py`` chose them on real MiniLM vectors).
+DTYPE = "i8"
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 96
+_PAGE = 8192
+
+
+def snapshot_path(db_path: Path, generation: int) -> Path:
+    return db_path.with_name(f"{db_path.name}.ann-{generation}.usearch")
+
+
+def ann_state(conn: Any) -> tuple[int, int]:
+    """(generation, max_rid) of the current snapshot; generation 0: none."""
+    rows = dict(
+        conn.execute(
+            "SELECT key, value FROM index_state WHERE key IN ('ann_generation', 'ann_max_rid')"
+        ).fetchall()
+    )
+    return int(rows.get("ann_generation", 0)), int(rows.get("ann_max_rid", 0))
+
+
+class AnnSnapshot:
+    """One generation's file, mapped read-only (``Index.view``)."""
+
+    def __init__(self, path: Path, generation: int, dimension: int) -> None:
+        from usearch.index import Index
+
+        index = Index.restore(str(path), view=True, expansion_search=EXPANSION_SEARCH)
+        if index is None or index.ndim != dimension:
+            raise ValueError(f"{path} is not a {dimension}-dimensional usearch index")
+        self.index = index
+        self.path = path
+        self.generation = generation
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search(self, query: FloatArray, count: int) -> UIntArray:
+        """The keys (SQLite rids) of about the ``count`` nearest rows, nearest first."""
+        matches = self.index.search(query, count)
+        keys: UIntArray = np.asarray(matches.keys, dtype=np.uint64)
+        return keys
+
+
+def _rows(conn: Any, sql: str, params: tuple[Any, ...], dimension: int) -> Iterator[tuple[Any, FloatArray]]:
+    cursor = conn.execute(sql, params)
+    while True:
+        page = cursor.fetchmany(_PAGE)
+        if not page:
+            return
+        keys = np.fromiter((r[0] for r in page), dtype=np.uint64, count=len(page))
+        vectors = np.frombuffer(b"".join(r[1] for r in page), dtype=np.float32).reshape(len(page), dimension)
+        yield keys, vectors
+
+
+def _new_index(dimension: int) -> Any:
+    from usearch.index import Index
+
+    return Index(
+        ndim=dimension,
+        metric="ip",  # the stored vectors are unit length: inner product = cosine
+        dtype=DTYPE,
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+        expansion_search=EXPANSION_SEARCH,
+    )
+
+
+def _durable_write(index: Any, path: Path) -> None:
+    """Save under a temporary name, flush it to disk, rename, flush the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    index.save(str(tmp))
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):  # not every filesystem lets a directory be fsynced
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def remove_stale_files(db_path: Path, keep: int) -> None:
+    """Delete every snapshot file (and leftover temporary) of this database but generation ``keep``."""
+    for path in db_path.parent.glob(f"{db_path.name}.ann-*"):
+        if path.name != snapshot_path(db_path, keep).name:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def refresh(db: SqliteDatabase, dimension: int, *, min_rows: int, merge_rows: int) -> bool:
+    """Write the next snapshot when it is due (see the module docstring); True when it did.
+
+    Due: no snapshot yet and at least ``min_rows`` rows, or a delta of at least ``merge_rows``.
+    The graph is built outside any write transaction (other writers and every reader go on); the
+    switch is one short transaction, abandoned if another process switched first."""
+    with db.write() as conn:
+        generation, max_rid = ann_state(conn)
+        top = int(conn.execute("SELECT coalesce(max(rid), 0) FROM vectors").fetchone()[0])
+        if generation == 0:
+            if int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0]) < min_rows:
+                return False
+        else:
+            delta = top - max_rid + int(conn.execute("SELECT count(*) FROM vectors_ann_stale").fetchone()[0])
+            if delta < merge_rows:
+                return False
+        # from here every change to a row up to ``top`` is noted as stale (with its write's counter)
+        conn.execute("UPDATE index_state SET value = max(value, ?) WHERE key = 'ann_watch_rid'", (top,))
+        seen = int(conn.execute("SELECT value FROM index_state WHERE key = 'version'").fetchone()[0])
+        stale = np.fromiter(
+            (r[0] for r in conn.execute("SELECT rid FROM vectors_ann_stale WHERE seq <= ?", (seen,))),
+            dtype=np.uint64,
+        )
+    index = None
+    if generation:
+        try:
+            index = _new_index(dimension)
+            index.load(str(snapshot_path(db.path, generation)))
+        except Exception as exc:  # missing or damaged: build the next one from every row
+            log.warning("vector snapshot %s unreadable (%s); rebuilding it", generation, exc)
+            index = None
+    with db.read() as conn:
+        if index is None:
+            index = _new_index(dimension)
+            batches = _rows(
+                conn, "SELECT rid, vector FROM vectors WHERE rid <= ? ORDER BY rid", (top,), dimension
+            )
+        else:
+            if len(stale):
+                index.remove(stale)
+            batches = _rows(
+                conn,
+                "SELECT rid, vector FROM vectors WHERE (rid > ? AND rid <= ?) OR rid IN "
+                "(SELECT rid FROM vectors_ann_stale WHERE seq <= ?) ORDER BY rid",
+                (max_rid, top, seen),
+                dimension,
+            )
+        for keys, vectors in batches:
+            index.add(keys, vectors)
+    target = snapshot_path(db.path, generation + 1)
+    _durable_write(index, target)
+    del index
+    with db.write() as conn:
+        if ann_state(conn)[0] != generation:  # another process switched first
+            switched = False
+        else:
+            conn.execute("UPDATE index_state SET value = ? WHERE key = 'ann_generation'", (generation + 1,))
+            conn.execute("UPDATE index_state SET value = ? WHERE key = 'ann_max_rid'", (top,))
+            conn.execute("DELETE FROM vectors_ann_stale WHERE seq <= ?", (seen,))
+            conn.execute("UPDATE index_state SET value = value + 1 WHERE key = 'version'")
+            switched = True
+        current = ann_state(conn)[0]
+    remove_stale_files(db.path, current)
+    return switched
