@@ -134,22 +134,30 @@ def remove_stale_files(db_path: Path, keep: int) -> None:
                 path.unlink()
 
 
+def _due(conn: Any, min_rows: int, merge_rows: int) -> bool:
+    generation, max_rid = ann_state(conn)
+    if generation == 0:  # the rid bound first: count(*) only near the threshold
+        top = int(conn.execute("SELECT coalesce(max(rid), 0) FROM vectors").fetchone()[0])
+        return top >= min_rows and int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0]) >= min_rows
+    newer = int(conn.execute("SELECT count(*) FROM vectors WHERE rid > ?", (max_rid,)).fetchone()[0])
+    stale = int(conn.execute("SELECT count(*) FROM vectors_ann_stale").fetchone()[0])
+    return newer + stale >= merge_rows
+
+
 def refresh(db: SqliteDatabase, dimension: int, *, min_rows: int, merge_rows: int) -> bool:
     """Write the next snapshot when it is due (see the module docstring); True when it did.
 
     Due: no snapshot yet and at least ``min_rows`` rows, or a delta of at least ``merge_rows``.
     The graph is built outside any write transaction (other writers and every reader go on); the
     switch is one short transaction, abandoned if another process switched first."""
+    with db.read() as conn:  # most writes end here, without taking the write lock
+        if not _due(conn, min_rows, merge_rows):
+            return False
     with db.write() as conn:
+        if not _due(conn, min_rows, merge_rows):  # another process wrote one meanwhile
+            return False
         generation, max_rid = ann_state(conn)
         top = int(conn.execute("SELECT coalesce(max(rid), 0) FROM vectors").fetchone()[0])
-        if generation == 0:
-            if int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0]) < min_rows:
-                return False
-        else:
-            delta = top - max_rid + int(conn.execute("SELECT count(*) FROM vectors_ann_stale").fetchone()[0])
-            if delta < merge_rows:
-                return False
         # from here every change to a row up to ``top`` is noted as stale (with its write's counter)
         conn.execute("UPDATE index_state SET value = max(value, ?) WHERE key = 'ann_watch_rid'", (top,))
         seen = int(conn.execute("SELECT value FROM index_state WHERE key = 'version'").fetchone()[0])

@@ -107,6 +107,7 @@ class LocalVectorIndex:
         self._ann: vector_ann.AnnSnapshot | None = None  # the snapshot the matrix goes with
         self._ann_stale: frozenset[int] = frozenset()  # rids the snapshot holds in an old state
         self._ann_failed: int | None = None  # a generation whose file could not be opened
+        self._count_cache: tuple[tuple[int | None, str], int] | None = None  # with a snapshot
         self._df_cache: dict[str, int] = {}  # keyword document frequencies at _df_version
         self._df_version: int | None = None
         self._stems = keyword_terms.Stems()
@@ -208,16 +209,16 @@ class LocalVectorIndex:
         if last is not None and last[0] == key and len(last[1]) >= k:
             return last[1][:k]
         depth = max(k, _RANK_DEPTH)
-        ranked = [(matrix.ids[row] or "", score) for row, score in self._rank_all(matrix, query, flt, depth)]
-        if self._ann is not None:
-            if flt.document_id is not None:  # a document's rows are few and indexed: exact
-                ranked = self._scan(query, flt, depth)
-            else:
-                approximate = self._rank_snapshot(self._ann, query, flt, depth)
-                if approximate is None:
-                    ranked = self._scan(query, flt, depth)
-                else:
-                    ranked = sorted(ranked + approximate, key=lambda t: (-t[1], t[0]))[:depth]
+        approximate = None
+        if self._ann is not None and flt.document_id is None:
+            approximate = self._rank_snapshot(self._ann, query, flt, depth)
+        if self._ann is not None and approximate is None:  # a document's rows are few and indexed,
+            ranked = self._scan(query, flt, depth)  # or the graph's candidates missed the filter
+        else:
+            exact = self._rank_all(matrix, query, flt, depth)
+            ranked = [(matrix.ids[row] or "", score) for row, score in exact]
+            if approximate is not None:
+                ranked = sorted(ranked + approximate, key=lambda t: (-t[1], t[0]))[:depth]
         self._last_rank = (key, ranked)
         return ranked[:k]
 
@@ -517,6 +518,12 @@ class LocalVectorIndex:
             matrix = self._fresh()
             if self._ann is None:
                 return int(matrix.mask(SearchFilter(owner=owner))[1].shape[0])
-        with self.db.read() as conn:
-            row = conn.execute("SELECT count(*) FROM vectors WHERE owner = ? AND enabled = 1", (owner,))
-            return int(row.fetchone()[0])
+            key = (self._version, owner)
+            if self._count_cache is not None and self._count_cache[0] == key:
+                return self._count_cache[1]
+            with self.db.read() as conn:  # from the (owner, enabled) index, kept until the next write
+                found = conn.execute(
+                    "SELECT count(*) FROM vectors WHERE owner = ? AND enabled = 1", (owner,)
+                ).fetchone()[0]
+            self._count_cache = (key, int(found))
+            return int(found)

@@ -170,6 +170,9 @@ MIGRATIONS: list[list[str]] = [
         "INSERT INTO index_state (key, value) VALUES ('ann_max_rid', 0)",
         "INSERT INTO index_state (key, value) VALUES ('ann_watch_rid', 0)",
         "CREATE TABLE vectors_ann_stale (rid INTEGER PRIMARY KEY, seq INTEGER NOT NULL)",
+        # with a snapshot, counts and filtered scans go to SQL: an owner's switched-on rows
+        # (optionally in a collection) are counted from this index alone
+        "CREATE INDEX vectors_by_owner ON vectors (owner, enabled, collection)",
         """CREATE TRIGGER vectors_ann_ai AFTER INSERT ON vectors
             WHEN new.rid <= (SELECT value FROM index_state WHERE key = 'ann_watch_rid') BEGIN
             INSERT OR REPLACE INTO vectors_ann_stale (rid, seq)
