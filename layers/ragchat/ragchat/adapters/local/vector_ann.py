@@ -42,7 +42,7 @@ ANN_MERGE_ROWS = 20_000  # a delta this big is folded into the next snapshot
 #: Graph parameters (``bench/bench_ann_choice.py`` chose them on real MiniLM vectors).
 DTYPE = "i8"
 CONNECTIVITY = 16
-EXPANSION_ADD = 128
+EXPANSION_ADD = 64
 EXPANSION_SEARCH = 96
 _PAGE = 8192
 
