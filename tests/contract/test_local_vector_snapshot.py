@@ -144,10 +144,10 @@ def test_changes_to_rows_the_snapshot_holds_are_searched_as_they_are_now(tmp_pat
 
 def test_an_owner_with_few_rows_is_found_among_many_of_another(tmp_path: Path, vectors, monkeypatch):
     """The graph's nearest candidates are all another owner's: the filter is scanned exactly."""
-    from ragchat.adapters.local import vector_index
+    from ragchat.adapters.local import vector_ann_search
 
-    monkeypatch.setattr(vector_index, "_ANN_CANDIDATES", 8)
-    monkeypatch.setattr(vector_index, "_ANN_MAX_CANDIDATES", 32)  # far fewer than the 300 rows
+    monkeypatch.setattr(vector_ann_search, "CANDIDATES", 8)
+    monkeypatch.setattr(vector_ann_search, "MAX_CANDIDATES", 32)  # far fewer than the 300 rows
     db = SqliteDatabase(tmp_path / "ragchat.db")
     index = LocalVectorIndex(db, dimension=DIM, ann_min_rows=50, ann_merge_rows=50)
     index.upsert(records(vectors[:297], owner="bob") + records(vectors[297:], owner="alice", prefix="a"))

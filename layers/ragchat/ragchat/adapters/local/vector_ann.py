@@ -161,11 +161,27 @@ def refresh(db: SqliteDatabase, dimension: int, *, min_rows: int, merge_rows: in
         # from here every change to a row up to ``top`` is noted as stale (with its write's counter)
         conn.execute("UPDATE index_state SET value = max(value, ?) WHERE key = 'ann_watch_rid'", (top,))
         seen = int(conn.execute("SELECT value FROM index_state WHERE key = 'version'").fetchone()[0])
-        stale = np.fromiter(
-            (r[0] for r in conn.execute("SELECT rid FROM vectors_ann_stale WHERE seq <= ?", (seen,))),
-            dtype=np.uint64,
-        )
+    index = _build(db, dimension, generation, max_rid, top, seen)
+    _durable_write(index, snapshot_path(db.path, generation + 1))
+    del index
+    with db.write() as conn:
+        switched = ann_state(conn)[0] == generation  # else another process switched first
+        if switched:
+            conn.execute("UPDATE index_state SET value = ? WHERE key = 'ann_generation'", (generation + 1,))
+            conn.execute("UPDATE index_state SET value = ? WHERE key = 'ann_max_rid'", (top,))
+            conn.execute("DELETE FROM vectors_ann_stale WHERE seq <= ?", (seen,))
+            conn.execute("UPDATE index_state SET value = value + 1 WHERE key = 'version'")
+        current = ann_state(conn)[0]
+    remove_stale_files(db.path, current)
+    return switched
+
+
+def _build(db: SqliteDatabase, dimension: int, generation: int, max_rid: int, top: int, seen: int) -> Any:
+    """The next graph: the current file less the rows noted stale up to change ``seen``, plus their
+    present state and the rows up to ``top`` it does not hold; from every row if there is no
+    readable current file."""
     index = None
+    params: tuple[int, ...]
     if generation:
         try:
             index = _new_index(dimension)
@@ -176,33 +192,16 @@ def refresh(db: SqliteDatabase, dimension: int, *, min_rows: int, merge_rows: in
     with db.read() as conn:
         if index is None:
             index = _new_index(dimension)
-            batches = _rows(
-                conn, "SELECT rid, vector FROM vectors WHERE rid <= ? ORDER BY rid", (top,), dimension
-            )
+            sql, params = "SELECT rid, vector FROM vectors WHERE rid <= ? ORDER BY rid", (top,)
         else:
-            if len(stale):
-                index.remove(stale)
-            batches = _rows(
-                conn,
+            stale = [r[0] for r in conn.execute("SELECT rid FROM vectors_ann_stale WHERE seq <= ?", (seen,))]
+            if stale:
+                index.remove(np.asarray(stale, dtype=np.uint64))
+            sql = (
                 "SELECT rid, vector FROM vectors WHERE (rid > ? AND rid <= ?) OR rid IN "
-                "(SELECT rid FROM vectors_ann_stale WHERE seq <= ?) ORDER BY rid",
-                (max_rid, top, seen),
-                dimension,
+                "(SELECT rid FROM vectors_ann_stale WHERE seq <= ?) ORDER BY rid"
             )
-        for keys, vectors in batches:
+            params = (max_rid, top, seen)
+        for keys, vectors in _rows(conn, sql, params, dimension):
             index.add(keys, vectors)
-    target = snapshot_path(db.path, generation + 1)
-    _durable_write(index, target)
-    del index
-    with db.write() as conn:
-        if ann_state(conn)[0] != generation:  # another process switched first
-            switched = False
-        else:
-            conn.execute("UPDATE index_state SET value = ? WHERE key = 'ann_generation'", (generation + 1,))
-            conn.execute("UPDATE index_state SET value = ? WHERE key = 'ann_max_rid'", (top,))
-            conn.execute("DELETE FROM vectors_ann_stale WHERE seq <= ?", (seen,))
-            conn.execute("UPDATE index_state SET value = value + 1 WHERE key = 'version'")
-            switched = True
-        current = ann_state(conn)[0]
-    remove_stale_files(db.path, current)
-    return switched
+    return index

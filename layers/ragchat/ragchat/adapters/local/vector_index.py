@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragchat.adapters.local import keyword_terms, vector_ann
+from ragchat.adapters.local import keyword_terms, vector_ann, vector_ann_search
 from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
 from ragchat.adapters.local.vector_matrix import Matrix, load_matrix
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
@@ -49,8 +49,6 @@ _F32 = np.float32
 _BATCH = 500
 _LOAD_ROWS = 8192  # rows per read when the matrix is (re)loaded
 _RANK_DEPTH = 20  # what hybrid search takes from the vector ranking (max(k * 4, 20) for k ≤ 5)
-_ANN_CANDIDATES = 64  # snapshot candidates read per search at least (then rescored exactly)
-_ANN_MAX_CANDIDATES = 4096  # beyond this many, a filter the snapshot cannot serve is scanned exactly
 
 FloatArray = npt.NDArray[np.float32]
 _VECDOT: Any = getattr(np, "vecdot", None)
@@ -211,9 +209,11 @@ class LocalVectorIndex:
         depth = max(k, _RANK_DEPTH)
         approximate = None
         if self._ann is not None and flt.document_id is None:
-            approximate = self._rank_snapshot(self._ann, query, flt, depth)
+            approximate = vector_ann_search.rank_snapshot(
+                self.db, self._ann, self._ann_stale, query, flt, depth
+            )
         if self._ann is not None and approximate is None:  # a document's rows are few and indexed,
-            ranked = self._scan(query, flt, depth)  # or the graph's candidates missed the filter
+            ranked = vector_ann_search.scan(self.db, query, flt, depth)  # or the candidates missed the filter
         else:
             exact = self._rank_all(matrix, query, flt, depth)
             ranked = [(matrix.ids[row] or "", score) for row, score in exact]
@@ -221,68 +221,6 @@ class LocalVectorIndex:
                 ranked = sorted(ranked + approximate, key=lambda t: (-t[1], t[0]))[:depth]
         self._last_rank = (key, ranked)
         return ranked[:k]
-
-    @staticmethod
-    def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
-        where = ["owner = ?", "enabled = 1"]
-        params: list[Any] = [flt.owner]
-        if flt.collection is not None:
-            where.append("collection = ?")
-            params.append(flt.collection)
-        if flt.document_id is not None:
-            where.append("document_id = ?")
-            params.append(flt.document_id)
-        return " AND ".join(where), params
-
-    def _score_rows(self, rows: Sequence[Any], query: FloatArray) -> list[tuple[str, float]]:
-        if not rows:
-            return []
-        vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=_F32).reshape(len(rows), -1)
-        scores = vectors @ query
-        return [(r["id"], float(score)) for r, score in zip(rows, scores, strict=True)]
-
-    def _rank_snapshot(
-        self, ann: vector_ann.AnnSnapshot, query: FloatArray, flt: SearchFilter, k: int
-    ) -> list[tuple[str, float]] | None:
-        """The snapshot's best ``k`` within the filter (rows it holds in their current state),
-        scored exactly; None when even ``_ANN_MAX_CANDIDATES`` candidates do not give ``k``."""
-        where, params = self._filter_sql(flt)
-        fetch = max(2 * k, _ANN_CANDIDATES)
-        while True:
-            keys = ann.search(query, fetch)
-            rids = [int(key) for key in keys if int(key) not in self._ann_stale]
-            rows: list[Any] = []
-            with self.db.read() as conn:
-                for start in range(0, len(rids), _BATCH):
-                    batch = rids[start : start + _BATCH]
-                    rows.extend(
-                        conn.execute(
-                            f"SELECT id, vector FROM vectors WHERE rid IN ({','.join('?' * len(batch))}) "
-                            f"AND {where}",
-                            (*batch, *params),
-                        )
-                    )
-            if len(rows) >= k or len(keys) < fetch:  # enough, or the snapshot has no more
-                scored = self._score_rows(rows, query)
-                scored.sort(key=lambda t: (-t[1], t[0]))
-                return scored[:k]
-            if fetch >= _ANN_MAX_CANDIDATES:
-                return None
-            fetch = min(fetch * 4, _ANN_MAX_CANDIDATES)
-
-    def _scan(self, query: FloatArray, flt: SearchFilter, k: int) -> list[tuple[str, float]]:
-        """Exact top ``k`` over the filtered rows read from SQLite a page at a time (every row,
-        the delta's too)."""
-        where, params = self._filter_sql(flt)
-        best: list[tuple[str, float]] = []
-        with self.db.read() as conn:
-            cursor = conn.execute(f"SELECT id, vector FROM vectors WHERE {where}", params)
-            while True:
-                page = cursor.fetchmany(_LOAD_ROWS)
-                if not page:
-                    break
-                best = sorted(best + self._score_rows(page, query), key=lambda t: (-t[1], t[0]))[:k]
-        return best
 
     def _rank_all(
         self, matrix: Matrix, query: FloatArray, flt: SearchFilter, k: int
@@ -412,7 +350,7 @@ class LocalVectorIndex:
                 rows = conn.execute(
                     f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(missing))})", missing
                 ).fetchall()
-            out.update(self._score_rows(rows, query))
+            out.update(vector_ann_search.score_rows(rows, query))
         return out
 
     def _keyword(self, text: str, flt: SearchFilter, limit: int) -> list[str]:
