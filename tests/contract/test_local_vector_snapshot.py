@@ -185,3 +185,39 @@ def test_a_snapshot_written_by_another_process_is_picked_up(tmp_path: Path, vect
     assert [(h.id, h.text) for h in hits] == [("p90", "from another process")]
     assert server.count("alice") == 200
     db.close()
+
+
+def test_one_builder_at_a_time_and_no_row_is_found_twice(tmp_path: Path, vectors):
+    """Threads writing at once each find a snapshot due; one builds it, the others leave it to
+    that one (a builder in another process holds the same lock file)."""
+    import fcntl
+    import os
+    import threading
+
+    path = tmp_path / "ragchat.db"
+    db = SqliteDatabase(path)
+    index = LocalVectorIndex(db, dimension=DIM, ann_min_rows=20, ann_merge_rows=20)
+    index.upsert(records(vectors[:40]))
+    assert snapshots(path) == ["ragchat.db.ann-1.usearch"]
+    fd = os.open(tmp_path / "ragchat.db.ann.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another process is building
+    index.upsert(records(vectors[40:100], start=40))
+    assert snapshots(path) == ["ragchat.db.ann-1.usearch"]  # left to it
+    os.close(fd)
+
+    def write(lo: int, hi: int) -> None:
+        for start in range(lo, hi, 10):
+            index.upsert(records(vectors[start : start + 10], start=start))
+
+    threads = [threading.Thread(target=write, args=(lo, lo + 50)) for lo in (100, 150, 200, 250)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(snapshots(path)) == 1 and snapshots(path) != ["ragchat.db.ann-1.usearch"]
+    ids = [f"n{i:04d}" for i in range(300)]
+    for query in vectors[:20]:
+        found = [h.id for h in index.search(query, ALICE, 10)]
+        assert found == exact_ids(vectors, ids, query, 10)
+    assert len({h.id for h in index.search(vectors[0], ALICE, 300)}) == 300
+    db.close()

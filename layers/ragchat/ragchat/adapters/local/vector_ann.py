@@ -127,7 +127,8 @@ def _durable_write(index: Any, path: Path) -> None:
 
 
 def remove_stale_files(db_path: Path, keep: int) -> None:
-    """Delete every snapshot file (and leftover temporary) of this database but generation ``keep``."""
+    """Delete every snapshot file (and leftover temporary) of this database but generation ``keep``
+    (called by the builder, who holds the lock: no other file is being written)."""
     for path in db_path.parent.glob(f"{db_path.name}.ann-*"):
         if path.name != snapshot_path(db_path, keep).name:
             with contextlib.suppress(OSError):
@@ -149,10 +150,35 @@ def refresh(db: SqliteDatabase, dimension: int, *, min_rows: int, merge_rows: in
 
     Due: no snapshot yet and at least ``min_rows`` rows, or a delta of at least ``merge_rows``.
     The graph is built outside any write transaction (other writers and every reader go on); the
-    switch is one short transaction, abandoned if another process switched first."""
+    switch is one short transaction, abandoned if another process switched first. One builder
+    at a time (a lock file next to the database): a thread or process that finds it taken leaves
+    the work to the holder."""
     with db.read() as conn:  # most writes end here, without taking the write lock
         if not _due(conn, min_rows, merge_rows):
             return False
+    with _builder(db.path) as alone:
+        return alone and _refresh(db, dimension, min_rows, merge_rows)
+
+
+@contextlib.contextmanager
+def _builder(db_path: Path) -> Iterator[bool]:
+    """Whether this caller holds ``<db>.ann.lock`` (released when the block ends, or when the
+    process dies)."""
+    import fcntl
+
+    fd = os.open(db_path.with_name(db_path.name + ".ann.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _refresh(db: SqliteDatabase, dimension: int, min_rows: int, merge_rows: int) -> bool:
     with db.write() as conn:
         if not _due(conn, min_rows, merge_rows):  # another process wrote one meanwhile
             return False
