@@ -221,3 +221,18 @@ def test_one_builder_at_a_time_and_no_row_is_found_twice(tmp_path: Path, vectors
         assert found == exact_ids(vectors, ids, query, 10)
     assert len({h.id for h in index.search(vectors[0], ALICE, 300)}) == 300
     db.close()
+
+
+def test_the_snapshot_and_its_lock_are_private_whatever_the_umask(tmp_path: Path, vectors):
+    import os
+    import stat
+
+    previous = os.umask(0)
+    try:
+        db = SqliteDatabase(tmp_path / "ragchat.db")
+        LocalVectorIndex(db, dimension=DIM, ann_min_rows=50).upsert(records(vectors[:60]))
+        db.close()
+    finally:
+        os.umask(previous)
+    for name in ("ragchat.db.ann-1.usearch", "ragchat.db.ann.lock"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name

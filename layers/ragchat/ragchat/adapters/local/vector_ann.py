@@ -112,6 +112,7 @@ def _durable_write(index: Any, path: Path) -> None:
     """Save under a temporary name, flush it to disk, rename, flush the directory."""
     tmp = path.with_name(path.name + ".tmp")
     index.save(str(tmp))
+    os.chmod(tmp, 0o600)  # the vectors are the user's data, private like the database
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
