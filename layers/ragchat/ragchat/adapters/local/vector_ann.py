@@ -43,7 +43,7 @@ ANN_MERGE_ROWS = 20_000  # a delta this big is folded into the next snapshot
 DTYPE = "i8"
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
-EXPANSION_SEARCH = 96
+EXPANSION_SEARCH = 256
 _PAGE = 8192
 
 
