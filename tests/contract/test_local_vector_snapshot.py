@@ -148,6 +148,7 @@ def test_an_owner_with_few_rows_is_found_among_many_of_another(tmp_path: Path, v
 
     monkeypatch.setattr(vector_ann_search, "CANDIDATES", 8)
     monkeypatch.setattr(vector_ann_search, "MAX_CANDIDATES", 32)  # far fewer than the 300 rows
+    monkeypatch.setattr(vector_ann_search, "SMALL", 0)  # searched as a large graph is
     db = SqliteDatabase(tmp_path / "ragchat.db")
     index = LocalVectorIndex(db, dimension=DIM, ann_min_rows=50, ann_merge_rows=50)
     index.upsert(records(vectors[:297], owner="bob") + records(vectors[297:], owner="alice", prefix="a"))

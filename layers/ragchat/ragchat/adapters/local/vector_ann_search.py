@@ -17,6 +17,7 @@ from ragchat.domain.models import SearchFilter
 FloatArray = npt.NDArray[np.float32]
 CANDIDATES = 64  # snapshot candidates read per search at least (then rescored exactly)
 MAX_CANDIDATES = 4096  # beyond this many, a filter the snapshot cannot serve is scanned exactly
+SMALL = 1024  # a snapshot of at most this many rows is read whole (only tests make them)
 _BATCH = 500  # rids per SQL IN (...)
 _PAGE = 8192  # rows per read of a scan
 
@@ -60,8 +61,13 @@ def rank_snapshot(
     candidates do not give ``k`` (the caller scans instead)."""
     where, params = filter_sql(flt)
     fetch = max(2 * k, CANDIDATES)
+    small = len(ann) <= SMALL
+    if small:  # a graph this small is read whole: exact, unless some rows cannot be reached
+        fetch = max(fetch, len(ann))  # in it (HNSW can leave a few; a large graph just misses them)
     while True:
         keys = ann.search(query, fetch)
+        if small and len(keys) < len(ann):
+            return None
         rids = [int(key) for key in keys if int(key) not in stale]
         rows: list[Any] = []
         with db.read() as conn:
