@@ -151,10 +151,10 @@ def _installed_with_dependencies_mb(module: str) -> float:
     return round(sum(_installed_mb(m) for m in [module, *DEPENDENCIES.get(module, [])]), 1)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=40000)
-    args = parser.parse_args()
+    args = parser.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
     base, queries = real_vectors(args.n)
     truth = _exact(base, queries, K)
     rows = []
@@ -240,4 +240,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

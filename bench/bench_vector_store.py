@@ -225,7 +225,7 @@ def real_recall(n: int) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--real", type=int, default=40_000)
@@ -233,7 +233,7 @@ def main() -> None:
     parser.add_argument("--skip-real", action="store_true")
     parser.add_argument("--ann-min-rows", type=int, default=50_000, help="LocalVectorIndex(ann_min_rows=...)")
     parser.add_argument("--fill-only", action="store_true", help="fill the store (not timed) and stop")
-    args = parser.parse_args()
+    args = parser.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
     path = REPO / ".ragchat" / "bench-cache" / f"store-{args.n}" / "ragchat.db"
     result: dict[str, Any] = {"name": "vector_store", "n": args.n, "dimension": DIM}
     fill_file = path.with_name("fill.json")
@@ -324,4 +324,4 @@ def _markdown(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
