@@ -226,7 +226,7 @@ def _build(db: SqliteDatabase, dimension: int, generation: int, max_rid: int, to
                 index.remove(np.asarray(stale, dtype=np.uint64))
             sql = (
                 "SELECT rid, vector FROM vectors WHERE (rid > ? AND rid <= ?) OR rid IN "
-                "(SELECT rid FROM vectors_ann_stale WHERE seq <= ?) ORDER BY rid"
+                "(SELECT rid FROM vectors_ann_stale WHERE seq <= ?)"  # no ORDER BY: it would scan
             )
             params = (max_rid, top, seen)
         for keys, vectors in _rows(conn, sql, params, dimension):

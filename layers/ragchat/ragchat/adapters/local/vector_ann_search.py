@@ -22,15 +22,19 @@ _BATCH = 500  # rids per SQL IN (...)
 _PAGE = 8192  # rows per read of a scan
 
 
-def filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
-    """The WHERE clause (and its parameters) of the owner's switched-on rows within the filter."""
-    where = ["owner = ?", "enabled = 1"]
+def filter_sql(flt: SearchFilter, *, by_rid: bool = False) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its parameters) of the owner's switched-on rows within the filter.
+    The unary ``+`` keeps SQLite off an index that would read far more rows than needed: with
+    ``by_rid`` (the rows are looked up by rid) off every index, with a document off
+    ``vectors_by_owner`` (``vectors_by_document`` finds just the document's rows)."""
+    plus = "+" if by_rid else ""
+    where = [f"{plus}owner = ?", f"{'+' if by_rid or flt.document_id is not None else ''}enabled = 1"]
     params: list[Any] = [flt.owner]
     if flt.collection is not None:
-        where.append("collection = ?")
+        where.append(f"{plus}collection = ?")
         params.append(flt.collection)
     if flt.document_id is not None:
-        where.append("document_id = ?")
+        where.append(f"{plus}document_id = ?")
         params.append(flt.document_id)
     return " AND ".join(where), params
 
@@ -59,7 +63,7 @@ def rank_snapshot(
     """The snapshot's best ``k`` within the filter, among the rows it holds in their current state
     (``stale`` rids are the delta's), scored exactly; None when even ``MAX_CANDIDATES``
     candidates do not give ``k`` (the caller scans instead)."""
-    where, params = filter_sql(flt)
+    where, params = filter_sql(flt, by_rid=True)
     fetch = max(2 * k, CANDIDATES)
     small = len(ann) <= SMALL
     if small:  # a graph this small is read whole: exact, unless some rows cannot be reached

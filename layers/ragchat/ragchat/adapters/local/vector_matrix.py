@@ -139,17 +139,16 @@ def load_matrix(conn: Any, dimension: int, where: str, page: int, *, after_rid: 
     that held three copies of the 1.5 GB of vectors at once). With ``after_rid``: only the rows an
     approximate snapshot does not hold (``vector_ann``: rids above it, or noted as stale)."""
     matrix = Matrix(dimension)
-    selection: str = ""
+    selection, order = "", " ORDER BY rid"
     params: tuple[Any, ...] = ()
-    if after_rid is not None:
-        selection = " WHERE rid > ? OR rid IN (SELECT rid FROM vectors_ann_stale)"
+    if after_rid is not None:  # by the rowid range and the stale rids (no ORDER BY: that scans the table)
+        selection, order = " WHERE rid > ? OR rid IN (SELECT rid FROM vectors_ann_stale)", ""
         params = (after_rid,)
     count = int(conn.execute(f"SELECT count(*) FROM vectors{selection}", params).fetchone()[0])
     matrix._grow(count)
     width = dimension * 4
     cursor = conn.execute(
-        f"SELECT id, owner, document_id, collection, enabled, vector FROM vectors{selection} ORDER BY rid",
-        params,
+        f"SELECT id, owner, document_id, collection, enabled, vector FROM vectors{selection}{order}", params
     )
     n = 0
     ids: list[str] = []
