@@ -5,7 +5,7 @@ extractive answerer), waits for READY, then, with ``--wait-warm``, for its evide
 asks three questions (the first one again last) and prints each one's time. Not written to
 ``bench/results/`` (a diagnostic: run it both ways, alternated).
 
-Usage: ``python bench/bench_first_answer.py [--wait-warm]``.
+Usage: ``python bench/first_answer.py [--wait-warm]``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ def main() -> None:
             print(f"evidence stored after {time.perf_counter() - started:.2f} s", flush=True)
         for question in QUESTIONS:
             asked = time.perf_counter()
-            box.ask.ask("bench", question)
-            print(f"{(time.perf_counter() - asked) * 1000:.0f} ms  {question}", flush=True)
+            result = box.ask.ask("bench", question)
+            ms = (time.perf_counter() - asked) * 1000
+            said = "refused" if result.guard_used else f"answered, {len(result.sources)} sources"
+            print(f"{ms:.0f} ms  {question}  ({said}: {result.answer[:70]!r})", flush=True)
         print(f"1-min load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 

@@ -299,3 +299,57 @@ def test_a_warm_cut_short_keeps_what_it_stored_and_finishes_later(tmp_path: Path
         embedded = [t for b in embedder.batches for t in b]
         assert len(embedded) == len(set(embedded))  # nothing embedded twice
         assert (OWNER, doc.id) not in warmer.pending()
+
+
+class _HeldWarmer:
+    """Stands in for the launcher's warmer: holds every document until ``release`` (the evidence of a
+    document that just turned READY is not stored yet), then warms as the real one does."""
+
+    def __init__(self, real: EvidenceWarmer) -> None:
+        self.real = real
+        self.released = threading.Event()
+
+    def pending(self) -> list[tuple[str, str]]:
+        return self.real.pending()
+
+    def __call__(self, owner: str, document_id: str, should_yield: Any = lambda: False) -> bool:
+        assert self.released.wait(30)
+        return self.real(owner, document_id, should_yield)
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_the_first_question_at_ready_embeds_only_itself_and_answers_from_the_right_document(
+    tmp_path: Path,
+) -> None:
+    """Asked before the document's evidence vectors are stored, a question embeds nothing but itself
+    (no passage or sentence on the request: the top-1 rule decides and the answer quotes by words);
+    it is answered from the right document. Once the evidence lands, answers are by meaning again,
+    still embedding nothing but the question."""
+    with _container(tmp_path) as box:
+        launcher = box.launcher
+        assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
+        held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]
+        launcher._warmer = held
+        _ingest(box)
+        embedder = box.embedder
+        assert isinstance(embedder, _Counting)
+        embedder.batches.clear()
+        first = box.ask.ask(OWNER, "How long do I have to hand in an expense report?")
+        assert not first.guard_used
+        assert "30 days" in first.answer
+        assert first.sources and "expense" in (first.sources[0].title or "").lower()
+        assert embedder.batches == []  # only the question (embed_query) was embedded
+        held.released.set()
+        assert launcher.wait_warm(30)
+        embedder.batches.clear()
+        assert not box.ask.ask(OWNER, "Where can I leave my bike?").guard_used
+        assert embedder.batches == []
+
+
+def test_stored_chunks_are_those_with_evidence(db: SqliteDatabase) -> None:
+    index = LocalVectorIndex(db, dimension=2)
+    store = SqliteEvidenceStore(db, "m")
+    index.upsert([_record("c1", "d1", "one. two."), _record("c2", "d2", "three.")])
+    assert store.stored_chunks(["c1", "c2"]) == set()
+    store.put({"c1": [("one.", [1.0, 0.0])]})
+    assert store.stored_chunks(["c1", "c2", "c3"]) == {"c1"}

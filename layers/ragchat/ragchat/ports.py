@@ -348,6 +348,10 @@ class EvidenceStore(Protocol):
         """The stored vectors of those ``texts`` that ``chunk_ids`` have (the others are absent)."""
         ...
 
+    def stored_chunks(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` that have at least one stored vector (their evidence was embedded)."""
+        ...
+
     def put(self, vectors: Mapping[str, Sequence[tuple[str, Sequence[float]]]]) -> int:
         """Store ``chunk_id → [(text, vector), …]`` for chunks still indexed; returns rows written."""
         ...

@@ -61,13 +61,24 @@ class SqliteEvidenceStore:
             for start in range(0, len(ids), _BATCH):
                 batch = ids[start : start + _BATCH]
                 marks = ",".join("?" * len(batch))
-                marks = ",".join("?" * len(batch))
                 sql = f"SELECT key, vector FROM evidence_vectors WHERE chunk_id IN ({marks})"
                 rows = conn.execute(sql, batch)
                 for row in rows:
                     text = wanted.get(bytes(row["key"]))
                     if text is not None and text not in out:
                         out[text] = decode(row["vector"])
+        return out
+
+    def stored_chunks(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` with at least one stored vector."""
+        ids = list(dict.fromkeys(chunk_ids))
+        out: set[str] = set()
+        with self.db.read() as conn:
+            for start in range(0, len(ids), _BATCH):
+                batch = ids[start : start + _BATCH]
+                marks = ",".join("?" * len(batch))
+                sql = f"SELECT DISTINCT chunk_id FROM evidence_vectors WHERE chunk_id IN ({marks})"
+                out.update(str(row["chunk_id"]) for row in conn.execute(sql, batch))
         return out
 
     def put(self, vectors: Mapping[str, Sequence[tuple[str, Sequence[float]]]]) -> int:
