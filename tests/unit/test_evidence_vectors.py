@@ -346,10 +346,16 @@ def test_the_first_question_at_ready_embeds_only_itself_and_answers_from_the_rig
         assert embedder.batches == []
 
 
-def test_stored_chunks_are_those_with_evidence(db: SqliteDatabase) -> None:
-    index = LocalVectorIndex(db, dimension=2)
-    store = SqliteEvidenceStore(db, "m")
-    index.upsert([_record("c1", "d1", "one. two."), _record("c2", "d2", "three.")])
-    assert store.stored_chunks(["c1", "c2"]) == set()
-    store.put({"c1": [("one.", [1.0, 0.0])]})
-    assert store.stored_chunks(["c1", "c2", "c3"]) == {"c1"}
+def test_a_chunk_is_warmed_once_its_document_is_marked_for_its_version_and_title(tmp_path: Path) -> None:
+    with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as box:
+        _, warmer = _ingested_with_warmer(box)
+        store = warmer.store
+        docs = {d.id: d for d in box.documents.list_documents(OWNER).items}
+        chunks = {d: [n.id for n in box.documents.list_notes(OWNER, document_id=d).items] for d in docs}
+        every = [c for ids in chunks.values() for c in ids]
+        assert store.warmed_chunks(every) == set()
+        policy = next(d for d in docs if "expense" in docs[d].title.lower())
+        assert warmer(OWNER, policy)
+        assert store.warmed_chunks(every) == set(chunks[policy])
+        box.documents.update_document(OWNER, policy, {"title": "Spending rules"})
+        assert store.warmed_chunks(every) == set()  # renamed: its passages are not those stored

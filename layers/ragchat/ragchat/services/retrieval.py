@@ -100,10 +100,10 @@ class PassageVectors:
     before embeds nothing new. Bounded (least recently used out first) and safe across the server's
     threads. With an ``EvidenceStore`` (local), texts not in memory are first looked up among the
     vectors precomputed for the chunks they come from (``chunk_ids``; ``ragchat.services.evidence``).
-    When some of those chunks have none stored yet (their document just turned READY and the
-    background warmer has not reached them), the call raises :class:`EvidencePending` instead of
-    embedding them on the request: the callers answer without them (top-1 rule, words). The rest (a
-    text the store lacks for a warmed chunk, e.g. after a rename; no store at all) is embedded."""
+    When a text is missing and some of those chunks' documents are not warmed yet (just READY, or
+    renamed, and the background warmer has not stored their vectors), the call raises
+    :class:`EvidencePending` instead of embedding them on the request: the callers answer without
+    them (top-1 rule, words). Without a store, texts not in memory are embedded."""
 
     def __init__(
         self, embedder: Embedder, size: int = PASSAGE_CACHE_SIZE, *, store: EvidenceStore | None = None
@@ -139,11 +139,11 @@ class PassageVectors:
         return [known[p] for p in passages]
 
     def _unwarmed(self, chunk_ids: Sequence[str]) -> bool:
-        """Whether some of ``chunk_ids`` have no evidence stored yet (a failed read counts as warmed:
-        the texts are embedded, as without a store)."""
+        """Whether some of ``chunk_ids`` do not have all their evidence stored yet (a failed read
+        counts as warmed: the texts are embedded, as without a store)."""
         assert self._store is not None
         try:
-            return bool(set(chunk_ids) - self._store.stored_chunks(chunk_ids))
+            return bool(set(chunk_ids) - self._store.warmed_chunks(chunk_ids))
         except Exception as exc:
             logger.warning("evidence.read_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
             return False
