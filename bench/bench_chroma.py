@@ -19,8 +19,9 @@ chromadb is not a dependency of ragchat: it lives in its own virtualenv (``make 
 makes ``.venv-chroma``; ``--chroma-python`` or ``RAGCHAT_CHROMA_PYTHON`` points elsewhere). Without
 it the benchmark says so and writes nothing.
 
-Usage: ``python bench/bench_chroma.py [--docs 5183] [--rounds 2] [--precision fp32]``. Writes
-bench/results/chroma.{json,md}.
+Usage: ``python bench/bench_chroma.py [--docs 5183] [--rounds 2] [--precision fp32]
+[--evidence embedded,pooled_sentences,pooled]`` (``--evidence``: the ``EVIDENCE_VECTORS`` modes to run
+the defaults with, each a phase of its own). Writes bench/results/chroma.{json,md}.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 CHROMA_VERSION = "1.5.9"
 DEFAULT_CHROMA_PYTHON = ROOT / ".venv-chroma" / "bin" / "python"
 ADD_BATCH = 256
-PHASES = ("chroma", "ragchat_like", "ragchat")
+EVIDENCE_MODES = ("embedded", "pooled_sentences", "pooled")
 GOAL_EVERYTHING_DONE = 1.5  # issue 23 item 4: everything done ≤ 1.5× Chroma's time on SciFact
 
 
@@ -118,10 +119,12 @@ def _ragchat(tmp: str, env: dict[str, str]) -> Any:
     return Container(settings)
 
 
-def _phase_ragchat(docs: list[dict[str, str]], precision: str, *, like_for_like: bool) -> dict[str, Any]:
+def _phase_ragchat(
+    docs: list[dict[str, str]], precision: str, *, like_for_like: bool, evidence: str = "embedded"
+) -> dict[str, Any]:
     from ragchat.domain.models import DocumentStatus
 
-    env = {"EMBEDDER_PRECISION": precision}
+    env = {"EMBEDDER_PRECISION": precision, "EVIDENCE_VECTORS": evidence}
     if like_for_like:
         env |= {"CHUNK_SIZE": "100000", "CHUNK_HEADERS": "false", "PRECOMPUTE_EVIDENCE": "false"}
     with tempfile.TemporaryDirectory(prefix="ragchat-bench-chroma-") as tmp:
@@ -183,7 +186,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     parser.add_argument("--chroma-python", default=None)
-    parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--evidence",
+        default="embedded",
+        help=f"EVIDENCE_VECTORS modes for the defaults, comma-separated ({', '.join(EVIDENCE_MODES)})",
+    )
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv if argv is not None else [])
 
@@ -191,8 +199,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         docs = _docs(args.docs)
         if args.phase == "chroma":
             figures = _phase_chroma(docs, Path(args.model_dir), args.precision)
+        elif args.phase == "ragchat_like":
+            figures = _phase_ragchat(docs, args.precision, like_for_like=True)
         else:
-            figures = _phase_ragchat(docs, args.precision, like_for_like=args.phase == "ragchat_like")
+            mode = args.phase.removeprefix("ragchat-")
+            figures = _phase_ragchat(docs, args.precision, like_for_like=False, evidence=mode)
         print(json.dumps({"phase": args.phase, **figures}), flush=True)
         return figures
 
@@ -208,10 +219,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from ragchat.config import load_settings
 
     model_dir = minilm_dir(load_settings().models_path)
+    modes = [m for m in args.evidence.split(",") if m]
+    if not modes or any(m not in EVIDENCE_MODES for m in modes):
+        parser.error(f"--evidence takes {', '.join(EVIDENCE_MODES)}")
+    phases = ("chroma", "ragchat_like", *(f"ragchat-{m}" for m in modes))
     load_start = round(os.getloadavg()[0], 2)
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):
-        order = PHASES[r % 3 :] + PHASES[: r % 3]
+        order = phases[r % len(phases) :] + phases[: r % len(phases)]
         row: dict[str, Any] = {"order": list(order)}
         for phase in order:
             interpreter = python if phase == "chroma" else sys.executable
@@ -219,11 +234,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             row[phase]["load_1m_after"] = round(os.getloadavg()[0], 2)
             print(f"round {r + 1} {phase}: {row[phase]}", flush=True)
         chroma_s = row["chroma"]["seconds"]
-        row["ratios"] = {
-            "like_for_like": _ratio(row["ragchat_like"]["seconds_to_ready"], chroma_s),
-            "defaults_ready": _ratio(row["ragchat"]["seconds_to_ready"], chroma_s),
-            "defaults_everything_done": _ratio(row["ragchat"]["seconds_to_everything_done"], chroma_s),
-        }
+        row["ratios"] = {"like_for_like": _ratio(row["ragchat_like"]["seconds_to_ready"], chroma_s)}
+        for m in modes:
+            row["ratios"][f"{m}_ready"] = _ratio(row[f"ragchat-{m}"]["seconds_to_ready"], chroma_s)
+            done = row[f"ragchat-{m}"]["seconds_to_everything_done"]
+            row["ratios"][f"{m}_everything_done"] = _ratio(done, chroma_s)
         rounds.append(row)
     load_end = round(os.getloadavg()[0], 2)
     ratios = {k: [row["ratios"][k] for row in rounds] for k in rounds[0]["ratios"]}
@@ -234,8 +249,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "median_ratios": {k: round(statistics.median(v), 2) for k, v in ratios.items()},
         "ratios_per_round": ratios,
         "goal_everything_done": GOAL_EVERYTHING_DONE,
-        "chunks": rounds[0]["ragchat"]["chunks"],
-        "evidence_vectors": rounds[0]["ragchat"]["evidence_vectors"],
+        "evidence_modes": modes,
+        "chunks": rounds[0][f"ragchat-{modes[0]}"]["chunks"],
+        "evidence_vectors": {m: rounds[0][f"ragchat-{m}"]["evidence_vectors"] for m in modes},
     }
     machine = {
         "python": sys.version.split()[0],
@@ -255,43 +271,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def _markdown(result: dict[str, Any]) -> str:
     f, m, rounds = result["figures"], result["machine"], result["rounds"]
-    secs = {
-        "chroma": [r["chroma"]["seconds"] for r in rounds],
-        "like": [r["ragchat_like"]["seconds_to_ready"] for r in rounds],
-        "ready": [r["ragchat"]["seconds_to_ready"] for r in rounds],
-        "done": [r["ragchat"]["seconds_to_everything_done"] for r in rounds],
-    }
 
-    def s(values: list[float]) -> str:
-        return " / ".join(f"{v:.1f}" for v in values)
+    def secs(phase: str, key: str) -> str:
+        return " / ".join(f"{r[phase][key]:.1f}" for r in rounds)
 
     def ratio(key: str) -> str:
         per = " / ".join(f"{v:.2f}" for v in f["ratios_per_round"][key])
         return f"**{f['median_ratios'][key]:.2f}×** ({per})"
 
     chroma = rounds[0]["chroma"].get("chromadb", CHROMA_VERSION)
-    return "\n".join(
-        [
-            f"### Side by side with ChromaDB {chroma} "
-            f"(SciFact, {f['docs']:,} abstracts, MiniLM {f['precision']})",
-            "",
-            "| | seconds (per round) | ratio to Chroma (median; per round) | goal |",
-            "|---|---|---|---|",
-            f"| Chroma (embedded, HNSW), whole abstracts | {s(secs['chroma'])} | 1 | – |",
-            f"| ragchat like for like (one vector per abstract) to READY | {s(secs['like'])} "
-            f"| {ratio('like_for_like')} | – |",
-            f"| ragchat defaults ({f['chunks']:,} chunks) to READY | {s(secs['ready'])} "
-            f"| {ratio('defaults_ready')} | – |",
-            f"| ragchat defaults, everything done ({f['evidence_vectors']:,} evidence vectors) "
-            f"| {s(secs['done'])} | {ratio('defaults_everything_done')} | ≤ {f['goal_everything_done']}× |",
-            "",
-            f"{f['rounds']} rounds, each phase in a fresh process, order rotated every round; the same "
-            "`model.onnx` through ragchat's embedder on both sides (Chroma's embedding function). "
-            f"{m['cpus']} CPUs, Python {m['python']}, 1-min load average {m['load_average_1m_at_start']} "
-            f"at start, {m['load_average_1m_at_end']} at end, {m['when']}.",
-            "",
+    lines = [
+        f"### Side by side with ChromaDB {chroma} "
+        f"(SciFact, {f['docs']:,} abstracts, MiniLM {f['precision']})",
+        "",
+        "| | seconds (per round) | ratio to Chroma (median; per round) | goal |",
+        "|---|---|---|---|",
+        f"| Chroma (embedded, HNSW), whole abstracts | {secs('chroma', 'seconds')} | 1 | – |",
+        f"| ragchat like for like (one vector per abstract) to READY | "
+        f"{secs('ragchat_like', 'seconds_to_ready')} | {ratio('like_for_like')} | – |",
+    ]
+    for mode in f["evidence_modes"]:
+        phase = f"ragchat-{mode}"
+        lines += [
+            f"| ragchat defaults, `EVIDENCE_VECTORS={mode}` ({f['chunks']:,} chunks): READY | "
+            f"{secs(phase, 'seconds_to_ready')} | {ratio(f'{mode}_ready')} | – |",
+            f"| the same, everything done ({f['evidence_vectors'][mode]:,} evidence vectors) | "
+            f"{secs(phase, 'seconds_to_everything_done')} | {ratio(f'{mode}_everything_done')} "
+            f"| ≤ {f['goal_everything_done']}× |",
         ]
-    )
+    lines += [
+        "",
+        f"{f['rounds']} rounds, each phase in a fresh process, order rotated every round; the same "
+        "`model.onnx` through ragchat's embedder on both sides (Chroma's embedding function). "
+        f"{m['cpus']} CPUs, Python {m['python']}, 1-min load average {m['load_average_1m_at_start']} "
+        f"at start, {m['load_average_1m_at_end']} at end, {m['when']}.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
