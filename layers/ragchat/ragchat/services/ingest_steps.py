@@ -357,9 +357,13 @@ class IngestSteps:
     ) -> list[list[float]]:
         """The vectors of ``texts`` (the chunks as embedded). With pooled evidence and the
         ``chunks`` and their documents' ``titles``, the same pass gives their evidence vectors."""
+        vectors: list[list[float]] | None = None
         if self.evidence is not None and chunks is not None and titles is not None:
-            vectors = self.evidence.embed(texts, [str(c["text"]) for c in chunks], titles)
-        else:
+            try:
+                vectors = self.evidence.embed(texts, [str(c["text"]) for c in chunks], titles)
+            except Exception as exc:  # a refinement: the chunks are embedded, the warmer does the rest
+                logger.warning("evidence.pool_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+        if vectors is None:
             vectors = self.embedder.embed_documents(texts)
         if len(vectors) != len(texts):
             raise RuntimeError(f"Embedder returned {len(vectors)} vectors for {len(texts)} texts")

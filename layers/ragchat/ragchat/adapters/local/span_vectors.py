@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
 _WORD = re.compile(r"\w+")
+#: chunks whose token vectors are held at once (256 x 384 float32 each at most)
+STATES_AT_ONCE = 64
 
 
 class _Words:
@@ -127,10 +129,12 @@ def chunks_and_pooled(
     vectors, normalised: what ``embed_documents`` gives) and its evidence texts' pooled vectors."""
     import numpy as np
 
-    states = token_states(embedder, [text for text, _ in chunks])
     out: list[tuple[list[float], list[list[float] | None]]] = []
-    for (text, wanted), (offsets, hidden) in zip(chunks, states, strict=True):
-        mean = hidden.mean(axis=0)
-        vector = (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32).tolist()
-        out.append((vector, pooled_vectors(offsets, hidden, text, wanted) if wanted else []))
+    for start in range(0, len(chunks), STATES_AT_ONCE):  # token vectors: ~0.4 MB per chunk
+        part = chunks[start : start + STATES_AT_ONCE]
+        states = token_states(embedder, [text for text, _ in part])
+        for (text, wanted), (offsets, hidden) in zip(part, states, strict=True):
+            mean = hidden.mean(axis=0)
+            vector = (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32).tolist()
+            out.append((vector, pooled_vectors(offsets, hidden, text, wanted) if wanted else []))
     return out
