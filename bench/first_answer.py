@@ -50,6 +50,7 @@ def main() -> None:
             said = "refused" if result.guard_used else f"answered, {len(result.sources)} sources"
             print(f"{ms:.0f} ms  {question}  ({said}: {result.answer[:70]!r})", flush=True)
         print(f"1-min load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        box.close()  # stops the warmer before its data dir goes
 
 
 if __name__ == "__main__":
