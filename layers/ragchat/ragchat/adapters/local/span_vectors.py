@@ -71,23 +71,26 @@ def pooled_vectors(
     import numpy as np
 
     words = _Words(passage)
-    real = offsets[:, 1] > offsets[:, 0]
+    real = np.flatnonzero(offsets[:, 1] > offsets[:, 0])  # in order: WordPiece offsets only grow
+    starts, ends = offsets[real, 0], offsets[real, 1]
+    covered = int(ends[-1]) if len(ends) else 0  # the pass saw the text up to here (truncation)
+    sums = np.zeros((len(real) + 1, hidden.shape[1]), dtype=np.float64)
+    np.cumsum(hidden[real], axis=0, out=sums[1:])
     out: list[list[float] | None] = []
     for text in texts:
         runs = words.runs(text)
-        if not runs:
-            out.append(None)
-            continue
-        chosen = np.zeros(len(offsets), dtype=bool)
-        for start, end in runs:
-            chosen |= real & (offsets[:, 0] >= start) & (offsets[:, 1] <= end)
-        # every run must have tokens (a run past the truncation has none): else embed it alone
-        if not all(bool((real & (offsets[:, 0] >= s) & (offsets[:, 1] <= e)).any()) for s, e in runs):
-            out.append(None)
-            continue
-        mean = hidden[chosen].mean(axis=0)
-        norm = float(np.linalg.norm(mean))
-        out.append((mean / norm).astype(np.float32).tolist() if norm > 0 else None)
+        total, count = np.zeros(hidden.shape[1], dtype=np.float64), 0
+        for start, end in runs or ():
+            lo = int(np.searchsorted(starts, start, "left"))
+            hi = int(np.searchsorted(ends, end, "right"))  # tokens lo..hi-1 lie inside the run
+            if end > covered or hi <= lo:
+                count = 0
+                break
+            total += sums[hi] - sums[lo]
+            count += hi - lo
+        norm = float(np.linalg.norm(total)) if count else 0.0
+        # a word the chunk lacks, or past the truncation: the caller embeds the text alone
+        out.append((total / norm).astype(np.float32).tolist() if norm > 0 else None)
     return out
 
 
