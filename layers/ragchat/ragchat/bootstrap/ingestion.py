@@ -79,7 +79,7 @@ class IngestionRoot(Models):
         def pool(chunks: list[tuple[str, list[str]]]) -> list[tuple[list[float], list[list[float] | None]]]:
             return chunks_and_pooled(embedder, chunks)
 
-        return IngestEvidence(pool, store, embedder, passages=passages, sentences=sentences)
+        return IngestEvidence(pool, store, passages=passages, sentences=sentences)
 
     @cached_property
     def ingestion(self) -> IngestionService:

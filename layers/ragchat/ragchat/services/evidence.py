@@ -186,15 +186,13 @@ class EvidenceWarmer:
 class IngestEvidence:
     """Evidence vectors pooled from the ingestion's own model pass (``EVIDENCE_VECTORS=pooled``,
     local): the pass that embeds a batch's chunks also gives their passages' and sentences' vectors,
-    which are stored with the chunks' vectors, before the document is READY. The few texts that
-    cannot be pooled (past the chunk's 256-token truncation) are embedded alone."""
+    which are stored with the chunks' vectors, before the document is READY. The texts that cannot
+    be pooled (past the chunk's 256-token truncation) are left to :class:`EvidenceWarmer`, after
+    READY: embedding them here would delay READY."""
 
-    def __init__(
-        self, pool: PoolPass, store: EvidenceStore, embedder: Embedder, *, passages: bool, sentences: bool
-    ) -> None:
+    def __init__(self, pool: PoolPass, store: EvidenceStore, *, passages: bool, sentences: bool) -> None:
         self.pool = pool
         self.store = store
-        self.embedder = embedder
         self.passages = passages
         self.sentences = sentences
         self._pending: OrderedDict[str, list[tuple[str, list[float]]]] = OrderedDict()
@@ -207,20 +205,9 @@ class IngestEvidence:
             for text, title in zip(chunk_texts, titles, strict=True)
         ]
         out = self.pool(list(zip(texts, wanted, strict=True)))
-        alone = list(
-            dict.fromkeys(
-                w
-                for want, (_, pooled) in zip(wanted, out, strict=True)
-                for w, v in zip(want, pooled, strict=True)
-                if v is None
-            )
-        )
-        embedded = dict(zip(alone, self.embedder.embed_documents(alone), strict=True)) if alone else {}
         with self._lock:
             for text, want, (_, pooled) in zip(texts, wanted, out, strict=True):
-                self._pending[text] = [
-                    (w, v if v is not None else embedded[w]) for w, v in zip(want, pooled, strict=True)
-                ]
+                self._pending[text] = [(w, v) for w, v in zip(want, pooled, strict=True) if v is not None]
                 self._pending.move_to_end(text)
             while len(self._pending) > _PENDING:  # a batch that failed before its write
                 self._pending.popitem(last=False)
