@@ -7,9 +7,14 @@ meaning embeds the hits' sentences (``ragchat.domain.extractive``). Done at ques
 depend only on a chunk's text and its document's title, so once a document is READY the local
 ingestion worker embeds them when it has nothing else to do (:class:`EvidenceWarmer`, a document at a
 time, in batches, yielding to new uploads) and keeps them in the ``EvidenceStore``, read by chunk at
-question time (:class:`~ragchat.services.retrieval.PassageVectors`). A text not stored yet (a question
-arriving before its document was warmed, a renamed document) is embedded then, as before: the
-answers are the same either way, only the time differs.
+question time (:class:`~ragchat.services.retrieval.PassageVectors`). A question that reaches a
+document not warmed yet (just READY, or renamed) does not embed them on the request: it is decided by
+the top-1 rule and answered by words until they are stored.
+
+With ``EVIDENCE_VECTORS=pooled_sentences`` (or ``pooled``) the sentences (and the passages) are not
+embedded one by one: :class:`IngestEvidence` pools them from the chunk's own model pass during
+ingestion (``ragchat.adapters.local.span_vectors``) and stores them before READY; the warmer then
+embeds only what is left (the passages, texts past the chunk's truncation).
 """
 
 from __future__ import annotations
