@@ -71,6 +71,11 @@ class _Slice:
     vectors: list[list[float]] | None = field(default=None)
 
 
+def _title(s: _Slice) -> str:
+    """The slice's document title (what pooled evidence passages start with; "" when unknown)."""
+    return str(getattr(s.doc, "title", "") or "")
+
+
 class SlicedRunner:
     """Runs documents (``(owner, document_id)``) round by round; not thread-safe (one worker)."""
 
@@ -170,7 +175,7 @@ class SlicedRunner:
 
     def _store(self, steps: IngestSteps, slices: list[_Slice]) -> None:
         chunks = [c for s in slices for c in s.chunks]
-        titles = [s.doc.title for s in slices for _ in s.chunks]
+        titles = [_title(s) for s in slices for _ in s.chunks]
         texts = embedding_texts(chunks)
         try:
             vectors = steps.embed(texts, chunks, titles) if texts else []
@@ -189,7 +194,7 @@ class SlicedRunner:
                 # A failed shared call: embed this batch on its own, the error belongs to one document.
                 mine = s.vectors
                 if mine is None:
-                    mine = steps.embed(embedding_texts(s.chunks), s.chunks, [s.doc.title] * len(s.chunks))
+                    mine = steps.embed(embedding_texts(s.chunks), s.chunks, [_title(s)] * len(s.chunks))
                 stored = steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
                 self._end(steps, job, EMBED_INDEX, exc)
