@@ -15,7 +15,7 @@ export RAGCHAT_DATA_DIR
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install model run test lint typecheck validate unit contract integration e2e bench build clean ensure-chromium
+.PHONY: install model run test lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || test -n "$(PYTHON)" || { echo "make: needs Python $(PYTHON_MINOR), the Lambda runtime's (pyenv install $(PYTHON_MINOR), apt install python$(PYTHON_MINOR), ...; or PYTHON=/path/to/python$(PYTHON_MINOR))" >&2; exit 1; }
@@ -89,6 +89,11 @@ test: install lint typecheck validate ensure-chromium
 
 bench: install
 	$(PY) bench/run_all.py
+
+# ChromaDB for bench/bench_chroma.py only, in a virtualenv of its own (never a ragchat dependency).
+bench-chroma-env:
+	@test -x .venv-chroma/bin/python || $(or $(PYTHON),python3) -m venv .venv-chroma
+	.venv-chroma/bin/pip install --quiet --disable-pip-version-check 'chromadb==1.5.9'
 
 build: $(STAMP)
 	bash scripts/sam.sh build

@@ -49,7 +49,8 @@ def build(tmp: str) -> tuple[Any, dict[str, str]]:
     from ragchat.config import load_settings
 
     models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
-    env = {k: v for k, v in os.environ.items() if k.startswith(("RAGCHAT_", "CHUNK_"))}
+    passed = ("RAGCHAT_", "CHUNK_", "EVIDENCE_", "PRECOMPUTE_", "EMBEDDER_")
+    env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}
     container = Container(load_settings(env))
     names: dict[str, str] = {}

@@ -63,7 +63,17 @@ def build(tmp: str) -> Any:
     from ragchat.config import load_settings
 
     models = str(load_settings().models_path)
-    passed = ("RAGCHAT_", "AWS_", "COHERE_", "TITAN_", "CHUNK_")
+    passed = (
+        "RAGCHAT_",
+        "AWS_",
+        "COHERE_",
+        "TITAN_",
+        "CHUNK_",
+        "EVIDENCE_",
+        "PRECOMPUTE_",
+        "EMBEDDER_",
+        "EXTRACTIVE_",
+    )
     env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}
     container = Container(load_settings(env))

@@ -1,11 +1,12 @@
 """The first question on a document that just turned READY, against later ones (issue 23 item 3).
 
 Ingests ``samples/how-ingestion-works.md`` into a throwaway data dir (the configured embedder, the
-extractive answerer), waits for READY, then, with ``--wait-warm``, for its evidence vectors too; then
+extractive answerer; ``EVIDENCE_VECTORS`` and ``EMBEDDER_PRECISION`` from the environment), waits for
+READY, then, with ``--wait-warm``, for its evidence vectors too; then
 asks three questions (the first one again last) and prints each one's time. Not written to
 ``bench/results/`` (a diagnostic: run it both ways, alternated).
 
-Usage: ``python bench/bench_first_answer.py [--wait-warm]``.
+Usage: ``python bench/first_answer.py [--wait-warm]``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ def main() -> None:
 
     body = (ROOT / "layers" / "ragchat" / "ragchat" / "samples" / "how-ingestion-works.md").read_text()
     with tempfile.TemporaryDirectory() as tmp:
-        box = Container(load_settings({"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive"}))
+        passed = {k: v for k, v in os.environ.items() if k in ("EVIDENCE_VECTORS", "EMBEDDER_PRECISION")}
+        env = {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive", **passed}
+        box = Container(load_settings(env))
         box.embedder.embed_documents(["warm-up"])
         doc = box.ingestion.submit("bench", body=body, filename="ingest.md")
         started = time.perf_counter()
@@ -42,9 +45,12 @@ def main() -> None:
             print(f"evidence stored after {time.perf_counter() - started:.2f} s", flush=True)
         for question in QUESTIONS:
             asked = time.perf_counter()
-            box.ask.ask("bench", question)
-            print(f"{(time.perf_counter() - asked) * 1000:.0f} ms  {question}", flush=True)
+            result = box.ask.ask("bench", question)
+            ms = (time.perf_counter() - asked) * 1000
+            said = "refused" if result.guard_used else f"answered, {len(result.sources)} sources"
+            print(f"{ms:.0f} ms  {question}  ({said}: {result.answer[:70]!r})", flush=True)
         print(f"1-min load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        box.close()  # stops the warmer before its data dir goes
 
 
 if __name__ == "__main__":

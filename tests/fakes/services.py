@@ -159,7 +159,7 @@ class OneBatchSteps:
     def read_batch(self, owner: str, document_id: str, key: str, version: Any) -> Any:
         return None, [{"index": 0, "text": document_id}]
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str], *chunks_and_titles: Any) -> list[list[float]]:
         return [[1.0] for _ in texts]
 
     def store_batch(self, *args: Any, **kwargs: Any) -> int:

@@ -299,3 +299,63 @@ def test_a_warm_cut_short_keeps_what_it_stored_and_finishes_later(tmp_path: Path
         embedded = [t for b in embedder.batches for t in b]
         assert len(embedded) == len(set(embedded))  # nothing embedded twice
         assert (OWNER, doc.id) not in warmer.pending()
+
+
+class _HeldWarmer:
+    """Stands in for the launcher's warmer: holds every document until ``release`` (the evidence of a
+    document that just turned READY is not stored yet), then warms as the real one does."""
+
+    def __init__(self, real: EvidenceWarmer) -> None:
+        self.real = real
+        self.released = threading.Event()
+
+    def pending(self) -> list[tuple[str, str]]:
+        return self.real.pending()
+
+    def __call__(self, owner: str, document_id: str, should_yield: Any = lambda: False) -> bool:
+        assert self.released.wait(30)
+        return self.real(owner, document_id, should_yield)
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_the_first_question_at_ready_embeds_only_itself_and_answers_from_the_right_document(
+    tmp_path: Path,
+) -> None:
+    """Asked before the document's evidence vectors are stored, a question embeds nothing but itself
+    (no passage or sentence on the request: the top-1 rule decides and the answer quotes by words);
+    it is answered from the right document. Once the evidence lands, answers are by meaning again,
+    still embedding nothing but the question."""
+    with _container(tmp_path) as box:
+        launcher = box.launcher
+        assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
+        held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]
+        launcher._warmer = held
+        _ingest(box)
+        embedder = box.embedder
+        assert isinstance(embedder, _Counting)
+        embedder.batches.clear()
+        first = box.ask.ask(OWNER, "How long do I have to hand in an expense report?")
+        assert not first.guard_used
+        assert "30 days" in first.answer
+        assert first.sources and "expense" in (first.sources[0].title or "").lower()
+        assert embedder.batches == []  # only the question (embed_query) was embedded
+        held.released.set()
+        assert launcher.wait_warm(30)
+        embedder.batches.clear()
+        assert not box.ask.ask(OWNER, "Where can I leave my bike?").guard_used
+        assert embedder.batches == []
+
+
+def test_a_chunk_is_warmed_once_its_document_is_marked_for_its_version_and_title(tmp_path: Path) -> None:
+    with _container(tmp_path, PRECOMPUTE_EVIDENCE="false") as box:
+        _, warmer = _ingested_with_warmer(box)
+        store = warmer.store
+        docs = {d.id: d for d in box.documents.list_documents(OWNER).items}
+        chunks = {d: [n.id for n in box.documents.list_notes(OWNER, document_id=d).items] for d in docs}
+        every = [c for ids in chunks.values() for c in ids]
+        assert store.warmed_chunks(every) == set()
+        policy = next(d for d in docs if "expense" in docs[d].title.lower())
+        assert warmer(OWNER, policy)
+        assert store.warmed_chunks(every) == set(chunks[policy])
+        box.documents.update_document(OWNER, policy, {"title": "Spending rules"})
+        assert store.warmed_chunks(every) == set()  # renamed: its passages are not those stored

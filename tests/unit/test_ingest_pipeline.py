@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ragchat.services.ingest_pipeline import EMBED_INDEX, ON_FAILURE, SPLIT, STAGES, failure_message
@@ -78,9 +79,9 @@ class Steps:
         return {"version": "v1", "chunkCount": 1, "batches": [{"key": "work/d/v1/b0"}]}
 
     def read_batch(self, *args: Any) -> Any:
-        return None, [{"index": 0, "text": "x"}]
+        return SimpleNamespace(title="d"), [{"index": 0, "text": "x"}]
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str], *chunks_and_titles: Any) -> list[list[float]]:
         raise RuntimeError("embedding service unavailable")
 
     def fail(self, owner: str, document_id: str, error: str, version: str | None) -> dict[str, Any]:

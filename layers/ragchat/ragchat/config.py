@@ -102,6 +102,12 @@ class Settings(BaseSettings):
     # local (SQLite index): embed those passages and sentences once a document is READY, in the
     # background, so a question embeds only itself (ragchat.services.evidence; ~7 KB per chunk)
     precompute_evidence: bool = Field(True, alias="PRECOMPUTE_EVIDENCE")
+    # how those vectors are made: each text embedded alone; or pooled from the chunk's own model pass
+    # during ingestion (local MiniLM; ragchat.adapters.local.span_vectors): the answer's sentences
+    # only ("pooled_sentences"; the decision's passages still embedded alone) or all ("pooled")
+    evidence_vectors: Literal["embedded", "pooled_sentences", "pooled"] = Field(
+        "embedded", alias="EVIDENCE_VECTORS"
+    )
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
 
     # --- backends ----------------------------------------------------------------------------

@@ -348,6 +348,11 @@ class EvidenceStore(Protocol):
         """The stored vectors of those ``texts`` that ``chunk_ids`` have (the others are absent)."""
         ...
 
+    def warmed_chunks(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` whose evidence is all stored (their document's, for its current
+        version and title), or that belong to no document."""
+        ...
+
     def put(self, vectors: Mapping[str, Sequence[tuple[str, Sequence[float]]]]) -> int:
         """Store ``chunk_id → [(text, vector), …]`` for chunks still indexed; returns rows written."""
         ...

@@ -13,7 +13,7 @@ from ragchat.bootstrap.models import Models
 if TYPE_CHECKING:
     from ragchat.ports import IngestionLauncher
     from ragchat.services.documents import DocumentService
-    from ragchat.services.evidence import EvidenceWarmer
+    from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, Pool
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.uploads import UploadService
 
@@ -45,7 +45,41 @@ class IngestionRoot(Models):
             self.settings,
             self.clock,
             metrics=self.metrics,
+            evidence=self._ingest_evidence(),
         )
+
+    def _evidence_kinds(self) -> tuple[bool, bool]:
+        """Which evidence vectors are kept: passages (calibrated embedder), sentences (extractive by
+        meaning)."""
+        from ragchat.domain.answerability import CALIBRATED
+
+        model_id = getattr(self.embedder, "model_id", "")
+        passages = self.settings.answerability == "calibrated" and model_id in CALIBRATED
+        return passages, self.extractive_by_meaning()
+
+    def _ingest_evidence(self) -> IngestEvidence | None:
+        """Evidence vectors pooled from the ingestion pass (``EVIDENCE_VECTORS=pooled``, local MiniLM
+        with the evidence store); ``None`` otherwise."""
+        from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+
+        store, embedder = self.evidence_store, self.embedder
+        passages, sentences = self._evidence_kinds()
+        mode = self.settings.evidence_vectors
+        passages = passages and mode == "pooled"  # with "pooled_sentences" the warmer embeds them
+        if (
+            store is None
+            or mode == "embedded"
+            or not isinstance(embedder, OnnxMiniLMEmbedder)
+            or not (passages or sentences)
+        ):
+            return None
+        from ragchat.adapters.local.span_vectors import chunks_and_pooled
+        from ragchat.services.evidence import IngestEvidence
+
+        def pool(chunks: list[tuple[str, list[str]]]) -> list[tuple[list[float], list[list[float] | None]]]:
+            return chunks_and_pooled(embedder, chunks)
+
+        return IngestEvidence(pool, store, passages=passages, sentences=sentences)
 
     @cached_property
     def ingestion(self) -> IngestionService:
@@ -86,12 +120,30 @@ class IngestionRoot(Models):
         store = self.evidence_store
         if store is None:
             return None
-        from ragchat.domain.answerability import CALIBRATED
         from ragchat.services.evidence import EvidenceWarmer
 
-        model_id = getattr(self.embedder, "model_id", "")
-        passages = self.settings.answerability == "calibrated" and model_id in CALIBRATED
-        sentences = self.extractive_by_meaning()
+        passages, sentences = self._evidence_kinds()
         if not (passages or sentences):
             return None
-        return EvidenceWarmer(self.documents, store, self.embedder, passages=passages, sentences=sentences)
+        return EvidenceWarmer(
+            self.documents, store, self.embedder, passages=passages, sentences=sentences, pool=self._pool()
+        )
+
+    def _pool(self) -> Pool | None:
+        """Evidence vectors pooled from one pass over each chunk (``EVIDENCE_VECTORS=pooled``, local
+        MiniLM only; ``None`` otherwise: each text is embedded alone)."""
+        from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+
+        embedder = self.embedder
+        if self.settings.evidence_vectors != "pooled" or not isinstance(embedder, OnnxMiniLMEmbedder):
+            return None
+        from ragchat.adapters.local.span_vectors import pooled_vectors, token_states
+
+        def pool(chunks: list[tuple[str, list[str]]]) -> list[list[list[float] | None]]:
+            states = token_states(embedder, [text for text, _ in chunks])
+            return [
+                pooled_vectors(offsets, hidden, text, wanted)
+                for (text, wanted), (offsets, hidden) in zip(chunks, states, strict=True)
+            ]
+
+        return pool

@@ -7,21 +7,29 @@ meaning embeds the hits' sentences (``ragchat.domain.extractive``). Done at ques
 depend only on a chunk's text and its document's title, so once a document is READY the local
 ingestion worker embeds them when it has nothing else to do (:class:`EvidenceWarmer`, a document at a
 time, in batches, yielding to new uploads) and keeps them in the ``EvidenceStore``, read by chunk at
-question time (:class:`~ragchat.services.retrieval.PassageVectors`). A text not stored yet (a question
-arriving before its document was warmed, a renamed document) is embedded then, as before: the
-answers are the same either way, only the time differs.
+question time (:class:`~ragchat.services.retrieval.PassageVectors`). A question that reaches a
+document not warmed yet (just READY, or renamed) does not embed them on the request: it is decided by
+the top-1 rule and answered by words until they are stored.
+
+With ``EVIDENCE_VECTORS=pooled_sentences`` (or ``pooled``) the sentences (and the passages) are not
+embedded one by one: :class:`IngestEvidence` pools them from the chunk's own model pass during
+ingestion (``ragchat.adapters.local.span_vectors``) and stores them before READY; the warmer then
+embeds only what is left (the passages, texts past the chunk's truncation).
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.answerability import evidence_passages
 from ragchat.domain.citations import strip_citations
+from ragchat.domain.context import embedding_text, title_words
 from ragchat.domain.extractive import relevance_texts
 from ragchat.domain.models import DocumentStatus
 
@@ -33,6 +41,15 @@ logger = Logger(service="ragchat", child=True)
 
 #: texts per embedder call (the worker checks for new uploads between calls)
 WARM_BATCH = 128
+#: chunks per pooled model call (``EVIDENCE_VECTORS=pooled``)
+POOL_CHUNKS = 16
+
+#: ``[(chunk's text as embedded, [evidence texts])] → per chunk, per text: its pooled vector or None``
+Pool = Callable[[list[tuple[str, list[str]]]], list[list[list[float] | None]]]
+#: the same, with each chunk's own vector from that pass: ``→ [(chunk vector, [pooled or None])]``
+PoolPass = Callable[[list[tuple[str, list[str]]]], list[tuple[list[float], list[list[float] | None]]]]
+#: pooled evidence kept between a batch's model pass and its notes' write (entries, by chunk text)
+_PENDING = 4096
 _NOTES_PAGE = 100
 
 
@@ -61,13 +78,17 @@ class EvidenceWarmer:
         passages: bool,
         sentences: bool,
         batch: int = WARM_BATCH,
+        pool: Pool | None = None,
     ) -> None:
+        """``pool``: evidence vectors pooled from one model pass over each chunk
+        (``EVIDENCE_VECTORS=pooled``); the texts it cannot pool are embedded alone."""
         self.documents = documents
         self.store = store
         self.embedder = embedder
         self.passages = passages
         self.sentences = sentences
         self.batch = max(1, int(batch))
+        self.pool = pool
 
     def pending(self) -> list[tuple[str, str]]:
         """Documents to warm (READY without current evidence): for a server that starts."""
@@ -110,6 +131,8 @@ class EvidenceWarmer:
         }
         known = self.store.vectors_of(list(wanted), [t for texts in wanted.values() for t in texts])
         missing = [(chunk, t) for chunk, texts in wanted.items() for t in texts if t not in known]
+        if self.pool is not None:
+            return self._pool_notes(notes, title, missing, should_yield)
         embedded = 0
         for start in range(0, len(missing), self.batch):
             part = missing[start : start + self.batch]
@@ -123,3 +146,85 @@ class EvidenceWarmer:
             if should_yield() and start + self.batch < len(missing):
                 break
         return embedded
+
+    def _pool_notes(
+        self,
+        notes: list[Note],
+        title: str,
+        missing: list[tuple[str, str]],
+        should_yield: Callable[[], bool],
+    ) -> int:
+        """``missing`` pooled from one pass over each chunk (``POOL_CHUNKS`` chunks per call); the
+        texts that cannot be pooled are embedded alone. Returns how many model inputs were run."""
+        assert self.pool is not None
+        by_chunk: dict[str, list[str]] = {}
+        for chunk, text in missing:
+            by_chunk.setdefault(chunk, []).append(text)
+        texts_of = {n.id: n.text for n in notes}
+        chunks = [c for c in by_chunk if c in texts_of]
+        header = title_words(title)
+        ran = 0
+        for start in range(0, len(chunks), POOL_CHUNKS):
+            part = chunks[start : start + POOL_CHUNKS]
+            pooled = self.pool([(embedding_text(header, texts_of[c]), by_chunk[c]) for c in part])
+            ran += len(part)
+            rows: dict[str, list[tuple[str, list[float]]]] = {}
+            alone: list[tuple[str, str]] = []
+            for chunk, vectors in zip(part, pooled, strict=True):
+                for text, vector in zip(by_chunk[chunk], vectors, strict=True):
+                    if vector is None:
+                        alone.append((chunk, text))
+                    else:
+                        rows.setdefault(chunk, []).append((text, vector))
+            if alone:
+                unique = list(dict.fromkeys(t for _, t in alone))
+                vectors_alone = dict(zip(unique, self.embedder.embed_documents(unique), strict=True))
+                ran += len(unique)
+                for chunk, text in alone:
+                    rows.setdefault(chunk, []).append((text, vectors_alone[text]))
+            self.store.put(rows)
+            if should_yield() and start + POOL_CHUNKS < len(chunks):
+                break
+        return ran
+
+
+class IngestEvidence:
+    """Evidence vectors pooled from the ingestion's own model pass (``EVIDENCE_VECTORS=pooled``,
+    local): the pass that embeds a batch's chunks also gives their passages' and sentences' vectors,
+    which are stored with the chunks' vectors, before the document is READY. The texts that cannot
+    be pooled (past the chunk's 256-token truncation) are left to :class:`EvidenceWarmer`, after
+    READY: embedding them here would delay READY."""
+
+    def __init__(self, pool: PoolPass, store: EvidenceStore, *, passages: bool, sentences: bool) -> None:
+        self.pool = pool
+        self.store = store
+        self.passages = passages
+        self.sentences = sentences
+        self._pending: OrderedDict[str, list[tuple[str, list[float]]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str], chunk_texts: Sequence[str], titles: Sequence[str]) -> list[list[float]]:
+        """The chunks' vectors (``texts``: as embedded); their pooled evidence waits for :meth:`put`."""
+        wanted = [
+            chunk_evidence_texts(text, title, passages=self.passages, sentences=self.sentences)
+            for text, title in zip(chunk_texts, titles, strict=True)
+        ]
+        out = self.pool(list(zip(texts, wanted, strict=True)))
+        with self._lock:
+            for text, want, (_, pooled) in zip(texts, wanted, out, strict=True):
+                self._pending[text] = [(w, v) for w, v in zip(want, pooled, strict=True) if v is not None]
+                self._pending.move_to_end(text)
+            while len(self._pending) > _PENDING:  # a batch that failed before its write
+                self._pending.popitem(last=False)
+        return [vector for vector, _ in out]
+
+    def put(self, note_ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Store the pooled evidence of the chunks just written (``texts``: as embedded)."""
+        rows: dict[str, list[tuple[str, list[float]]]] = {}
+        with self._lock:
+            for note_id, text in zip(note_ids, texts, strict=True):
+                found = self._pending.pop(text, None)
+                if found:
+                    rows[note_id] = found
+        if rows:
+            self.store.put(rows)

@@ -71,6 +71,11 @@ class _Slice:
     vectors: list[list[float]] | None = field(default=None)
 
 
+def _title(s: _Slice) -> str:
+    """The slice's document title (what pooled evidence passages start with; "" when unknown)."""
+    return str(getattr(s.doc, "title", "") or "")
+
+
 class SlicedRunner:
     """Runs documents (``(owner, document_id)``) round by round; not thread-safe (one worker)."""
 
@@ -169,9 +174,11 @@ class SlicedRunner:
         return slices
 
     def _store(self, steps: IngestSteps, slices: list[_Slice]) -> None:
-        texts = embedding_texts([c for s in slices for c in s.chunks])
+        chunks = [c for s in slices for c in s.chunks]
+        titles = [_title(s) for s in slices for _ in s.chunks]
+        texts = embedding_texts(chunks)
         try:
-            vectors = steps.embed(texts) if texts else []
+            vectors = steps.embed(texts, chunks, titles) if texts else []
         except Exception:
             logger.warning("ingest.coalesced_embed_failed", extra={"batches": len(slices)})
         else:
@@ -185,7 +192,9 @@ class SlicedRunner:
             owner, document_id = job.key
             try:
                 # A failed shared call: embed this batch on its own, the error belongs to one document.
-                mine = s.vectors if s.vectors is not None else steps.embed(embedding_texts(s.chunks))
+                mine = s.vectors
+                if mine is None:
+                    mine = steps.embed(embedding_texts(s.chunks), s.chunks, [_title(s)] * len(s.chunks))
                 stored = steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
                 self._end(steps, job, EMBED_INDEX, exc)

@@ -41,6 +41,7 @@ from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_MET
 if TYPE_CHECKING:
     from ragchat.config import Settings
     from ragchat.ports import BlobStore, DocumentStore, Embedder, Metrics, VectorIndex
+    from ragchat.services.evidence import IngestEvidence
 
 logger = Logger(service="ragchat", child=True)
 
@@ -127,7 +128,11 @@ class IngestSteps:
         *,
         batch_size: int = BATCH_SIZE,
         metrics: Metrics = NO_METRICS,
+        evidence: IngestEvidence | None = None,
     ) -> None:
+        """``evidence``: evidence vectors pooled from the chunks' own model pass (local,
+        ``EVIDENCE_VECTORS=pooled``), stored with each batch."""
+        self.evidence = evidence
         self.documents = documents
         self.blobs = blobs
         self.embedder = embedder
@@ -344,7 +349,7 @@ class IngestSteps:
             return {"indexed": 0}
         texts = embedding_texts(chunks)
         t0 = time.perf_counter()
-        vectors = self.embed(texts)
+        vectors = self.embed(texts, chunks, [doc.title] * len(chunks))
         embed_ms = (time.perf_counter() - t0) * 1000
         indexed = self.store_batch(owner, document_id, doc, chunks, vectors, version=version)
         logger.info(
@@ -373,8 +378,22 @@ class IngestSteps:
         chunks: list[dict[str, Any]] = batch["chunks"]
         return doc, chunks
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        vectors = self.embedder.embed_documents(texts)
+    def embed(
+        self,
+        texts: list[str],
+        chunks: Sequence[dict[str, Any]] | None = None,
+        titles: Sequence[str] | None = None,
+    ) -> list[list[float]]:
+        """The vectors of ``texts`` (the chunks as embedded). With pooled evidence and the
+        ``chunks`` and their documents' ``titles``, the same pass gives their evidence vectors."""
+        vectors: list[list[float]] | None = None
+        if self.evidence is not None and chunks is not None and titles is not None:
+            try:
+                vectors = self.evidence.embed(texts, [str(c["text"]) for c in chunks], titles)
+            except Exception as exc:  # a refinement: the chunks are embedded, the warmer does the rest
+                logger.warning("evidence.pool_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+        if vectors is None:
+            vectors = self.embedder.embed_documents(texts)
         if len(vectors) != len(texts):
             raise RuntimeError(f"Embedder returned {len(vectors)} vectors for {len(texts)} texts")
         return vectors
@@ -421,6 +440,11 @@ class IngestSteps:
                 for n, v in zip(notes, vectors, strict=True)
             ]
         )
+        if self.evidence is not None:
+            try:
+                self.evidence.put([n.id for n in notes], embedding_texts(chunks))
+            except Exception as exc:  # a refinement: the background warmer embeds them instead
+                logger.warning("evidence.store_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
         return len(notes)
 
     def finalize(

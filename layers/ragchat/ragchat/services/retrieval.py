@@ -33,7 +33,7 @@ from ragchat.domain.answerability import (
     evidence_passages,
 )
 from ragchat.domain.citations import strip_citations
-from ragchat.domain.errors import TransientError, ValidationError
+from ragchat.domain.errors import EvidencePending, TransientError, ValidationError
 from ragchat.domain.models import Hit, SearchFilter
 from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
 
@@ -99,8 +99,11 @@ class PassageVectors:
     text (an embedding is a pure function of its text): a question that lands on chunks asked about
     before embeds nothing new. Bounded (least recently used out first) and safe across the server's
     threads. With an ``EvidenceStore`` (local), texts not in memory are first looked up among the
-    vectors precomputed for the chunks they come from (``chunk_ids``; ``ragchat.services.evidence``);
-    only the rest is embedded."""
+    vectors precomputed for the chunks they come from (``chunk_ids``; ``ragchat.services.evidence``).
+    When a text is missing and some of those chunks' documents are not warmed yet (just READY, or
+    renamed, and the background warmer has not stored their vectors), the call raises
+    :class:`EvidencePending` instead of embedding them on the request: the callers answer without
+    them (top-1 rule, words). Without a store, texts not in memory are embedded."""
 
     def __init__(
         self, embedder: Embedder, size: int = PASSAGE_CACHE_SIZE, *, store: EvidenceStore | None = None
@@ -126,12 +129,24 @@ class PassageVectors:
             self._remember(stored)
             known.update(stored)
             missing = [p for p in missing if p not in stored]
+            if missing and self._unwarmed(chunk_ids):
+                raise EvidencePending(f"{len(missing)} texts of chunks not warmed yet")
         if missing:
             fresh = self._embedder.embed_documents(missing)
             embedded = dict(zip(missing, fresh, strict=True))
             self._remember(embedded)
             known.update(embedded)
         return [known[p] for p in passages]
+
+    def _unwarmed(self, chunk_ids: Sequence[str]) -> bool:
+        """Whether some of ``chunk_ids`` do not have all their evidence stored yet (a failed read
+        counts as warmed: the texts are embedded, as without a store)."""
+        assert self._store is not None
+        try:
+            return bool(set(chunk_ids) - self._store.warmed_chunks(chunk_ids))
+        except Exception as exc:
+            logger.warning("evidence.read_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+            return False
 
     def similarities(
         self, query: Sequence[float], texts: Sequence[str], chunk_ids: Sequence[str] = ()
@@ -322,9 +337,14 @@ class Retriever:
             passages = evidence_passages(texts, titles=self._titles(owner, vector_hits))
             chunks = [h.id for h in vector_hits[:EVIDENCE_CHUNKS]]
             if passages:
-                passage_scores = self._retry_once(
-                    "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
-                )
+                try:
+                    passage_scores = self._retry_once(
+                        "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
+                    )
+                except EvidencePending as pending:
+                    # the chunks' passages are not embedded yet: the top-1 rule decides until they are
+                    logger.info("evidence.pending", extra={"step": "decision", "detail": str(pending)})
+                    coefficients = None
             timings["answerability"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
         signals = compute_signals(q, similarities, texts, passage_scores)
@@ -339,9 +359,12 @@ class Retriever:
         if not passages:
             return None
         chunks = [h.id for h in hits[:EVIDENCE_CHUNKS]]
-        scores = self._retry_once(
-            "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
-        )
+        try:
+            scores = self._retry_once(
+                "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
+            )
+        except EvidencePending:
+            return None  # not embedded yet: as if there were no passages
         return max(scores)
 
     def _titles(self, owner: str, hits: list[Hit]) -> list[str | None] | None:

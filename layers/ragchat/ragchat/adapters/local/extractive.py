@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+from ragchat.domain.errors import EvidencePending
 from ragchat.domain.models import Completion, ModelRequest
 
 logger = logging.getLogger("ragchat.extractive")
@@ -63,6 +64,8 @@ class ExtractiveChatModel:
                 relevance = self._relevance(question, request.question_vector, chunk_ids)
                 text = extractive_answer(question, hits, relevance=relevance)
                 return Completion(text=text, model=self.model_id)
+            except EvidencePending:  # the sentences' vectors are not stored yet: words until they are
+                logger.info("extractive: sentence vectors not stored yet; BM25 only")
             except Exception as exc:  # by meaning is a refinement: BM25 still answers
                 reason = f"{type(exc).__name__}: {exc}"
                 logger.warning("extractive: sentence relevance failed (%s); BM25 only", reason)

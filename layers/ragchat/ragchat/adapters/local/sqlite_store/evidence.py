@@ -61,13 +61,29 @@ class SqliteEvidenceStore:
             for start in range(0, len(ids), _BATCH):
                 batch = ids[start : start + _BATCH]
                 marks = ",".join("?" * len(batch))
-                marks = ",".join("?" * len(batch))
                 sql = f"SELECT key, vector FROM evidence_vectors WHERE chunk_id IN ({marks})"
                 rows = conn.execute(sql, batch)
                 for row in rows:
                     text = wanted.get(bytes(row["key"]))
                     if text is not None and text not in out:
                         out[text] = decode(row["vector"])
+        return out
+
+    def warmed_chunks(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` whose document has all its evidence for its current version and
+        title (:meth:`mark`), and those without a document (never warmed: embedded on request)."""
+        ids = list(dict.fromkeys(chunk_ids))
+        out: set[str] = set()
+        with self.db.read() as conn:
+            for start in range(0, len(ids), _BATCH):
+                batch = ids[start : start + _BATCH]
+                marks = ",".join("?" * len(batch))
+                sql = f"""SELECT v.id FROM vectors v
+                    LEFT JOIN documents d ON d.owner = v.owner AND d.id = v.document_id
+                    LEFT JOIN evidence_documents e ON e.owner = v.owner AND e.document_id = v.document_id
+                    WHERE v.id IN ({marks}) AND (v.document_id IS NULL OR (e.document_id IS NOT NULL
+                        AND e.version IS d.version AND e.title IS d.title))"""
+                out.update(str(row["id"]) for row in conn.execute(sql, batch))
         return out
 
     def put(self, vectors: Mapping[str, Sequence[tuple[str, Sequence[float]]]]) -> int:
