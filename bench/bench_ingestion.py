@@ -218,6 +218,7 @@ def _phase_e2e(docs: list[dict[str, Any]], queries: list[str]) -> dict[str, Any]
         "ask_ms_p95": round(_pct(latencies, 95), 1),
         "guard_rate": round(guarded / max(len(queries), 1), 3),
         "min_similarity": threshold,
+        "embedder_precision": container.settings.embedder_precision,
     }
 
 
@@ -284,6 +285,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "guard_rate": e2e["guard_rate"],
         "queries": e2e["queries"],
         "min_similarity": e2e["min_similarity"],
+        "embedder_precision": e2e.get("embedder_precision"),
         "goal_overhead_pct": GOAL_OVERHEAD_PCT,
     }
     machine = {
@@ -305,7 +307,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     md = [
         "### Local ingestion: pipeline overhead over the raw embedder, memory, one-shot questions",
         "",
-        f"{figures['documents']} SciFact abstracts → {chunks} chunks, on {machine['cpus']} CPUs, Python "
+        f"{figures['documents']} SciFact abstracts → {chunks} chunks, MiniLM "
+        f"{figures['embedder_precision']}, on {machine['cpus']} CPUs, Python "
         f"{machine['python']}, 1-min load average {load_start} at start, {load_end} at end.",
         "",
         "| raw embedder, pipeline's batches | raw embedder, one call | end to end to READY | overhead "
