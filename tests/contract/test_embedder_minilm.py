@@ -48,14 +48,15 @@ needs_model = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def embedder() -> OnnxMiniLMEmbedder:
-    """The fp32 export (the default, ``EMBEDDER_PRECISION=fp32``): parity with sentence-transformers."""
+    """The fp32 export (``EMBEDDER_PRECISION=fp32``): parity with sentence-transformers."""
     assert MODELS is not None
     return OnnxMiniLMEmbedder.from_cache(MODELS, precision="fp32")
 
 
 @pytest.fixture(scope="module")
 def int8() -> OnnxMiniLMEmbedder:
-    """``EMBEDDER_PRECISION=int8``: the model ``make install`` makes by quantizing the export."""
+    """``EMBEDDER_PRECISION=int8`` (the default): the model ``make install`` makes by quantizing the
+    export."""
     assert MODELS is not None
     return OnnxMiniLMEmbedder.from_cache(MODELS, precision="int8")
 
@@ -283,8 +284,13 @@ def test_a_missing_int8_model_names_make_install(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     (folder / "model.onnx").write_bytes(b"onnx")
     (folder / "tokenizer.json").write_text("{}")
-    with pytest.raises(ModelNotPreparedError, match=r"model-int8\.onnx missing\): run `make install`"):
+    with pytest.raises(
+        ModelNotPreparedError, match=r"model-int8\.onnx missing\): run `make install`"
+    ) as caught:
         OnnxMiniLMEmbedder.from_cache(tmp_path, precision="int8")
+    # a cache prepared before the int8 model existed: the fp32 export is one setting away
+    assert "EMBEDDER_PRECISION=fp32" in str(caught.value)
+    assert "\n" not in str(caught.value)
     with pytest.raises(ValueError, match="precision"):
         OnnxMiniLMEmbedder.from_cache(tmp_path, precision="int4")
 
@@ -297,3 +303,27 @@ def test_int8_vectors_depend_little_on_their_batch(int8: OnnxMiniLMEmbedder) -> 
     together = int8.embed_array(texts)
     alone = np.vstack([int8.embed_array([t]) for t in texts])
     assert float((together * alone).sum(axis=1).min()) >= 0.98
+
+
+@needs_model
+def test_the_default_settings_embed_with_int8_and_fp32_is_one_setting_away(tmp_path: Path) -> None:
+    from ragchat.bootstrap import Container
+    from ragchat.config import load_settings
+
+    assert MODELS is not None
+    env = {
+        "RAGCHAT_DATA_DIR": str(tmp_path),
+        "RAGCHAT_MODEL_DIR": str(MODELS),
+        "RAGCHAT_CHAT_MODEL": "extractive",
+    }
+    containers = [
+        Container(load_settings(env)),
+        Container(load_settings({**env, "EMBEDDER_PRECISION": "fp32"})),
+    ]
+    default, fp32 = (c.embedder for c in containers)
+    assert (default.precision, fp32.precision) == ("int8", "fp32")  # type: ignore[attr-defined]
+    text = "Ferns reproduce with spores rather than seeds."
+    assert default.embed_query(text) != fp32.embed_query(text)
+    assert cosine(default.embed_query(text), fp32.embed_query(text)) >= 0.98
+    for c in containers:
+        c.close()
