@@ -48,15 +48,14 @@ needs_model = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def embedder() -> OnnxMiniLMEmbedder:
-    """The fp32 export (``EMBEDDER_PRECISION=fp32``): parity with sentence-transformers."""
+    """The fp32 export (the default, ``EMBEDDER_PRECISION=fp32``): parity with sentence-transformers."""
     assert MODELS is not None
     return OnnxMiniLMEmbedder.from_cache(MODELS, precision="fp32")
 
 
 @pytest.fixture(scope="module")
 def int8() -> OnnxMiniLMEmbedder:
-    """``EMBEDDER_PRECISION=int8`` (the default): the model ``make install`` makes by quantizing the
-    export."""
+    """``EMBEDDER_PRECISION=int8``: the model ``make install`` makes by quantizing the export."""
     assert MODELS is not None
     return OnnxMiniLMEmbedder.from_cache(MODELS, precision="int8")
 
@@ -306,7 +305,7 @@ def test_int8_vectors_depend_little_on_their_batch(int8: OnnxMiniLMEmbedder) -> 
 
 
 @needs_model
-def test_the_default_settings_embed_with_int8_and_fp32_is_one_setting_away(tmp_path: Path) -> None:
+def test_the_default_settings_embed_with_fp32_and_int8_is_one_setting_away(tmp_path: Path) -> None:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
@@ -318,12 +317,12 @@ def test_the_default_settings_embed_with_int8_and_fp32_is_one_setting_away(tmp_p
     }
     containers = [
         Container(load_settings(env)),
-        Container(load_settings({**env, "EMBEDDER_PRECISION": "fp32"})),
+        Container(load_settings({**env, "EMBEDDER_PRECISION": "int8"})),
     ]
-    default, fp32 = (c.embedder for c in containers)
-    assert (default.precision, fp32.precision) == ("int8", "fp32")  # type: ignore[attr-defined]
+    default, int8 = (c.embedder for c in containers)
+    assert (default.precision, int8.precision) == ("fp32", "int8")  # type: ignore[attr-defined]
     text = "Ferns reproduce with spores rather than seeds."
-    assert default.embed_query(text) != fp32.embed_query(text)
-    assert cosine(default.embed_query(text), fp32.embed_query(text)) >= 0.98
+    assert default.embed_query(text) != int8.embed_query(text)
+    assert cosine(default.embed_query(text), int8.embed_query(text)) >= 0.98
     for c in containers:
         c.close()

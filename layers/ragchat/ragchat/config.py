@@ -115,10 +115,10 @@ class Settings(BaseSettings):
     # defaults to the platform's cache folder (``user_cache_dir``) + ``/ragchat/models``
     model_dir: Path | None = Field(None, alias="RAGCHAT_MODEL_DIR")
     xdg_cache_home: Path | None = Field(None, alias="XDG_CACHE_HOME")
-    # the local MiniLM's weights: int8 (dynamic quantization made by ``make install``: faster,
-    # cosine >= 0.98 to fp32 per text, the same SciFact and grounding figures; see
-    # docs/benchmarks.md) or the fp32 export; re-ingest after changing it
-    embedder_precision: Literal["fp32", "int8"] = Field("int8", alias="EMBEDDER_PRECISION")
+    # the local MiniLM's weights: the fp32 export or int8 (dynamic quantization made by ``make
+    # install``: 1.32x faster, cosine >= 0.98 to fp32 per text, SciFact nDCG@10 within 0.004, but one
+    # grounding answer fewer, so not the default; see docs/benchmarks.md); re-ingest after changing it
+    embedder_precision: Literal["fp32", "int8"] = Field("fp32", alias="EMBEDDER_PRECISION")
 
     # --- retrieval ---------------------------------------------------------------------------
     top_k: int = Field(3, alias="TOP_K", ge=1, le=50)
