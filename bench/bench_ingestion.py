@@ -21,7 +21,7 @@ measured one after another in one process would favour the later):
 Overhead = raw chunks/s / end-to-end chunks/s − 1, against both raw variants (goal ≤ 15%).
 Writes ``bench/results/ingestion.{json,md}``.
 
-Usage: ``python bench/bench_ingestion.py [--docs 300] [--queries 50]``.
+Usage: ``python bench/bench_ingestion.py [--docs 300] [--queries 50] [--precision fp32|int8] [--out NAME]``.
 """
 
 from __future__ import annotations
@@ -120,10 +120,10 @@ def _container(tmp: str) -> Any:
     from ragchat.config import load_settings
 
     model_dir = str(load_settings().models_path)
-    settings = load_settings(
-        {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": model_dir, "RAGCHAT_CHAT_MODEL": "extractive"}
-    )
-    return Container(settings)
+    env = {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": model_dir, "RAGCHAT_CHAT_MODEL": "extractive"}
+    if os.environ.get("EMBEDDER_PRECISION"):  # --precision (default: the setting's default)
+        env["EMBEDDER_PRECISION"] = os.environ["EMBEDDER_PRECISION"]
+    return Container(load_settings(env))
 
 
 def _chunks_per_doc(container: Any, docs: list[dict[str, Any]]) -> list[list[str]]:
@@ -218,13 +218,15 @@ def _phase_e2e(docs: list[dict[str, Any]], queries: list[str]) -> dict[str, Any]
         "ask_ms_p95": round(_pct(latencies, 95), 1),
         "guard_rate": round(guarded / max(len(queries), 1), 3),
         "min_similarity": threshold,
+        "embedder_precision": container.settings.embedder_precision,
     }
 
 
 def _run_phase(phase: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--phase", phase]
     cmd += ["--docs", str(args.docs), "--queries", str(args.queries)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+    env = dict(os.environ, **({"EMBEDDER_PRECISION": args.precision} if args.precision else {}))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env)
     for line in reversed(out.stdout.splitlines()):
         if line.startswith('{"phase"'):
             result: dict[str, Any] = json.loads(line)
@@ -237,6 +239,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--docs", type=int, default=300)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--phase", choices=("raw_batches", "raw_one_call", "e2e"), help=argparse.SUPPRESS)
+    parser.add_argument("--precision", choices=("fp32", "int8"), help="default: EMBEDDER_PRECISION's default")
+    parser.add_argument("--out", default="ingestion", help="results file name (bench/results/<out>.json|md)")
     args = parser.parse_args(argv if argv is not None else [])
 
     if args.phase:
@@ -284,6 +288,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "guard_rate": e2e["guard_rate"],
         "queries": e2e["queries"],
         "min_similarity": e2e["min_similarity"],
+        "embedder_precision": e2e.get("embedder_precision"),
         "goal_overhead_pct": GOAL_OVERHEAD_PCT,
     }
     machine = {
@@ -297,7 +302,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     result = {"figures": figures, "raw_batches": raw, "raw_one_call": best, "e2e": e2e, "machine": machine}
-    (RESULTS / "ingestion.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     top_ports = ", ".join(
         f"{k} {v:.2f} s ({e2e['port_calls'].get(k, 0)} calls)"
         for k, v in list(e2e["port_seconds"].items())[:6]
@@ -305,7 +310,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     md = [
         "### Local ingestion: pipeline overhead over the raw embedder, memory, one-shot questions",
         "",
-        f"{figures['documents']} SciFact abstracts → {chunks} chunks, on {machine['cpus']} CPUs, Python "
+        f"{figures['documents']} SciFact abstracts → {chunks} chunks, MiniLM "
+        f"{figures['embedder_precision']}, on {machine['cpus']} CPUs, Python "
         f"{machine['python']}, 1-min load average {load_start} at start, {load_end} at end.",
         "",
         "| raw embedder, pipeline's batches | raw embedder, one call | end to end to READY | overhead "
@@ -328,7 +334,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"during ingestion: {top_ports}. Asking: {figures['queries']} SciFact test queries, guard rate "
         f"{figures['guard_rate']:.0%} at MIN_SIMILARITY {figures['min_similarity']}.",
     ]
-    (RESULTS / "ingestion.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    (RESULTS / f"{args.out}.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     print(json.dumps(figures, indent=2))
     return figures
 

@@ -12,7 +12,10 @@ rerun is quick. Needs ``make model``.
 same chunks in a real local index (see :func:`hybrid_run`). Embedding progress is saved every few
 batches, so an interrupted run resumes.
 
-Usage: ``python bench/bench_scifact.py [--mode whole|chunks|hybrid|both|all]``.
+``--precision fp32|int8`` picks the MiniLM file (``EMBEDDER_PRECISION``; default: the setting);
+the figures of each precision are kept side by side in ``bench/results/scifact.json``.
+
+Usage: ``python bench/bench_scifact.py [--mode whole|chunks|hybrid|both|all] [--precision fp32|int8]``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ RESULTS = ROOT / "bench" / "results"
 DATA = bench_data_dir() / "scifact"
 CACHE = Path(tempfile.gettempdir()) / "ragchat-bench-cache"
 PUBLISHED_NDCG10 = 0.645
+PRECISIONS = ("fp32", "int8")
 # labels whose vectors came from the cache (their "seconds" are then not embedding time)
 CACHE_HITS: set[str] = set()
 
@@ -54,7 +58,9 @@ def embed_cached(embedder: Any, texts: Sequence[str], label: str) -> Any:
     from ragchat.adapters.local.onnx_embedder import model_dir
 
     manifest = json.loads((model_dir(_models_path()) / "manifest.json").read_text(encoding="utf-8"))
-    digest = hashlib.sha256(manifest["onnx_sha256"].encode())
+    # the cache is keyed by the model file the embedder loaded (fp32 export or int8 model)
+    model_sha = manifest["int8"]["sha256"] if embedder.precision == "int8" else manifest["onnx_sha256"]
+    digest = hashlib.sha256(model_sha.encode())
     for t in texts:
         digest.update(t.encode("utf-8", "surrogatepass") + b"\0")
     path = CACHE / f"{label}-{digest.hexdigest()[:20]}.npy"
@@ -136,21 +142,22 @@ def evaluate(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mode", choices=["whole", "chunks", "hybrid", "both", "all"], default="all")
+    parser.add_argument("--precision", choices=PRECISIONS, help="default: EMBEDDER_PRECISION")
     args = parser.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
 
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+    from ragchat.config import load_settings
 
     RESULTS.mkdir(exist_ok=True)
     doc_ids, doc_texts, queries, qrels = load()
     qids = [q for q in queries if q in qrels]
-    embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+    precision = args.precision or load_settings().embedder_precision
+    embedder = OnnxMiniLMEmbedder.from_cache(_models_path(), precision=precision)
     started = time.perf_counter()
     q_vecs = embed_cached(embedder, [queries[q] for q in qids], "scifact-queries")
-    runs: dict[str, Any] = {}
-    result_path = RESULTS / "scifact.json"
-    if result_path.is_file():  # keep a mode measured earlier when only the other one is rerun
-        runs = json.loads(result_path.read_text(encoding="utf-8")).get("runs", {})
+    by_precision = _previous_runs()  # keep what was measured earlier with the other modes/precision
+    runs: dict[str, Any] = by_precision.setdefault(precision, {})
 
     if args.mode in ("whole", "both", "all"):
         t0 = time.perf_counter()
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         figures["vectors_from_cache"] = "scifact-docs" in CACHE_HITS
         runs["whole"] = figures
         print(f"whole documents: {figures}", flush=True)
-        _write(runs)
+        _write(by_precision)
 
     if args.mode in ("chunks", "both", "all", "hybrid"):
         settings, chunks, owner = chunk_corpus(doc_texts)
@@ -185,8 +192,20 @@ def main(argv: list[str] | None = None) -> None:
             texts = [queries[q] for q in qids]
             runs["hybrid"] = hybrid_run(chunks, owner, c_vecs, q_vecs, texts, doc_ids, qids, qrels)
             print(f"hybrid: {runs['hybrid']}", flush=True)
-        _write(runs)
+        _write(by_precision)
     print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def _previous_runs() -> dict[str, dict[str, Any]]:
+    """The figures recorded so far, by precision (a file written before precisions were recorded
+    holds fp32 figures)."""
+    path = RESULTS / "scifact.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if "by_precision" in data:
+        return dict(data["by_precision"])
+    return {"fp32": dict(data.get("runs", {}))}
 
 
 def chunk_corpus(doc_texts: list[str]) -> tuple[Any, list[str], list[int]]:
@@ -252,41 +271,43 @@ def hybrid_run(
     return figures
 
 
-def _write(runs: dict[str, Any]) -> None:
+def _write(by_precision: dict[str, dict[str, Any]]) -> None:
     machine = {
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
+        "load_average_1min": round(os.getloadavg()[0], 2),
     }
     result = {
         "model": "all-MiniLM-L6-v2 (ONNX, local)",
         "published_ndcg@10": PUBLISHED_NDCG10,
-        "runs": runs,
+        "by_precision": by_precision,
         "machine": machine,
     }
     (RESULTS / "scifact.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     lines = [
         "### Retrieval quality: SciFact (BEIR test, 300 queries), all-MiniLM-L6-v2 ONNX, exact cosine",
         "",
-        "| indexing | vectors | nDCG@10 | recall@10 | recall@100 |",
-        "|---|---|---|---|---|",
+        "| indexing | MiniLM | vectors | nDCG@10 | recall@10 | recall@100 |",
+        "|---|---|---|---|---|---|",
     ]
     labels = {
         "whole": "whole documents (title + text, first 256 tokens)",
         "chunks": "real chunking pipeline (split_text; document = best chunk)",
+        "hybrid": "real chunking pipeline, RETRIEVAL_MODE=hybrid (index RRF of vector + BM25)",
     }
-    labels["hybrid"] = "real chunking pipeline, RETRIEVAL_MODE=hybrid (index RRF of vector + BM25)"
     for key in ("whole", "chunks", "hybrid"):
-        run = runs.get(key)
-        if not run:
-            lines.append(f"| {labels[key]} | not measured | | | |")
-        elif "skipped" in run:
-            lines.append(f"| {labels[key]} | {run['skipped']} | | | |")
-        else:
-            lines.append(
-                f"| {labels[key]} | {run['vectors']} | {run['ndcg@10']:.3f} | {run['recall@10']:.3f} "
-                f"| {run['recall@100']:.3f} |"
-            )
+        for precision in PRECISIONS:
+            run = by_precision.get(precision, {}).get(key)
+            if not run:
+                lines.append(f"| {labels[key]} | {precision} | not measured | | | |")
+            elif "skipped" in run:
+                lines.append(f"| {labels[key]} | {precision} | {run['skipped']} | | | |")
+            else:
+                lines.append(
+                    f"| {labels[key]} | {precision} | {run['vectors']} | {run['ndcg@10']:.3f} "
+                    f"| {run['recall@10']:.3f} | {run['recall@100']:.3f} |"
+                )
     lines += [
         "",
         f"Published nDCG@10 for all-MiniLM-L6-v2 on this set: {PUBLISHED_NDCG10} (goal: ≥ 0.64). "
@@ -294,7 +315,8 @@ def _write(runs: dict[str, Any]) -> None:
         "(CHUNK_SIZE characters with CHUNK_OVERLAP) cover all of it, which is what the service indexes. "
         "Chunks here are embedded without the contextual header the service now adds (CHUNK_HEADERS: "
         "the title before every chunk; only a document's first chunk starts with its title here) — "
-        "not yet measured on SciFact. Hybrid is the default RETRIEVAL_MODE.",
+        "not yet measured on SciFact. Hybrid is the default RETRIEVAL_MODE. MiniLM: the embedder's "
+        "weights (EMBEDDER_PRECISION).",
     ]
     (RESULTS / "scifact.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

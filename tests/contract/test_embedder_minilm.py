@@ -283,8 +283,13 @@ def test_a_missing_int8_model_names_make_install(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     (folder / "model.onnx").write_bytes(b"onnx")
     (folder / "tokenizer.json").write_text("{}")
-    with pytest.raises(ModelNotPreparedError, match=r"model-int8\.onnx missing\): run `make install`"):
+    with pytest.raises(
+        ModelNotPreparedError, match=r"model-int8\.onnx missing\): run `make install`"
+    ) as caught:
         OnnxMiniLMEmbedder.from_cache(tmp_path, precision="int8")
+    # a cache prepared before the int8 model existed: the fp32 export is one setting away
+    assert "EMBEDDER_PRECISION=fp32" in str(caught.value)
+    assert "\n" not in str(caught.value)
     with pytest.raises(ValueError, match="precision"):
         OnnxMiniLMEmbedder.from_cache(tmp_path, precision="int4")
 
@@ -297,3 +302,27 @@ def test_int8_vectors_depend_little_on_their_batch(int8: OnnxMiniLMEmbedder) -> 
     together = int8.embed_array(texts)
     alone = np.vstack([int8.embed_array([t]) for t in texts])
     assert float((together * alone).sum(axis=1).min()) >= 0.98
+
+
+@needs_model
+def test_the_default_settings_embed_with_fp32_and_int8_is_one_setting_away(tmp_path: Path) -> None:
+    from ragchat.bootstrap import Container
+    from ragchat.config import load_settings
+
+    assert MODELS is not None
+    env = {
+        "RAGCHAT_DATA_DIR": str(tmp_path),
+        "RAGCHAT_MODEL_DIR": str(MODELS),
+        "RAGCHAT_CHAT_MODEL": "extractive",
+    }
+    containers = [
+        Container(load_settings(env)),
+        Container(load_settings({**env, "EMBEDDER_PRECISION": "int8"})),
+    ]
+    default, int8 = (c.embedder for c in containers)
+    assert (default.precision, int8.precision) == ("fp32", "int8")  # type: ignore[attr-defined]
+    text = "Ferns reproduce with spores rather than seeds."
+    assert default.embed_query(text) != int8.embed_query(text)
+    assert cosine(default.embed_query(text), int8.embed_query(text)) >= 0.98
+    for c in containers:
+        c.close()

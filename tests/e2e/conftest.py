@@ -38,10 +38,17 @@ def models_path() -> Path:
 
 
 def model_ready(path: Path) -> bool:
-    from ragchat.adapters.local.onnx_embedder import model_dir
+    """The model files the default settings load (``EMBEDDER_PRECISION``'s) are prepared."""
+    from ragchat.adapters.local.onnx_embedder import MODEL_FILES, TOKENIZER_FILE, model_dir
+    from ragchat.config import load_settings
 
+    try:
+        precision = load_settings().embedder_precision
+    except Exception:  # an unrelated bad variable in the environment
+        precision = load_settings({}).embedder_precision
     folder = model_dir(path)
-    return (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file()
+    needed = (MODEL_FILES[precision], TOKENIZER_FILE)
+    return all((folder / name).is_file() for name in needed)
 
 
 def stop(proc: subprocess.Popen[Any]) -> None:

@@ -57,14 +57,15 @@ Coffee is free. The fridge is emptied every Friday at 16:00.
 
 
 def _models_path() -> Path | None:
-    from ragchat.adapters.local.onnx_embedder import model_dir
+    from ragchat.adapters.local.onnx_embedder import MODEL_FILES, model_dir
     from ragchat.config import load_settings
 
     candidates = []
     with contextlib.suppress(Exception):
         candidates.append(load_settings().models_path)
     candidates.append(REPO / ".ragchat" / "models")
-    return next((p for p in candidates if (model_dir(p) / "model.onnx").is_file()), None)
+    wanted = MODEL_FILES[load_settings({}).embedder_precision]  # the file the default settings load
+    return next((p for p in candidates if (model_dir(p) / wanted).is_file()), None)
 
 
 MODELS = _models_path()

@@ -114,10 +114,16 @@ class OnnxMiniLMEmbedder:
         model_path, tokenizer_path = folder / MODEL_FILES[precision], folder / TOKENIZER_FILE
         missing = [p.name for p in (model_path, tokenizer_path) if not p.is_file()]
         if missing:
+            # A cache prepared before the int8 model existed has only the fp32 export: say so.
+            fallback = (
+                "; or EMBEDDER_PRECISION=fp32 to use the fp32 export already there"
+                if precision != "fp32" and (folder / MODEL_FILE).is_file() and tokenizer_path.is_file()
+                else ""
+            )
             raise ModelNotPreparedError(
                 f"the embedding model {MODEL_ID} is not prepared in {folder} ({', '.join(missing)} missing): "
                 f"run `{PREPARE_COMMAND}` in the ragchat repository (or set RAGCHAT_MODEL_DIR to a "
-                "prepared model cache)"
+                f"prepared model cache{fallback})"
             )
         embedder = cls(model_path, tokenizer_path, **kwargs)
         embedder.precision = precision
