@@ -121,7 +121,7 @@ def test_ingest_through_the_api_twice_replaces_the_document(tmp_path: Path):
         note.write_text("# Glaciers\n\nGlaciers grind rock into fine flour as they move downhill.\n")
         second = run(["ingest", *api, str(note)], tmp_path / "unused")
         assert second.returncode == 0, second.stdout + second.stderr
-        assert "1 ready, 0 failed" in second.stdout
+        assert "1 ready (1 new version), 0 failed" in second.stdout  # told it replaced the first
         assert log_lines(first.stdout + first.stderr + second.stdout + second.stderr) == []
 
         docs = srv.request("GET", "/documents").json()["items"]
