@@ -92,3 +92,23 @@ def test_deleting_a_document_deletes_its_kept_text() -> None:
     assert blobs.keys("extracted/")  # type: ignore[attr-defined]
     assert api.call("DELETE", f"/documents/{doc_id}")["statusCode"] == 204
     assert blobs.keys("extracted/") == []  # type: ignore[attr-defined]
+
+
+def test_a_document_ingested_before_its_text_was_kept_is_extracted_once_then_served(
+    extractor_calls: Callable[[], list[str]],
+) -> None:
+    api = make_api()
+    doc_id = _post(api, "ferries.pdf", make_pdf(PAGES[:20]), "application/pdf")
+    blobs = api.container.blobs
+    for key in blobs.keys("extracted/"):  # type: ignore[attr-defined]
+        blobs.delete(key)  # as an upgrade finds a document ingested by an older version
+    extractor_calls().clear()
+
+    first = _read(api, doc_id)  # readable, not lost: its text is extracted this once and kept
+    assert first["statusCode"] == 200
+    assert "Page 19: the harbour ferry" in json.loads(first["body"])["body"]
+    assert "extract" in extractor_calls()
+    extractor_calls().clear()
+    for _ in range(2):
+        assert _read(api, doc_id)["statusCode"] == 200
+    assert extractor_calls() == []  # later reads parse nothing

@@ -15,7 +15,8 @@ from ragchat.domain.errors import Conflict, NotFound, ValidationError
 from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
-from ragchat.services.ingest_steps import EXTRACTED_TYPES, note_ids_of, text_key
+from ragchat.services.blob_keys import EXTRACTED_TYPES, text_key
+from ragchat.services.ingest_steps import note_ids_of
 from ragchat.services.ingestion import validate_metadata, work_prefix
 
 if TYPE_CHECKING:
@@ -69,11 +70,25 @@ class DocumentService:
                 raise Conflict(
                     f"The document's text is not extracted yet ({doc.status}): read it again once it is READY"
                 ) from None
-            raise NotFound(
-                "The document's extracted text is not stored (it was ingested before the text was "
-                "kept, or its extraction failed): upload it again to read it"
-            ) from None
+            data = self._backfill_text(doc)
         return data.decode("utf-8-sig", errors="replace")
+
+    def _backfill_text(self, doc: Document) -> bytes:
+        """A document ingested before its extracted text was kept: extract it this once (the same
+        bounded extraction as ingestion) and keep it, so no later read parses anything. A FAILED
+        document has no text to read (404)."""
+        from ragchat.domain.extraction import extract
+
+        if doc.status != DocumentStatus.READY:
+            raise NotFound("The document has no extracted text: its ingestion failed; upload it again")
+        try:
+            body = self.blobs.get(doc.body_key)
+        except KeyError:
+            raise NotFound("Document body not found") from None
+        data = "\n\n".join(page for page, _ in extract(body, content_type=doc.content_type)).encode("utf-8")
+        self.blobs.put(text_key(doc.owner, doc.id), data, content_type="text/plain; charset=utf-8")
+        logger.info("documents.text_kept", extra={"documentId": doc.id, "bytes": len(data)})
+        return data
 
     def update(
         self,

@@ -22,9 +22,7 @@ or beyond its count).
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,6 +34,7 @@ from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import note_id, version_tags
 from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
+from ragchat.services.blob_keys import EXTRACTED_TYPES, text_key, work_prefix
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
 
 if TYPE_CHECKING:
@@ -83,32 +82,6 @@ def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[
         cursor = page.cursor
         if cursor is None:
             return ids
-
-
-_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
-# Content types whose text is extracted by parsing (kept at ``text_key`` by the split step).
-EXTRACTED_TYPES = ("application/pdf", "text/html")
-
-
-def blob_segment(owner: str) -> str:
-    """A key segment for an owner: as-is when it is plainly safe, otherwise a stable hash."""
-    if _SAFE_SEGMENT.match(owner) and owner not in (".", ".."):
-        return owner
-    return "h-" + hashlib.sha256(owner.encode("utf-8")).hexdigest()[:32]
-
-
-def text_key(owner: str, document_id: str) -> str:
-    """Where the extracted text of a PDF or HTML document is kept (written by the split step), so
-    reading the document's text never runs extraction on a request."""
-    return f"extracted/{blob_segment(owner)}/{document_id}.txt"
-
-
-def work_prefix(document_id: str, version: str | None = None) -> str:
-    """Where a document's batch files live while it is being ingested: one folder per content
-    version, so the batches of two runs never collide and each run cleans up only its own."""
-    if version:
-        return f"work/{document_id}/{version}/"
-    return f"work/{document_id}/"
 
 
 SUPERSEDED = "SUPERSEDED"

@@ -33,15 +33,9 @@ from ragchat.domain.labels import (  # the one title/collection rule (documents 
     validate_title,
 )
 from ragchat.domain.models import Document, DocumentStatus
+from ragchat.services.blob_keys import blob_segment, text_key, work_prefix
 from ragchat.services.ingest_runner import COALESCE_TEXTS
-from ragchat.services.ingest_steps import (
-    BATCH_SIZE,
-    MAX_UNSPLIT_CHARS,
-    IngestSteps,
-    blob_segment,
-    text_key,
-    work_prefix,
-)
+from ragchat.services.ingest_steps import BATCH_SIZE, MAX_UNSPLIT_CHARS, IngestSteps
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
