@@ -13,7 +13,7 @@ without it (exact search over the whole matrix, as before).
   ``LocalVectorIndex`` with a snapshot against exact search, with queries that are real claims
   and questions.
 
-Run under ``/work/bin/quiet``-like conditions: ``.venv/bin/python bench/bench_vector_store.py
+Run on a quiet machine: ``.venv/bin/python bench/bench_vector_store.py
 [--n 1000000] [--real 40000] [--rounds 2]``; writes bench/results/vector_store.json and .md.
 """
 

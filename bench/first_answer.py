@@ -34,6 +34,7 @@ def main() -> None:
         passed = {k: v for k, v in os.environ.items() if k in ("EVIDENCE_VECTORS", "EMBEDDER_PRECISION")}
         env = {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive", **passed}
         box = Container(load_settings(env))
+        box.passage_vectors.defer_unwarmed = True  # as in `ragchat serve`, whose worker warms evidence
         box.embedder.embed_documents(["warm-up"])
         doc = box.ingestion.submit("bench", body=body, filename="ingest.md")
         started = time.perf_counter()

@@ -330,6 +330,7 @@ def test_the_first_question_at_ready_embeds_only_itself_and_answers_from_the_rig
         assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
         held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]
         launcher._warmer = held
+        box.passage_vectors.defer_unwarmed = True  # as `ragchat serve` sets it (its worker warms)
         _ingest(box)
         embedder = box.embedder
         assert isinstance(embedder, _Counting)
@@ -344,6 +345,32 @@ def test_the_first_question_at_ready_embeds_only_itself_and_answers_from_the_rig
         embedder.batches.clear()
         assert not box.ask.ask(OWNER, "Where can I leave my bike?").guard_used
         assert embedder.batches == []
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_without_a_warmer_a_question_embeds_the_missing_evidence_and_answers_by_meaning(
+    tmp_path: Path,
+) -> None:
+    """A one-shot process (``ragchat ask`` after ``ragchat ingest``, which exits before warming) has
+    nobody to store the evidence later: the question embeds what it needs, as before, and the
+    answer is the one a warmed document gives."""
+    with _container(tmp_path) as box:
+        launcher = box.launcher
+        assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
+        held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]
+        launcher._warmer = held  # never released: the evidence is never stored
+        _ingest(box)
+        embedder = box.embedder
+        assert isinstance(embedder, _Counting)
+        embedder.batches.clear()
+        question = "How long do I have to hand in an expense report?"
+        answer = box.ask.ask(OWNER, question)
+        assert not answer.guard_used
+        assert answer.sources and "expense" in (answer.sources[0].title or "").lower()
+        assert embedder.batches != []  # the hits' passages and sentences, embedded for this answer
+        held.released.set()
+        assert launcher.wait_warm(30)
+        assert box.ask.ask(OWNER, question).answer == answer.answer  # what the warmed document says
 
 
 def test_a_chunk_is_warmed_once_its_document_is_marked_for_its_version_and_title(tmp_path: Path) -> None:

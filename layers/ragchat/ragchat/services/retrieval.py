@@ -111,6 +111,11 @@ class PassageVectors:
         self._embedder = embedder
         self._size = max(0, size)
         self._store = store
+        # True where a background warmer in this process will store the missing evidence (``ragchat
+        # serve``): a question then answers without it instead of embedding it on the request. False
+        # in a one-shot process (``ragchat ask`` after ``ragchat ingest``): nobody else will embed
+        # them, so the question does, and answers by meaning.
+        self.defer_unwarmed = False
         self._vectors: OrderedDict[str, list[float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -129,7 +134,7 @@ class PassageVectors:
             self._remember(stored)
             known.update(stored)
             missing = [p for p in missing if p not in stored]
-            if missing and self._unwarmed(chunk_ids):
+            if missing and self.defer_unwarmed and self._unwarmed(chunk_ids):
                 raise EvidencePending(f"{len(missing)} texts of chunks not warmed yet")
         if missing:
             fresh = self._embedder.embed_documents(missing)
