@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragchat.ports import BlobStore
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 # Content types whose text is extracted by parsing (kept at ``text_key`` by the split step).
@@ -30,3 +34,13 @@ def work_prefix(document_id: str, version: str | None = None) -> str:
     if version:
         return f"work/{document_id}/{version}/"
     return f"work/{document_id}/"
+
+
+def keep_extracted_text(
+    blobs: BlobStore, owner: str, document_id: str, pages: list[tuple[str, dict[str, Any]]]
+) -> bytes:
+    """Store a parsed document's extracted text (its pages joined by blank lines) at ``text_key``,
+    where reading the document's text finds it; returns what was stored."""
+    data = "\n\n".join(page for page, _ in pages).encode("utf-8")
+    blobs.put(text_key(owner, document_id), data, content_type="text/plain; charset=utf-8")
+    return data

@@ -15,7 +15,7 @@ from ragchat.domain.errors import Conflict, NotFound, ValidationError
 from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
-from ragchat.services.blob_keys import EXTRACTED_TYPES, text_key
+from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key
 from ragchat.services.ingest_steps import note_ids_of
 from ragchat.services.ingestion import validate_metadata, work_prefix
 
@@ -85,8 +85,9 @@ class DocumentService:
             body = self.blobs.get(doc.body_key)
         except KeyError:
             raise NotFound("Document body not found") from None
-        data = "\n\n".join(page for page, _ in extract(body, content_type=doc.content_type)).encode("utf-8")
-        self.blobs.put(text_key(doc.owner, doc.id), data, content_type="text/plain; charset=utf-8")
+        data = keep_extracted_text(
+            self.blobs, doc.owner, doc.id, extract(body, content_type=doc.content_type)
+        )
         logger.info("documents.text_kept", extra={"documentId": doc.id, "bytes": len(data)})
         return data
 

@@ -34,7 +34,7 @@ from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import note_id, version_tags
 from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
-from ragchat.services.blob_keys import EXTRACTED_TYPES, text_key, work_prefix
+from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, work_prefix
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
 
 if TYPE_CHECKING:
@@ -197,8 +197,7 @@ class IngestSteps:
         """Keep a PDF's or HTML page's extracted text (``GET /documents/{id}?include=body`` reads it
         there: no extraction on a request). Text types are their own text."""
         if doc.content_type in EXTRACTED_TYPES:
-            data = "\n\n".join(page for page, _ in pages).encode("utf-8")
-            self.blobs.put(text_key(doc.owner, doc.id), data, content_type="text/plain; charset=utf-8")
+            keep_extracted_text(self.blobs, doc.owner, doc.id, pages)
 
     def _chunks_and_text(
         self, doc: Document, pages: list[tuple[str, dict[str, Any]]]
