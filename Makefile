@@ -15,7 +15,7 @@ export RAGCHAT_DATA_DIR
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install model run test lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium
+.PHONY: install model run test test-prerequisites lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || test -n "$(PYTHON)" || { echo "make: needs Python $(PYTHON_MINOR), the Lambda runtime's (pyenv install $(PYTHON_MINOR), apt install python$(PYTHON_MINOR), ...; or PYTHON=/path/to/python$(PYTHON_MINOR))" >&2; exit 1; }
@@ -83,9 +83,16 @@ integration: install
 e2e: install ensure-chromium
 	$(VENV)/bin/pytest -q tests/e2e
 
-# Everything: one pytest over all of tests/ (one start-up, one summary; a new folder is never missed).
-test: install lint typecheck validate ensure-chromium
-	$(VENV)/bin/pytest -q tests
+# Everything: one pytest over all of tests/ (one summary; a new folder is never missed), spread over
+# the CPUs with pytest-xdist (TEST_WORKERS=auto: one worker per core; TEST_WORKERS=0 runs in-process).
+# The steps before it run side by side (-j3): Chromium's apt install overlaps the pip install, and
+# lint, type check and template validation overlap each other; each step's output stays together.
+TEST_WORKERS ?= auto
+test:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-prerequisites
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) tests
+
+test-prerequisites: install lint typecheck validate ensure-chromium
 
 bench: install
 	$(PY) bench/run_all.py

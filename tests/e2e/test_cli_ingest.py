@@ -29,7 +29,7 @@ def needs_model() -> None:
         pytest.skip(f"the MiniLM model is not prepared in {models_path()} (run `make model`)")
 
 
-def run(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
+def run(args: list[str], data_dir: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "RAGCHAT_DATA_DIR": str(data_dir),
@@ -39,7 +39,7 @@ def run(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
     }
     env.pop("ANTHROPIC_API_KEY", None)
     cli = Path(sys.executable).with_name("ragchat")
-    return subprocess.run([str(cli), *args], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(cli), *args], env=env, capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 def test_ingest_folder_reports_ready_and_failed(tmp_path: Path):
@@ -60,7 +60,9 @@ def test_ingest_folder_reports_ready_and_failed(tmp_path: Path):
     (docs / "ignored.bin").write_bytes(b"\x00\x01")
     data_dir = tmp_path / "data"
 
-    out = run(["ingest", str(docs)], data_dir)
+    # A relative folder, as a user types it: the table's File column then fits on one line whatever
+    # the temporary directory's length (a long absolute path folds onto a second line of the row).
+    out = run(["ingest", "docs"], data_dir, cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr  # one file failed
     lines = out.stdout.splitlines()
     status = {

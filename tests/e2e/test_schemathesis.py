@@ -12,6 +12,8 @@ import pytest
 
 from tests.e2e.conftest import TOKEN, run_server
 
+pytestmark = pytest.mark.slow
+
 MAX_EXAMPLES = 25
 
 

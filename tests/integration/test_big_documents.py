@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from ragchat.bootstrap import Container
 from ragchat.config import load_settings
 from ragchat.domain.models import DocumentStatus, SearchFilter
 
 from tests.fakes import FakeEmbedder
 from tests.pdfs import book_pdf
+
+pytestmark = pytest.mark.slow
 
 OWNER = "alice"
 PAGES = 1000
