@@ -26,6 +26,8 @@ A canoe costs 22 pounds per hour. A two-seat canoe costs 30 pounds per hour.
 
 The deposit for a canoe is 60 pounds, returned when the canoe comes back undamaged.
 
+Children under 10 paddle free in a two-seat canoe with an adult.
+
 ## Opening hours
 
 The boathouse opens at 9:00 and closes at 17:00 on weekdays. On Sundays it opens at 11:00 and closes
@@ -138,6 +140,41 @@ def test_a_short_off_topic_follow_up_naming_its_own_subject_is_refused(
     answered, follow = _talk(box, first, off_topic)
     assert not answered.guard_used
     assert follow.guard_used and follow.message.content == GUARD_REPLY and follow.message.sources == []
+
+
+@pytest.mark.parametrize(
+    ("first", "off_topic"),
+    [
+        # "What about X" with a subject no earlier message and no note of the conversation's has
+        ("How much does a canoe cost per hour?", "What about the swimming pool next door?"),
+        # the thing asked for is what counts: the boathouse is in the notes, a sauna is not
+        ("When does the canoe boathouse open on weekdays?", "Is there a sauna at the boathouse?"),
+        # "these days" says when; it refers back to nothing
+        ("How much does a canoe cost per hour?", "What does a litre of diesel cost these days?"),
+        # the weather's "it" is not the canoe
+        ("When does the canoe boathouse open on Sundays?", "Will it rain on Sunday?"),
+    ],
+)
+def test_an_off_topic_follow_up_is_refused_whatever_its_shape(box: Any, first: str, off_topic: str) -> None:
+    answered, follow = _talk(box, first, off_topic)
+    assert not answered.guard_used
+    assert follow.guard_used and follow.message.content == GUARD_REPLY and follow.message.sources == []
+
+
+@pytest.mark.parametrize(
+    ("first", "follow_up", "fact"),
+    [
+        ("How much does a canoe cost per hour?", "What about kids?", "Children under 10 paddle free"),
+        ("How much does a canoe cost per hour?", "What about a two-seat canoe?", "30 pounds"),
+        ("How much does a canoe cost per hour?", "Is there a deposit?", "60 pounds"),
+    ],
+)
+def test_a_follow_up_about_the_conversations_subject_is_still_answered(
+    box: Any, first: str, follow_up: str, fact: str
+) -> None:
+    _, follow = _talk(box, first, follow_up)
+    assert not follow.guard_used and fact in follow.message.content
+    assert "canoe-hire" in _titles(follow)
 
 
 def test_a_second_part_about_a_subject_no_note_mentions_is_said_to_be_not_covered(box: Any) -> None:

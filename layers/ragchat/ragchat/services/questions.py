@@ -19,7 +19,15 @@ questions part by part, and names no document mentions refused.
   answerable (the rental desk's closing time answers "What time does the supermarket close?" for
   the decision): in a conversation (or as the second part of a question) it is answered only from
   notes that mention its subject (reason ``other_subject``). "Who looks after the garden?" after a
-  question on a tenancy finds "garden" in the tenancy's notes and is answered from them. A first
+  question on a tenancy finds "garden" in the tenancy's notes and is answered from them.
+- **A new subject** — the words after "What about" / "How about", or the thing an existential
+  question asks for ("Is there a café at the marina?"), when no earlier user message has them — must
+  all be found in the notes answered from ("What about council tax?" after a tenancy question is
+  refused, "What about kids?" after a kayak question finds the children's rule). These notes, and
+  the half of a short message's subject words above, are the top note's document's among the
+  evidence: a word another document mentions in passing (a café on a cycling club's ride) does not
+  make a museum question about lunch answerable. Time words ("these days", "on Sunday") and the
+  weather's "it" are no reference back (:mod:`ragchat.domain.followups`). A first
   turn and a one-shot question keep the single-turn decision: a paraphrase with one subject word
   ("Can I work from abroad?" for "working from another country") is answered there.
 - **Parts.** "How much notice do I give and who fixes the boiler?" is split
@@ -50,8 +58,10 @@ from ragchat.domain.followups import (
     is_follow_up,
     leans_on_history,
     names_own_subject,
+    new_subject_words,
     own_words_covered,
     subject_question,
+    uncovered,
 )
 from ragchat.domain.models import ChatTurn, ModelRequest
 from ragchat.domain.names import specific_names, unknown_names
@@ -151,7 +161,7 @@ def retrieve_question(
     previous = previous or []
     parts = split_parts(normalize_question(question))
     if len(parts) == 1:
-        result = _single(retriever, question, flt, subject_question(previous), condensed, conversation_id)
+        result = _single(retriever, question, flt, previous, condensed, conversation_id)
     else:
         result = _parts(retriever, parts, flt, previous, conversation_id)
     logger.info(
@@ -166,10 +176,11 @@ def _single(
     retriever: Retriever,
     question: str,
     flt: SearchFilter,
-    subject: str | None,
+    previous: list[str],
     condensed: str | None,
     conversation_id: str | None,
 ) -> Retrieval:
+    subject = subject_question(previous)
     raw = retriever.retrieve(question, flt, conversation_id=conversation_id)
     if raw.reason == EMPTY_KNOWLEDGE_BASE:
         return raw
@@ -183,20 +194,42 @@ def _single(
         ):
             chosen = dataclasses.replace(carried, query=query, query_vector=_blend(raw, carried))
     if subject is not None:
-        chosen = _check_subject(retriever, raw.question, chosen, conversation_id)
+        chosen = _check_subject(retriever, raw, chosen, previous, conversation_id)
     return _check_names(retriever, raw.question, chosen, flt, conversation_id)
 
 
 def _check_subject(
-    retriever: Retriever, question: str, chosen: Retrieval, conversation_id: str | None
+    retriever: Retriever,
+    raw: Retrieval,
+    chosen: Retrieval,
+    previous: list[str],
+    conversation_id: str | None,
 ) -> Retrieval:
-    """A short follow-up naming its own subject (module docstring) is refused when the notes it would
-    be answered from never mention that subject, whether the raw or the carried query found them."""
-    if chosen.guard or not names_own_subject(question):
+    """A message in a conversation that brings a subject of its own (module docstring) is refused
+    when the notes it would be answered from — the top note's document's, among the evidence — do
+    not mention that subject: every new subject word of "What about X?" / "Is there a X …?", and
+    half the words of a short message naming its own subject. When the carried query's notes fail
+    this and the message as written is answerable from notes that pass it, those are answered from
+    (as on a first turn)."""
+    if chosen.guard:
         return chosen
-    if own_words_covered(question, [h.text for h in chosen.hits[:EVIDENCE_CHUNKS]]) >= CARRIED_COVERAGE:
+    question = raw.question
+    if _subject_found(question, chosen, previous):
         return chosen
+    if chosen is not raw and not raw.guard and _subject_found(question, raw, previous):
+        return dataclasses.replace(raw, query=raw.question)
+    logger.info("chat.other_subject", extra={"conversationId": conversation_id})
     return retriever.refuse(chosen, OTHER_SUBJECT, conversation_id=conversation_id)
+
+
+def _subject_found(question: str, found: Retrieval, previous: list[str]) -> bool:
+    if not found.hits:
+        return True
+    top = found.hits[0].document_id
+    evidence = [h.text for h in found.hits[:EVIDENCE_CHUNKS] if h.document_id == top]
+    if uncovered(new_subject_words(question, previous), evidence):
+        return False
+    return not names_own_subject(question) or own_words_covered(question, evidence) >= CARRIED_COVERAGE
 
 
 def _carried_fits(
@@ -282,8 +315,7 @@ def _parts(
 ) -> Retrieval:
     done: list[Part] = []
     for i, part in enumerate(parts):
-        subject = subject_question([*previous, *parts[:i]])
-        done.append(Part(part, _single(retriever, part, flt, subject, None, conversation_id)))
+        done.append(Part(part, _single(retriever, part, flt, [*previous, *parts[:i]], None, conversation_id)))
     answered = [p.retrieval for p in done if not p.retrieval.guard]
     first = answered[0] if answered else done[0].retrieval
     hits: dict[str, Hit] = {}
