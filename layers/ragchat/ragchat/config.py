@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     evidence_vectors: Literal["embedded", "pooled_sentences", "pooled"] = Field(
         "embedded", alias="EVIDENCE_VECTORS"
     )
+    # when the vectors embedded alone are made: for every chunk of a READY document, in the
+    # background ("background"), or only for the chunks a question reaches, on that question, and
+    # stored for the next one ("on_demand": nothing embedded for chunks nobody asks about)
+    evidence_warming: Literal["background", "on_demand"] = Field("background", alias="EVIDENCE_WARMING")
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
 
     # --- backends ----------------------------------------------------------------------------

@@ -116,9 +116,11 @@ class IngestionRoot(Models):
 
     @cached_property
     def evidence_warmer(self) -> EvidenceWarmer | None:
-        """Embeds READY documents' passages (calibrated embedder) and sentences (extractive by meaning)."""
+        """Embeds READY documents' passages (calibrated embedder) and sentences (extractive by meaning)
+        in the background; ``None`` with ``EVIDENCE_WARMING=on_demand`` (a question embeds and stores
+        those of the chunks it reaches, ``PassageVectors``)."""
         store = self.evidence_store
-        if store is None:
+        if store is None or self.settings.evidence_warming == "on_demand":
             return None
         from ragchat.services.evidence import EvidenceWarmer
 

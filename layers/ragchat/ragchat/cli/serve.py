@@ -110,7 +110,8 @@ def _prepare(container: Container, samples: bool) -> None:
 
 def warm_unwarmed(container: Container) -> int:
     """Queue READY documents whose evidence vectors are missing (ingested by ``ragchat ingest``, or
-    before this version, or cut short by a stop); the worker embeds them when it is idle."""
+    before this version, or cut short by a stop); the worker embeds them when it is idle. Nothing with
+    ``EVIDENCE_WARMING=on_demand`` (no warmer: a question embeds and stores what it reaches)."""
     warmer = container.evidence_warmer
     warm = getattr(container.launcher, "warm", None)
     if warmer is None or warm is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -119,7 +119,12 @@ class PassageVectors:
         self._vectors: OrderedDict[str, list[float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(self, passages: Sequence[str], chunk_ids: Sequence[str] = ()) -> list[list[float]]:
+    def __call__(
+        self, passages: Sequence[str], chunk_ids: Sequence[str] = (), owners: Mapping[str, str] | None = None
+    ) -> list[list[float]]:
+        """The vectors of ``passages``, in order. ``owners``: the chunk each text comes from; a text
+        embedded here is stored under it (``EVIDENCE_WARMING=on_demand``, or nobody warms), so the
+        next question on that chunk reads it, as it reads a warmed one."""
         with self._lock:
             known = {p: self._vectors[p] for p in passages if p in self._vectors}
             for p in known:
@@ -139,9 +144,29 @@ class PassageVectors:
         if missing:
             fresh = self._embedder.embed_documents(missing)
             embedded = dict(zip(missing, fresh, strict=True))
+            if owners and self._store is not None:
+                embedded.update(self._stored(embedded, owners))
             self._remember(embedded)
             known.update(embedded)
         return [known[p] for p in passages]
+
+    def _stored(self, embedded: dict[str, list[float]], owners: Mapping[str, str]) -> dict[str, list[float]]:
+        """Store ``embedded`` under each text's chunk and return them as stored (the same vectors a
+        warmed chunk gives, so an answer does not depend on who embedded them first). A failed write
+        is logged: the texts are then used as embedded."""
+        assert self._store is not None
+        rows: dict[str, list[tuple[str, list[float]]]] = {}
+        for text, vector in embedded.items():
+            if chunk := owners.get(text):
+                rows.setdefault(chunk, []).append((text, vector))
+        if not rows:
+            return {}
+        try:
+            self._store.put(rows)
+            return self._store.vectors_of(list(rows), [t for pairs in rows.values() for t, _ in pairs])
+        except Exception as exc:
+            logger.warning("evidence.write_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+            return {}
 
     def _unwarmed(self, chunk_ids: Sequence[str]) -> bool:
         """Whether some of ``chunk_ids`` do not have all their evidence stored yet (a failed read
@@ -154,14 +179,18 @@ class PassageVectors:
             return False
 
     def similarities(
-        self, query: Sequence[float], texts: Sequence[str], chunk_ids: Sequence[str] = ()
+        self,
+        query: Sequence[float],
+        texts: Sequence[str],
+        chunk_ids: Sequence[str] = (),
+        owners: Mapping[str, str] | None = None,
     ) -> list[float]:
         """Cosine similarity of ``query`` (a unit vector) to each text's vector, in order."""
         if not texts:
             return []
         import numpy as np  # only where passages are scored (not on Lambda's cold path)
 
-        matrix = np.asarray(self(texts, chunk_ids), dtype=np.float32)
+        matrix = np.asarray(self(texts, chunk_ids, owners), dtype=np.float32)
         scores: list[float] = (matrix @ np.asarray(query, dtype=np.float32)).tolist()
         return scores
 
@@ -339,12 +368,15 @@ class Retriever:
         passage_scores: list[float] | None = None
         if coefficients is not None and vector_hits:
             t = time.perf_counter()
-            passages = evidence_passages(texts, titles=self._titles(owner, vector_hits))
+            titles = self._titles(owner, vector_hits)
+            passages = evidence_passages(texts, titles=titles)
             chunks = [h.id for h in vector_hits[:EVIDENCE_CHUNKS]]
+            owners = passage_owners(vector_hits, titles)
             if passages:
                 try:
                     passage_scores = self._retry_once(
-                        "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
+                        "embed_passages",
+                        lambda: self.passage_vectors.similarities(query, passages, chunks, owners),
                     )
                 except EvidencePending as pending:
                     # the chunks' passages are not embedded yet: the top-1 rule decides until they are
@@ -360,13 +392,15 @@ class Retriever:
         title-prefixed pairs of sentences of the top chunks); ``None`` without hits or passages.
         Passage vectors come from the cache, so hits already decided on embed nothing new."""
         texts = [strip_citations(h.text) for h in hits]
-        passages = evidence_passages(texts, titles=self._titles(owner, hits))
+        titles = self._titles(owner, hits)
+        passages = evidence_passages(texts, titles=titles)
         if not passages:
             return None
         chunks = [h.id for h in hits[:EVIDENCE_CHUNKS]]
+        owners = passage_owners(hits, titles)
         try:
             scores = self._retry_once(
-                "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks)
+                "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks, owners)
             )
         except EvidencePending:
             return None  # not embedded yet: as if there were no passages
@@ -391,6 +425,17 @@ class Retriever:
                 **_decision_fields(decision),
             },
         )
+
+
+def passage_owners(hits: Sequence[Hit], titles: Sequence[str | None] | None) -> dict[str, str]:
+    """The chunk each of the decision's passages of ``hits`` comes from (the first, for a passage
+    two chunks share): where a passage embedded on a question is stored."""
+    owners: dict[str, str] = {}
+    for i, hit in enumerate(hits[:EVIDENCE_CHUNKS]):
+        title = titles[i] if titles is not None and i < len(titles) else None
+        for passage in evidence_passages([strip_citations(hit.text)], limit=1 << 30, titles=[title]):
+            owners.setdefault(passage, hit.id)
+    return owners
 
 
 def _decision_fields(decision: Decision | None) -> dict[str, object]:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 from ragchat.domain.errors import EvidencePending
-from ragchat.domain.models import Completion, ModelRequest
+from ragchat.domain.models import Completion, Hit, ModelRequest
 
 logger = logging.getLogger("ragchat.extractive")
 
@@ -30,10 +30,15 @@ WORDS_PER_DELTA = 6
 class TextVectors(Protocol):
     """Similarities of a question's unit vector to texts' vectors, one per text, in order
     (``ragchat.services.retrieval.PassageVectors``); ``chunk_ids``: the chunks the texts come from
-    (where precomputed vectors are looked up)."""
+    (where precomputed vectors are looked up); ``owners``: the chunk each text comes from (where a
+    text embedded on the question is stored)."""
 
     def similarities(
-        self, query: Sequence[float], texts: Sequence[str], chunk_ids: Sequence[str] = ()
+        self,
+        query: Sequence[float],
+        texts: Sequence[str],
+        chunk_ids: Sequence[str] = (),
+        owners: Mapping[str, str] | None = None,
     ) -> list[float]: ...
 
 
@@ -60,8 +65,7 @@ class ExtractiveChatModel:
         question, hits = request.question, request.sources
         if self.relevance_vectors is not None:
             try:
-                chunk_ids = [h.id for h in hits]
-                relevance = self._relevance(question, request.question_vector, chunk_ids)
+                relevance = self._relevance(question, request.question_vector, hits)
                 text = extractive_answer(question, hits, relevance=relevance)
                 return Completion(text=text, model=self.model_id)
             except EvidencePending:  # the sentences' vectors are not stored yet: words until they are
@@ -71,9 +75,16 @@ class ExtractiveChatModel:
                 logger.warning("extractive: sentence relevance failed (%s); BM25 only", reason)
         return Completion(text=extractive_answer(question, hits), model=self.model_id)
 
-    def _relevance(self, question: str, vector: list[float] | None, chunk_ids: list[str]) -> _Relevance:
+    def _relevance(self, question: str, vector: list[float] | None, hits: Sequence[Hit]) -> _Relevance:
+        from ragchat.domain.extractive import relevance_texts
+
         assert self.relevance_vectors is not None and self.query_embedder is not None
-        return _Relevance(question, vector, self.relevance_vectors, self.query_embedder, chunk_ids)
+        owners: dict[str, str] = {}
+        for hit in hits:  # the first hit a sentence comes from
+            for text in relevance_texts(hit.text):
+                owners.setdefault(text, hit.id)
+        chunk_ids = [h.id for h in hits]
+        return _Relevance(question, vector, self.relevance_vectors, self.query_embedder, chunk_ids, owners)
 
     def stream(self, request: ModelRequest) -> Iterator[str]:
         """The same answer, in deltas of a few words (their concatenation is the answer)."""
@@ -98,13 +109,15 @@ class _Relevance:
         vectors: TextVectors,
         embedder: QueryEmbedder,
         chunk_ids: list[str],
+        owners: dict[str, str],
     ) -> None:
         self._question = question
         self._query = vector
         self._vectors = vectors
         self._embedder = embedder
         self._chunk_ids = chunk_ids
+        self._owners = owners
 
     def __call__(self, sentences: list[str]) -> list[float]:
         query = self._query if self._query is not None else self._embedder.embed_query(self._question)
-        return self._vectors.similarities(query, sentences, self._chunk_ids)
+        return self._vectors.similarities(query, sentences, self._chunk_ids, self._owners)

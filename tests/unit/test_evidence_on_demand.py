@@ -1,0 +1,160 @@
+"""``EVIDENCE_WARMING=on_demand``: nothing is embedded in the background; a question embeds the
+evidence (decision passages, answer sentences) of the chunks it reaches, stores it, and the next
+question on them embeds nothing but itself; answers are those of a fully warmed instance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from ragchat.bootstrap import Container
+from ragchat.cli.serve import warm_unwarmed
+from ragchat.config import load_settings
+from ragchat.domain import answerability
+from ragchat.services.evidence import chunk_evidence_texts
+
+from tests.fakes import FakeEmbedder
+
+OWNER = "local"
+POLICY = """# Expense policy
+
+Submit every expense report within 30 days of the purchase. Late reports need your manager's approval.
+The finance team reimburses approved reports with the next salary payment.
+
+## Travel
+
+- Meals are covered up to 60 euros per day in Europe.
+- Taxis are reimbursed only when no train or bus runs.
+
+| Item | Limit |
+|---|---|
+| Hotel | 150 euros a night |
+
+The lighthouse stood on the island of Pharos. It was about one hundred metres tall.
+"""
+GUIDE = """The Lisbon office opens at 8:00 and closes at 19:00 on weekdays. Visitors sign in at the front
+desk on the ground floor. Bikes can be parked in the courtyard. They must not block the fire exit.
+"""
+QUESTIONS = [
+    "How long do I have to hand in an expense report?",
+    "What is the meal allowance in Europe?",
+    "How tall was the lighthouse?",
+    "When does the Lisbon office open?",
+    "Where can I leave my bike?",
+]
+MODEL = "fake-calibrated"
+
+
+class _Counting(FakeEmbedder):
+    """FakeEmbedder recording every text given to ``embed_documents``."""
+
+    def __init__(self, precision: str = "fp32") -> None:
+        super().__init__(model_id=MODEL)
+        self.precision = precision
+        self.documents: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.documents += texts
+        return super().embed_documents(texts)
+
+
+@pytest.fixture(autouse=True)
+def calibrated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake embedder gets coefficients, so the decision reads passages as MiniLM's does."""
+    monkeypatch.setitem(
+        answerability.CALIBRATED,
+        MODEL,
+        answerability.Coefficients(0.2, intercept=0.0, weights={"passage": 5.0}, cutoff=0.3),
+    )
+
+
+def _container(data: Path, embedder: _Counting | None = None, **env: str) -> Container:
+    settings = load_settings(
+        {"RAGCHAT_DATA_DIR": str(data), "RAGCHAT_CHAT_MODEL": "extractive", "MIN_SIMILARITY": "0.2", **env}
+    )
+    return Container(settings, embedder=embedder or _Counting())
+
+
+def _counting(box: Container) -> _Counting:
+    embedder = box.embedder
+    assert isinstance(embedder, _Counting)
+    return embedder
+
+
+def _ingest(box: Container) -> None:
+    box.ingestion.submit_file(OWNER, data=POLICY.encode(), filename="expense-policy.md")
+    box.ingestion.submit_file(OWNER, data=GUIDE.encode(), filename="office-guide.txt")
+    assert box.launcher.wait_idle(30)
+    assert box.launcher.wait_warm(30)  # type: ignore[attr-defined]
+
+
+def _every_evidence_text(box: Container) -> set[str]:
+    out: set[str] = set()
+    for doc in box.documents.list_documents(OWNER).items:
+        for note in box.documents.list_notes(OWNER, document_id=doc.id).items:
+            out.update(chunk_evidence_texts(note.text, doc.title, passages=True, sentences=True))
+    return out
+
+
+def _chunks_with_evidence(box: Container) -> set[str]:
+    with box._sqlite.read() as conn:
+        return {str(r[0]) for r in conn.execute("SELECT DISTINCT chunk_id FROM evidence_vectors")}
+
+
+def _answers(box: Container) -> list[tuple[bool, str]]:
+    out = []
+    for q in QUESTIONS:
+        result = box.ask.ask(OWNER, q)
+        out.append((result.guard_used, result.answer.split("[source:")[0]))  # chunk ids differ by instance
+    return out
+
+
+def test_on_demand_embeds_no_evidence_for_chunks_nobody_asked_about(tmp_path: Path) -> None:
+    with _container(tmp_path, EVIDENCE_WARMING="on_demand") as box:
+        _ingest(box)
+        assert box.evidence_warmer is None
+        assert warm_unwarmed(box) == 0  # `ragchat serve` queues nothing either
+        assert not box.passage_vectors.defer_unwarmed
+        assert not set(_counting(box).documents) & _every_evidence_text(box)
+        assert _chunks_with_evidence(box) == set()
+
+
+def test_a_question_stores_the_evidence_of_the_chunks_it_reaches_and_asked_again_embeds_nothing(
+    tmp_path: Path,
+) -> None:
+    question = "How long do I have to hand in an expense report?"
+    one_chunk = {"TOP_K": "1", "ADAPTIVE_TOP_K": "1"}  # a question reaches one chunk of the two
+    with _container(tmp_path, EVIDENCE_WARMING="on_demand", **one_chunk) as box:
+        _ingest(box)
+        embedder = _counting(box)
+        embedder.documents.clear()
+        first = box.ask.ask(OWNER, question)
+        assert not first.guard_used
+        assert first.sources and first.sources[0].title == "expense-policy.md"
+        assert embedder.documents  # the reached chunks' passages and sentences, on this question
+        assert _chunks_with_evidence(box) == {first.sources[0].id}  # only the chunk it reached
+        embedder.documents.clear()
+        assert box.ask.ask(OWNER, question).answer == first.answer
+        assert embedder.documents == []
+    # another process (nothing in memory) reads them from the store
+    with _container(tmp_path, EVIDENCE_WARMING="on_demand", **one_chunk) as again:
+        assert again.ask.ask(OWNER, question).answer == first.answer
+        assert _counting(again).documents == []
+
+
+def test_on_demand_answers_are_those_of_a_warmed_instance(tmp_path: Path) -> None:
+    with _container(tmp_path / "warmed") as warmed:
+        _ingest(warmed)
+        assert _chunks_with_evidence(warmed)  # every chunk's evidence was stored after READY
+        expected = _answers(warmed)
+    with _container(tmp_path / "lazy", EVIDENCE_WARMING="on_demand") as lazy:
+        _ingest(lazy)
+        first = _answers(lazy)
+        embedder = _counting(lazy)
+        embedder.documents.clear()
+        second = _answers(lazy)
+        assert embedder.documents == []
+    assert sum(1 for refused, _ in expected if not refused) >= 4
+    assert first == expected
+    assert second == expected
