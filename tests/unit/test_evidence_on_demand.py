@@ -1,6 +1,7 @@
 """``EVIDENCE_WARMING=on_demand``: nothing is embedded in the background; a question embeds the
 evidence (decision passages, answer sentences) of the chunks it reaches, stores it, and the next
-question on them embeds nothing but itself; answers are those of a fully warmed instance."""
+question on them embeds nothing but itself; answers are those of a fully warmed instance. And stored
+evidence vectors are kept apart by the embedder's precision."""
 
 from __future__ import annotations
 
@@ -158,3 +159,21 @@ def test_on_demand_answers_are_those_of_a_warmed_instance(tmp_path: Path) -> Non
     assert sum(1 for refused, _ in expected if not refused) >= 4
     assert first == expected
     assert second == expected
+
+
+def test_evidence_stored_with_one_precision_is_not_read_with_the_other(tmp_path: Path) -> None:
+    """Switching ``EMBEDDER_PRECISION`` must not mix fp32 and int8 vectors: the evidence stored by
+    one is not read by the other, which embeds (and stores) its own."""
+    question = "When does the Lisbon office open?"
+    with _container(tmp_path, _Counting("fp32"), EVIDENCE_WARMING="on_demand") as fp32:
+        _ingest(fp32)
+        fp32.ask.ask(OWNER, question)
+    with _container(tmp_path, _Counting("int8"), EVIDENCE_WARMING="on_demand") as int8:
+        int8.ask.ask(OWNER, question)
+        assert _counting(int8).documents  # not the fp32 vectors
+        _counting(int8).documents.clear()
+        int8.ask.ask(OWNER, question)
+        assert _counting(int8).documents == []  # its own, stored
+    with _container(tmp_path, _Counting("fp32"), EVIDENCE_WARMING="on_demand") as back:
+        back.ask.ask(OWNER, question)
+        assert _counting(back).documents == []  # fp32's are still there, apart

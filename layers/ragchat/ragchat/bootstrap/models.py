@@ -24,7 +24,7 @@ class Models(Backends):
             return None
         from ragchat.adapters.local.sqlite_store.evidence import SqliteEvidenceStore
 
-        return SqliteEvidenceStore(self._sqlite, getattr(self.embedder, "model_id", ""))
+        return SqliteEvidenceStore(self._sqlite, evidence_model_key(self.embedder))
 
     @cached_property
     def passage_vectors(self) -> PassageVectors:
@@ -103,3 +103,11 @@ class Models(Backends):
             # a secret left empty or holding a placeholder is "no key": auto mode never sends it
             return value.strip() if is_anthropic_key(value) else None
         return None
+
+
+def evidence_model_key(embedder: object) -> str:
+    """What stored evidence vectors are keyed by: the embedding model and, when not fp32, the
+    precision of its weights (``EMBEDDER_PRECISION=int8``), so vectors of the two never mix."""
+    model_id = str(getattr(embedder, "model_id", ""))
+    precision = getattr(embedder, "precision", "fp32")
+    return model_id if precision in ("fp32", None) else f"{model_id}@{precision}"
