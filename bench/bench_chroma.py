@@ -20,8 +20,11 @@ makes ``.venv-chroma``; ``--chroma-python`` or ``RAGCHAT_CHROMA_PYTHON`` points 
 it the benchmark says so and writes nothing.
 
 Usage: ``python bench/bench_chroma.py [--docs 5183] [--rounds 2] [--precision fp32]
-[--evidence embedded,pooled_sentences,pooled]`` (``--evidence``: the ``EVIDENCE_VECTORS`` modes to run
-the defaults with, each a phase of its own). Writes bench/results/chroma.{json,md}.
+[--evidence embedded,pooled_sentences,pooled] [--warming background,on_demand] [--no-like]
+[--out chroma]`` (``--evidence``: the ``EVIDENCE_VECTORS`` modes to run the defaults with;
+``--warming``: the ``EVIDENCE_WARMING`` modes, each pair a phase of its own — with ``on_demand``
+nothing is embedded after READY, so everything is done at READY; ``--no-like``: without the
+like-for-like phase). Writes bench/results/<out>.{json,md}.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ CHROMA_VERSION = "1.5.9"
 DEFAULT_CHROMA_PYTHON = ROOT / ".venv-chroma" / "bin" / "python"
 ADD_BATCH = 256
 EVIDENCE_MODES = ("embedded", "pooled_sentences", "pooled")
+WARMING_MODES = ("background", "on_demand")
 GOAL_EVERYTHING_DONE = 1.5  # issue 23 item 4: everything done ≤ 1.5× Chroma's time on SciFact
 
 
@@ -120,11 +124,16 @@ def _ragchat(tmp: str, env: dict[str, str]) -> Any:
 
 
 def _phase_ragchat(
-    docs: list[dict[str, str]], precision: str, *, like_for_like: bool, evidence: str = "embedded"
+    docs: list[dict[str, str]],
+    precision: str,
+    *,
+    like_for_like: bool,
+    evidence: str = "embedded",
+    warming: str = "background",
 ) -> dict[str, Any]:
     from ragchat.domain.models import DocumentStatus
 
-    env = {"EMBEDDER_PRECISION": precision, "EVIDENCE_VECTORS": evidence}
+    env = {"EMBEDDER_PRECISION": precision, "EVIDENCE_VECTORS": evidence, "EVIDENCE_WARMING": warming}
     if like_for_like:
         env |= {"CHUNK_SIZE": "100000", "CHUNK_HEADERS": "false", "PRECOMPUTE_EVIDENCE": "false"}
     with tempfile.TemporaryDirectory(prefix="ragchat-bench-chroma-") as tmp:
@@ -191,6 +200,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default="embedded",
         help=f"EVIDENCE_VECTORS modes for the defaults, comma-separated ({', '.join(EVIDENCE_MODES)})",
     )
+    parser.add_argument(
+        "--warming", default="background", help=f"EVIDENCE_WARMING modes ({', '.join(WARMING_MODES)})"
+    )
+    parser.add_argument("--no-like", action="store_true", help="skip the like-for-like phase")
+    parser.add_argument("--out", default="chroma", help="results file name in bench/results (no suffix)")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv if argv is not None else [])
@@ -202,8 +216,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         elif args.phase == "ragchat_like":
             figures = _phase_ragchat(docs, args.precision, like_for_like=True)
         else:
-            mode = args.phase.removeprefix("ragchat-")
-            figures = _phase_ragchat(docs, args.precision, like_for_like=False, evidence=mode)
+            mode, _, warming = args.phase.removeprefix("ragchat-").partition("@")
+            figures = _phase_ragchat(
+                docs, args.precision, like_for_like=False, evidence=mode, warming=warming or "background"
+            )
         print(json.dumps({"phase": args.phase, **figures}), flush=True)
         return figures
 
@@ -219,10 +235,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from ragchat.config import load_settings
 
     model_dir = minilm_dir(load_settings().models_path)
-    modes = [m for m in args.evidence.split(",") if m]
-    if not modes or any(m not in EVIDENCE_MODES for m in modes):
+    evidence = [m for m in args.evidence.split(",") if m]
+    if not evidence or any(m not in EVIDENCE_MODES for m in evidence):
         parser.error(f"--evidence takes {', '.join(EVIDENCE_MODES)}")
-    phases = ("chroma", "ragchat_like", *(f"ragchat-{m}" for m in modes))
+    warmings = [w for w in args.warming.split(",") if w]
+    if not warmings or any(w not in WARMING_MODES for w in warmings):
+        parser.error(f"--warming takes {', '.join(WARMING_MODES)}")
+    # a background-warmed mode is named as before ("embedded"); an on-demand one "embedded@on_demand"
+    modes = [m if w == "background" else f"{m}@{w}" for m in evidence for w in warmings]
+    like = () if args.no_like else ("ragchat_like",)
+    phases = ("chroma", *like, *(f"ragchat-{m}" for m in modes))
     load_start = round(os.getloadavg()[0], 2)
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):
@@ -234,7 +256,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             row[phase]["load_1m_after"] = round(os.getloadavg()[0], 2)
             print(f"round {r + 1} {phase}: {row[phase]}", flush=True)
         chroma_s = row["chroma"]["seconds"]
-        row["ratios"] = {"like_for_like": _ratio(row["ragchat_like"]["seconds_to_ready"], chroma_s)}
+        row["ratios"] = {}
+        if like:
+            row["ratios"]["like_for_like"] = _ratio(row["ragchat_like"]["seconds_to_ready"], chroma_s)
         for m in modes:
             row["ratios"][f"{m}_ready"] = _ratio(row[f"ragchat-{m}"]["seconds_to_ready"], chroma_s)
             done = row[f"ragchat-{m}"]["seconds_to_everything_done"]
@@ -263,8 +287,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     result = {"figures": figures, "rounds": rounds, "machine": machine}
-    (RESULTS / "chroma.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (RESULTS / "chroma.md").write_text(_markdown(result), encoding="utf-8")
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / f"{args.out}.md").write_text(_markdown(result), encoding="utf-8")
     print(json.dumps(figures, indent=2))
     return result
 
@@ -287,13 +311,18 @@ def _markdown(result: dict[str, Any]) -> str:
         "| | seconds (per round) | ratio to Chroma (median; per round) | goal |",
         "|---|---|---|---|",
         f"| Chroma (embedded, HNSW), whole abstracts | {secs('chroma', 'seconds')} | 1 | – |",
-        f"| ragchat like for like (one vector per abstract) to READY | "
-        f"{secs('ragchat_like', 'seconds_to_ready')} | {ratio('like_for_like')} | – |",
     ]
+    if "like_for_like" in f["median_ratios"]:
+        lines.append(
+            f"| ragchat like for like (one vector per abstract) to READY | "
+            f"{secs('ragchat_like', 'seconds_to_ready')} | {ratio('like_for_like')} | – |"
+        )
     for mode in f["evidence_modes"]:
         phase = f"ragchat-{mode}"
+        name, _, warming = mode.partition("@")
+        setting = f"`EVIDENCE_VECTORS={name}`" + (f", `EVIDENCE_WARMING={warming}`" if warming else "")
         lines += [
-            f"| ragchat defaults, `EVIDENCE_VECTORS={mode}` ({f['chunks']:,} chunks): READY | "
+            f"| ragchat defaults, {setting} ({f['chunks']:,} chunks): READY | "
             f"{secs(phase, 'seconds_to_ready')} | {ratio(f'{mode}_ready')} | – |",
             f"| the same, everything done ({f['evidence_vectors'][mode]:,} evidence vectors) | "
             f"{secs(phase, 'seconds_to_everything_done')} | {ratio(f'{mode}_everything_done')} "

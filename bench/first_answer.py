@@ -1,7 +1,8 @@
 """The first question on a document that just turned READY, against later ones (issue 23 item 3).
 
 Ingests ``samples/how-ingestion-works.md`` into a throwaway data dir (the configured embedder, the
-extractive answerer; ``EVIDENCE_VECTORS`` and ``EMBEDDER_PRECISION`` from the environment), waits for
+extractive answerer; ``EVIDENCE_VECTORS``, ``EVIDENCE_WARMING`` and ``EMBEDDER_PRECISION`` from the
+environment), waits for
 READY, then, with ``--wait-warm``, for its evidence vectors too; then
 asks three questions (the first one again last) and prints each one's time. Not written to
 ``bench/results/`` (a diagnostic: run it both ways, alternated).
@@ -31,10 +32,12 @@ def main() -> None:
 
     body = (ROOT / "layers" / "ragchat" / "ragchat" / "samples" / "how-ingestion-works.md").read_text()
     with tempfile.TemporaryDirectory() as tmp:
-        passed = {k: v for k, v in os.environ.items() if k in ("EVIDENCE_VECTORS", "EMBEDDER_PRECISION")}
+        wanted = ("EVIDENCE_VECTORS", "EVIDENCE_WARMING", "EMBEDDER_PRECISION")
+        passed = {k: v for k, v in os.environ.items() if k in wanted}
         env = {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive", **passed}
         box = Container(load_settings(env))
-        box.passage_vectors.defer_unwarmed = True  # as in `ragchat serve`, whose worker warms evidence
+        # as in `ragchat serve`: where its worker warms evidence, a question does not embed it
+        box.passage_vectors.defer_unwarmed = box.evidence_warmer is not None
         box.embedder.embed_documents(["warm-up"])
         doc = box.ingestion.submit("bench", body=body, filename="ingest.md")
         started = time.perf_counter()
