@@ -11,6 +11,11 @@ question time (:class:`~ragchat.services.retrieval.PassageVectors`). A question 
 document not warmed yet (just READY, or renamed) does not embed them on the request: it is decided by
 the top-1 rule and answered by words until they are stored.
 
+With ``EVIDENCE_WARMING=on_demand`` there is no warmer: nothing is embedded for chunks nobody asks
+about. A question embeds the missing texts of the chunks it reaches and stores them under their chunk
+(:class:`~ragchat.services.retrieval.PassageVectors`, ``owners``), then answers with them as stored,
+the vectors a warmed chunk gives; the next question on those chunks embeds only itself.
+
 With ``EVIDENCE_VECTORS=pooled_sentences`` (or ``pooled``) the sentences (and the passages) are not
 embedded one by one: :class:`IngestEvidence` pools them from the chunk's own model pass during
 ingestion (``ragchat.adapters.local.span_vectors``) and stores them before READY; the warmer then

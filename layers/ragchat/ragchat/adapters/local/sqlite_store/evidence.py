@@ -5,12 +5,13 @@ title-prefixed passages of the top chunks (``ragchat.domain.answerability``) and
 hits (``ragchat.domain.extractive``). They depend only on the chunk's text and its document's title,
 so they are embedded once after ingestion (:mod:`ragchat.services.evidence`) and read here by chunk.
 
-Rows are ``(chunk_id, key, vector)``: ``key`` is a 16-byte BLAKE2b digest of the embedding model id
-and the exact text, so a lookup can only ever return the vector of that very text (a renamed
-document's passages simply miss and are embedded at question time). Vectors are stored as int8 with
-a float32 scale (388 bytes for MiniLM's 384 dimensions; the cosine error is below 0.005). Triggers in
-the schema delete a chunk's rows with its vector row or when its text changes, and a document's
-``evidence_documents`` marker with the document.
+Rows are ``(chunk_id, key, vector)``: ``key`` is a 16-byte BLAKE2b digest of the embedding model's
+key (its id, plus the precision of its weights when not fp32: ``EMBEDDER_PRECISION=int8`` vectors
+never mix with fp32 ones) and the exact text, so a lookup can only ever return the vector of that
+very text (a renamed document's passages simply miss and are embedded at question time). Vectors are
+stored as int8 with a float32 scale (388 bytes for MiniLM's 384 dimensions; the cosine error is
+below 0.005). Triggers in the schema delete a chunk's rows with its vector row or when its text
+changes, and a document's ``evidence_documents`` marker with the document.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def decode(blob: bytes) -> list[float]:
 
 
 class SqliteEvidenceStore:
-    """Evidence vectors by chunk, for one embedding model (``model_id`` is part of every key)."""
+    """Evidence vectors by chunk, for one embedding model (``model_id``, with its precision when not
+    fp32, is part of every key)."""
 
     def __init__(self, db: SqliteDatabase, model_id: str) -> None:
         self.db = db
