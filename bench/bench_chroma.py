@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help=f"EVIDENCE_VECTORS modes for the defaults, comma-separated ({', '.join(EVIDENCE_MODES)})",
     )
     parser.add_argument(
-        "--warming", default="background", help=f"EVIDENCE_WARMING modes ({', '.join(WARMING_MODES)})"
+        "--warming",
+        default="background,on_demand",
+        help=f"EVIDENCE_WARMING modes ({', '.join(WARMING_MODES)})",
     )
     parser.add_argument("--no-like", action="store_true", help="skip the like-for-like phase")
     parser.add_argument("--out", default="chroma", help="results file name in bench/results (no suffix)")
