@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools import Logger
@@ -48,6 +49,8 @@ EMPTY_KNOWLEDGE_BASE = "empty_knowledge_base"
 LOW_SIMILARITY = "low_similarity"
 
 T = TypeVar("T")
+#: the chunk each evidence text comes from, worked out only when a text is embedded on a question
+Owners = Callable[[], Mapping[str, str]]
 
 
 @dataclass(slots=True)
@@ -120,11 +123,12 @@ class PassageVectors:
         self._lock = threading.Lock()
 
     def __call__(
-        self, passages: Sequence[str], chunk_ids: Sequence[str] = (), owners: Mapping[str, str] | None = None
+        self, passages: Sequence[str], chunk_ids: Sequence[str] = (), owners: Owners | None = None
     ) -> list[list[float]]:
-        """The vectors of ``passages``, in order. ``owners``: the chunk each text comes from; a text
-        embedded here is stored under it (``EVIDENCE_WARMING=on_demand``, or nobody warms), so the
-        next question on that chunk reads it, as it reads a warmed one."""
+        """The vectors of ``passages``, in order. ``owners``: gives the chunk each text comes from
+        (called only when a text has to be embedded here); a text embedded here is stored under it
+        (``EVIDENCE_WARMING=on_demand``, or nobody warms), so the next question on that chunk reads
+        it, as it reads a warmed one."""
         with self._lock:
             known = {p: self._vectors[p] for p in passages if p in self._vectors}
             for p in known:
@@ -144,8 +148,8 @@ class PassageVectors:
         if missing:
             fresh = self._embedder.embed_documents(missing)
             embedded = dict(zip(missing, fresh, strict=True))
-            if owners and self._store is not None:
-                embedded.update(self._stored(embedded, owners))
+            if owners is not None and self._store is not None:
+                embedded.update(self._stored(embedded, owners()))
             self._remember(embedded)
             known.update(embedded)
         return [known[p] for p in passages]
@@ -183,7 +187,7 @@ class PassageVectors:
         query: Sequence[float],
         texts: Sequence[str],
         chunk_ids: Sequence[str] = (),
-        owners: Mapping[str, str] | None = None,
+        owners: Owners | None = None,
     ) -> list[float]:
         """Cosine similarity of ``query`` (a unit vector) to each text's vector, in order."""
         if not texts:
@@ -371,7 +375,7 @@ class Retriever:
             titles = self._titles(owner, vector_hits)
             passages = evidence_passages(texts, titles=titles)
             chunks = [h.id for h in vector_hits[:EVIDENCE_CHUNKS]]
-            owners = passage_owners(vector_hits, titles)
+            owners = partial(passage_owners, vector_hits, titles)
             if passages:
                 try:
                     passage_scores = self._retry_once(
@@ -397,7 +401,7 @@ class Retriever:
         if not passages:
             return None
         chunks = [h.id for h in hits[:EVIDENCE_CHUNKS]]
-        owners = passage_owners(hits, titles)
+        owners = partial(passage_owners, hits, titles)
         try:
             scores = self._retry_once(
                 "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks, owners)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from ragchat.domain.errors import EvidencePending
@@ -30,15 +30,15 @@ WORDS_PER_DELTA = 6
 class TextVectors(Protocol):
     """Similarities of a question's unit vector to texts' vectors, one per text, in order
     (``ragchat.services.retrieval.PassageVectors``); ``chunk_ids``: the chunks the texts come from
-    (where precomputed vectors are looked up); ``owners``: the chunk each text comes from (where a
-    text embedded on the question is stored)."""
+    (where precomputed vectors are looked up); ``owners``: gives the chunk each text comes from (where
+    a text embedded on the question is stored; called only when one is)."""
 
     def similarities(
         self,
         query: Sequence[float],
         texts: Sequence[str],
         chunk_ids: Sequence[str] = (),
-        owners: Mapping[str, str] | None = None,
+        owners: Callable[[], Mapping[str, str]] | None = None,
     ) -> list[float]: ...
 
 
@@ -79,10 +79,14 @@ class ExtractiveChatModel:
         from ragchat.domain.extractive import relevance_texts
 
         assert self.relevance_vectors is not None and self.query_embedder is not None
-        owners: dict[str, str] = {}
-        for hit in hits:  # the first hit a sentence comes from
-            for text in relevance_texts(hit.text):
-                owners.setdefault(text, hit.id)
+
+        def owners() -> dict[str, str]:  # the first hit a sentence comes from
+            found: dict[str, str] = {}
+            for hit in hits:
+                for text in relevance_texts(hit.text):
+                    found.setdefault(text, hit.id)
+            return found
+
         chunk_ids = [h.id for h in hits]
         return _Relevance(question, vector, self.relevance_vectors, self.query_embedder, chunk_ids, owners)
 
@@ -109,7 +113,7 @@ class _Relevance:
         vectors: TextVectors,
         embedder: QueryEmbedder,
         chunk_ids: list[str],
-        owners: dict[str, str],
+        owners: Callable[[], Mapping[str, str]],
     ) -> None:
         self._question = question
         self._query = vector
