@@ -64,6 +64,9 @@ def test_messages_that_stand_alone(message: str) -> None:
         ("Will it rain on Sunday morning?", False, True),
         ("Is it going to be windy this afternoon?", False, True),
         ("Is it open on Sundays?", True, False),  # "it": the place asked about before
+        # "right now" and "at the moment" say when: two subject words are left, so it is short
+        ("Is there an outage in my area right now?", False, True),
+        ("Canoe races right now?", False, True),
     ],
 )
 def test_which_messages_lean_on_history_and_which_name_their_own_subject(
@@ -120,6 +123,7 @@ def test_uncovered_subject_words_are_compared_by_their_first_letters_and_everyda
     notes = ["Children under 12 may only paddle in a tandem kayak.", "Hourly prices for students."]
     assert uncovered(["kid", "tandem", "student"], notes) == []  # "kids" are "children"
     assert uncovered(["council", "tax"], notes) == ["council", "tax"]
+    assert uncovered(["fix", "boiler"], ["The landlord does all repairs to the boiler."]) == []
 
 
 def test_two_questions_joined_by_and_are_split_and_a_short_part_is_kept_whole() -> None:

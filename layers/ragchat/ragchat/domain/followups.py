@@ -74,6 +74,10 @@ EQUIVALENTS = {
     "bikes": ("bicycl", "cycl"),
     "car": ("vehicl",),
     "cars": ("vehicl",),
+    "fix": ("repair",),
+    "fixe": ("repair",),
+    "fixed": ("repair",),
+    "fixing": ("repair",),
 }
 #: a pronoun makes a follow-up only in a message with at most this many subject words of its own: a
 #: longer one names its subject itself ("All stem cells segregate their chromosomes randomly.")
@@ -108,9 +112,10 @@ _WEATHER_IT = re.compile(
 
 
 def subject_words(question: str) -> list[str]:
-    """The question's own content words that may name a subject (attribute and time words left
-    out)."""
-    return [t for t in tokens(question) if t not in GENERIC and t not in TIME_WORDS]
+    """The question's own content words that may name a subject (attribute and time words, and
+    the words of time phrases such as "right now", left out)."""
+    plain = _TIME.sub(" ", _lower(question))
+    return [t for t in tokens(plain) if t not in GENERIC and t not in TIME_WORDS]
 
 
 def _lower(question: str) -> str:
