@@ -17,11 +17,12 @@ A turn counts when:
 method existed, and run once the method was final (blind), then looked at (its misses are known);
 ``heldout.json`` was written after that, before the off-topic fix was run on it (it has been
 looked at and tuned on since); ``heldout2.json`` was written before the work on the held-out misses
-began and was run once that work was final (blind), then looked at; ``heldout3.json`` was written
-before the work on held-out 2's misses began and was run once when it was final (blind).
+began and was run once that work was final (blind), then looked at; ``heldout3.json`` and
+``heldout4.json`` were written by someone who had not read the method and each run once (blind).
 
-Usage: ``python bench/bench_conversations.py [--split dev|test|heldout|heldout2|heldout3|both|seen|all]
-[--show-failures]`` (``both``: dev and test; ``seen``: dev, test, heldout and heldout2; ``all``: the five).
+Usage: ``python bench/bench_conversations.py [--split NAME|both|seen|all] [--show-failures]``
+(a split's name; ``both``: dev and test; ``seen``: dev, test, heldout and heldout2; ``all``: the
+six).
 Writes bench/results/conversations.{json,md} (the splits run).
 """
 
@@ -114,7 +115,7 @@ def markdown(results: list[dict[str, Any]], load: str) -> str:
     lines = [
         "# Conversations that keep the thread",
         "",
-        "`python bench/bench_conversations.py` — 16 documents, dev, test and three held-out sets of "
+        "`python bench/bench_conversations.py` — 16 documents, dev, test and four held-out sets of "
         "conversations (`bench/conversations/`), MiniLM, extractive answerer, default settings, "
         "through the chat turn. `follow-ups` = ellipsis + pronoun + topic-shift turns answered "
         "right; `two_part` = both parts answered and cited; `unknown` / `offtopic` = refused.",
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
         "--split",
-        choices=("dev", "test", "heldout", "heldout2", "heldout3", "both", "seen", "all"),
+        choices=("dev", "test", "heldout", "heldout2", "heldout3", "heldout4", "both", "seen", "all"),
         default="dev",
     )
     ap.add_argument("--show-failures", action="store_true")
@@ -162,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     groups = {
         "both": ["dev", "test"],
         "seen": ["dev", "test", "heldout", "heldout2"],
-        "all": ["dev", "test", "heldout", "heldout2", "heldout3"],
+        "all": ["dev", "test", "heldout", "heldout2", "heldout3", "heldout4"],
     }
     splits = groups.get(args.split, [args.split])
     with tempfile.TemporaryDirectory() as tmp:

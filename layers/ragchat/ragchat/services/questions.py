@@ -87,10 +87,6 @@ OTHER_SUBJECT = "other_subject"
 CARRIED_FLOOR = 0.25
 #: ... or this share of the message's own subject words must occur in the carried notes
 CARRIED_COVERAGE = 0.5
-#: a short message naming a subject of its own ("Train strikes?", "Is the pharmacy open late
-#: tonight?") is answered only when every one of its subject words is in the notes it would be
-#: answered from; a part of a two-part question, whose whole message is on topic, needs half of them
-OWN_SUBJECT_COVERAGE = 1.0
 #: a standalone message the raw query could not answer: the carried notes must fit it this well
 STANDALONE_FLOOR = 0.35
 #: the carried query wins unless the raw query's evidence fits the message this much better
@@ -183,8 +179,6 @@ def _single(
     previous: list[str],
     condensed: str | None,
     conversation_id: str | None,
-    *,
-    part: bool = False,
 ) -> Retrieval:
     subject = subject_question(previous)
     raw = retriever.retrieve(question, flt, conversation_id=conversation_id)
@@ -200,7 +194,7 @@ def _single(
         ):
             chosen = dataclasses.replace(carried, query=query, query_vector=_blend(raw, carried))
     if subject is not None:
-        chosen = _check_subject(retriever, raw, chosen, previous, conversation_id, part=part)
+        chosen = _check_subject(retriever, raw, chosen, previous, conversation_id)
     return _check_names(retriever, raw.question, chosen, flt, conversation_id)
 
 
@@ -210,36 +204,32 @@ def _check_subject(
     chosen: Retrieval,
     previous: list[str],
     conversation_id: str | None,
-    *,
-    part: bool = False,
 ) -> Retrieval:
     """A message in a conversation that brings a subject of its own (module docstring) is refused
     when the notes it would be answered from — the top note's document's, among the evidence — do
     not mention that subject: every new subject word of "What about X?" / "Is there a X …?", and
-    every subject word of a short message naming its own subject (half of them for a part of a
-    two-part question). When the carried query's notes fail
+    half the words of a short message naming its own subject. When the carried query's notes fail
     this and the message as written is answerable from notes that pass it, those are answered from
     (as on a first turn)."""
     if chosen.guard:
         return chosen
     question = raw.question
-    if _subject_found(question, chosen, previous, part=part):
+    if _subject_found(question, chosen, previous):
         return chosen
-    if chosen is not raw and not raw.guard and _subject_found(question, raw, previous, part=part):
+    if chosen is not raw and not raw.guard and _subject_found(question, raw, previous):
         return dataclasses.replace(raw, query=raw.question)
     logger.info("chat.other_subject", extra={"conversationId": conversation_id})
     return retriever.refuse(chosen, OTHER_SUBJECT, conversation_id=conversation_id)
 
 
-def _subject_found(question: str, found: Retrieval, previous: list[str], *, part: bool) -> bool:
+def _subject_found(question: str, found: Retrieval, previous: list[str]) -> bool:
     if not found.hits:
         return True
     top = found.hits[0].document_id
     evidence = [h.text for h in found.hits[:EVIDENCE_CHUNKS] if h.document_id == top]
     if uncovered(new_subject_words(question, previous), evidence):
         return False
-    need = CARRIED_COVERAGE if part else OWN_SUBJECT_COVERAGE
-    return not names_own_subject(question) or own_words_covered(question, evidence) >= need
+    return not names_own_subject(question) or own_words_covered(question, evidence) >= CARRIED_COVERAGE
 
 
 def _carried_fits(
@@ -325,8 +315,7 @@ def _parts(
 ) -> Retrieval:
     done: list[Part] = []
     for i, part in enumerate(parts):
-        before = [*previous, *parts[:i]]
-        done.append(Part(part, _single(retriever, part, flt, before, None, conversation_id, part=True)))
+        done.append(Part(part, _single(retriever, part, flt, [*previous, *parts[:i]], None, conversation_id)))
     answered = [p.retrieval for p in done if not p.retrieval.guard]
     first = answered[0] if answered else done[0].retrieval
     hits: dict[str, Hit] = {}
