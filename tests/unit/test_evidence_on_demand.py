@@ -152,3 +152,24 @@ def test_evidence_stored_with_one_precision_is_not_read_with_the_other(tmp_path:
     with _container(tmp_path, _Counting("fp32"), EVIDENCE_WARMING="on_demand") as back:
         back.ask.ask(OWNER, question)
         assert _counting(back).documents == []  # fp32's are still there, apart
+
+
+def test_a_precision_switch_warms_the_documents_again_in_the_background(tmp_path: Path) -> None:
+    """With background warming, documents warmed by fp32 are warmed again for int8 (its own vectors,
+    before any question), so an int8 question embeds only itself; switching back embeds nothing."""
+    question = "When does the Lisbon office open?"
+    with _container(tmp_path, _Counting("fp32")) as fp32:
+        _ingest(fp32)
+        fp32.ask.ask(OWNER, question)
+    with _container(tmp_path, _Counting("int8")) as int8:
+        warm_unwarmed(int8)
+        assert int8.launcher.wait_warm(30)  # type: ignore[attr-defined]
+        assert set(_counting(int8).documents) == _every_evidence_text(int8)
+        _counting(int8).documents.clear()
+        int8.ask.ask(OWNER, question)
+        assert _counting(int8).documents == []  # the question's own vector comes from embed_query
+    with _container(tmp_path, _Counting("fp32")) as back:
+        warm_unwarmed(back)
+        assert back.launcher.wait_warm(30)  # type: ignore[attr-defined]
+        back.ask.ask(OWNER, question)
+        assert _counting(back).documents == []  # fp32's vectors were still there

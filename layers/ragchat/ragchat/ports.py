@@ -350,7 +350,7 @@ class EvidenceStore(Protocol):
 
     def warmed_chunks(self, chunk_ids: Sequence[str]) -> set[str]:
         """Those of ``chunk_ids`` whose evidence is all stored (their document's, for its current
-        version and title), or that belong to no document."""
+        version and title and this store's embedding model key), or that belong to no document."""
         ...
 
     def put(self, vectors: Mapping[str, Sequence[tuple[str, Sequence[float]]]]) -> int:

@@ -11,7 +11,9 @@ never mix with fp32 ones) and the exact text, so a lookup can only ever return t
 very text (a renamed document's passages simply miss and are embedded at question time). Vectors are
 stored as int8 with a float32 scale (388 bytes for MiniLM's 384 dimensions; the cosine error is
 below 0.005). Triggers in the schema delete a chunk's rows with its vector row or when its text
-changes, and a document's ``evidence_documents`` marker with the document.
+changes, and a document's ``evidence_documents`` marker with the document. The marker names the
+model key it was written for, so a document warmed with one precision is warmed again for the other
+(the texts already stored for it are not embedded again).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class SqliteEvidenceStore:
     def __init__(self, db: SqliteDatabase, model_id: str) -> None:
         self.db = db
         self.model_id = model_id
+        # a marker written before markers named their model: its vectors are under the bare model id
+        self._unnamed = model_id.split("@", 1)[0]
 
     def key(self, text: str) -> bytes:
         return hashlib.blake2b(f"{self.model_id}\0{text}".encode(), digest_size=16).digest()
@@ -84,8 +88,10 @@ class SqliteEvidenceStore:
                     LEFT JOIN documents d ON d.owner = v.owner AND d.id = v.document_id
                     LEFT JOIN evidence_documents e ON e.owner = v.owner AND e.document_id = v.document_id
                     WHERE v.id IN ({marks}) AND (v.document_id IS NULL OR (e.document_id IS NOT NULL
-                        AND e.version IS d.version AND e.title IS d.title))"""
-                out.update(str(row["id"]) for row in conn.execute(sql, batch))
+                        AND e.version IS d.version AND e.title IS d.title
+                        AND COALESCE(e.model, ?) = ?))"""
+                params = [*batch, self._unnamed, self.model_id]
+                out.update(str(row["id"]) for row in conn.execute(sql, params))
         return out
 
     def put(self, vectors: Mapping[str, Sequence[tuple[str, Sequence[float]]]]) -> int:
@@ -108,24 +114,28 @@ class SqliteEvidenceStore:
             return int(conn.total_changes - before)
 
     def mark(self, owner: str, document_id: str, version: str | None, title: str) -> None:
-        """Record that ``document_id`` (this content version and title) has all its evidence."""
+        """Record that ``document_id`` (this content version and title) has all its evidence for
+        this store's model key."""
         with self.db.write() as conn:  # nothing for a document deleted meanwhile
             conn.execute(
-                """INSERT INTO evidence_documents (owner, document_id, version, title)
-                SELECT owner, id, ?, ? FROM documents WHERE owner = ? AND id = ?
+                """INSERT INTO evidence_documents (owner, document_id, version, title, model)
+                SELECT owner, id, ?, ?, ? FROM documents WHERE owner = ? AND id = ?
                 ON CONFLICT (owner, document_id) DO UPDATE SET
-                    version = excluded.version, title = excluded.title""",
-                (version, title, owner, document_id),
+                    version = excluded.version, title = excluded.title, model = excluded.model""",
+                (version, title, self.model_id, owner, document_id),
             )
 
     def unwarmed(self) -> list[tuple[str, str]]:
-        """READY documents whose evidence is missing or was computed for another version or title."""
+        """READY documents whose evidence is missing or was computed for another version, title or
+        model key."""
         with self.db.read() as conn:
             rows = conn.execute(
                 """SELECT d.owner, d.id FROM documents d
                 LEFT JOIN evidence_documents e ON e.owner = d.owner AND e.document_id = d.id
                 WHERE d.status = 'READY'
-                    AND (e.document_id IS NULL OR e.version IS NOT d.version OR e.title IS NOT d.title)
-                ORDER BY d.created_at, d.id"""
+                    AND (e.document_id IS NULL OR e.version IS NOT d.version OR e.title IS NOT d.title
+                        OR COALESCE(e.model, ?) != ?)
+                ORDER BY d.created_at, d.id""",
+                (self._unnamed, self.model_id),
             ).fetchall()
         return [(r["owner"], r["id"]) for r in rows]

@@ -190,6 +190,12 @@ MIGRATIONS: list[list[str]] = [
                 VALUES (old.rid, (SELECT value FROM index_state WHERE key = 'version'));
         END""",
     ],
+    # 10: the embedding model key (model id, plus the precision when not fp32) a document's evidence
+    # was stored for: after EMBEDDER_PRECISION changes, its documents are warmed again. NULL = marked
+    # before this column, when every evidence vector was keyed by the model id alone.
+    [
+        "ALTER TABLE evidence_documents ADD COLUMN model TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
