@@ -137,41 +137,47 @@ def load_matrix(conn: Any, dimension: int, where: str, page: int, *, after_rid: 
     """Read the ``vectors`` table into a new matrix, ``page`` rows at a time straight into its
     preallocated arrays: no list of every row and no joined copy of every vector (at 1M vectors
     that held three copies of the 1.5 GB of vectors at once). With ``after_rid``: only the rows an
-    approximate snapshot does not hold (``vector_ann``: rids above it, or noted as stale)."""
+    approximate snapshot does not hold (``vector_ann``): those above it, read in one pass along the
+    rowid (the table's order on disk), then those at or below it noted as stale."""
     matrix = Matrix(dimension)
-    selection, order = "", " ORDER BY rid"
-    params: tuple[Any, ...] = ()
-    if after_rid is not None:  # by the rowid range and the stale rids (no ORDER BY: that scans the table)
-        selection, order = " WHERE rid > ? OR rid IN (SELECT rid FROM vectors_ann_stale)", ""
-        params = (after_rid,)
-    count = int(conn.execute(f"SELECT count(*) FROM vectors{selection}", params).fetchone()[0])
-    matrix._grow(count)
+    if after_rid is None:
+        queries: list[tuple[str, tuple[Any, ...]]] = [("ORDER BY rid", ())]
+        matrix._grow(int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0]))
+    else:  # sized by the rid range (no count(*): that is a second pass over the rows)
+        queries = [
+            ("WHERE rid > ?", (after_rid,)),
+            ("WHERE rid IN (SELECT rid FROM vectors_ann_stale) AND rid <= ?", (after_rid,)),
+        ]
+        top = int(conn.execute("SELECT coalesce(max(rid), 0) FROM vectors").fetchone()[0])
+        stale = int(conn.execute("SELECT count(*) FROM vectors_ann_stale").fetchone()[0])
+        matrix._grow(min(max(top - after_rid, 0), 4 * page) + stale)
     width = dimension * 4
-    cursor = conn.execute(
-        f"SELECT id, owner, document_id, collection, enabled, vector FROM vectors{selection}{order}", params
-    )
-    n = 0
+    code = matrix.code
     ids: list[str] = []
-    while True:
-        rows = cursor.fetchmany(page)
-        if not rows:
-            break
-        if n + len(rows) > matrix.capacity:  # written between the count and the read
-            matrix._grow(n + len(rows))
-        blob = b"".join(r["vector"] for r in rows)
-        if len(blob) != len(rows) * width:
-            raise ValueError(
-                f"the vector index in {where} holds vectors of another dimension than "
-                f"{dimension}; re-ingest into a fresh RAGCHAT_DATA_DIR"
-            )
-        end = n + len(rows)
-        matrix.vectors[n:end] = np.frombuffer(blob, dtype=_F32).reshape(len(rows), dimension)
-        ids.extend(r["id"] for r in rows)
-        matrix.owner[n:end] = [matrix.code(r["owner"]) for r in rows]
-        matrix.document[n:end] = [matrix.code(r["document_id"]) for r in rows]
-        matrix.collection[n:end] = [matrix.code(r["collection"]) for r in rows]
-        matrix.enabled[n:end] = [bool(r["enabled"]) for r in rows]
-        n = end
+    n = 0
+    for selection, params in queries:
+        cursor = conn.cursor()
+        cursor.row_factory = None  # plain tuples: about half the cost of sqlite3.Row per row
+        cursor.execute(
+            f"SELECT id, owner, document_id, collection, enabled, vector FROM vectors {selection}", params
+        )
+        while rows := cursor.fetchmany(page):
+            end = n + len(rows)
+            if end > matrix.capacity:  # more than sized for (or written since the count)
+                matrix._grow(end)
+            blob = b"".join([r[5] for r in rows])
+            if len(blob) != len(rows) * width:
+                raise ValueError(
+                    f"the vector index in {where} holds vectors of another dimension than "
+                    f"{dimension}; re-ingest into a fresh RAGCHAT_DATA_DIR"
+                )
+            matrix.vectors[n:end] = np.frombuffer(blob, dtype=_F32).reshape(len(rows), dimension)
+            ids += [r[0] for r in rows]
+            matrix.owner[n:end] = [code(r[1]) for r in rows]
+            matrix.document[n:end] = [code(r[2]) for r in rows]
+            matrix.collection[n:end] = [code(r[3]) for r in rows]
+            matrix.enabled[n:end] = [bool(r[4]) for r in rows]
+            n = end
     matrix.ids = list(ids)
     matrix.row_of = {id_: i for i, id_ in enumerate(ids)}
     matrix.alive[:n] = True
