@@ -1,5 +1,6 @@
 """Opening a large local vector index (``vector_index`` with its ``vector_ann`` snapshot): the
-delta (the rows the snapshot does not hold in their current state) is read whole, each row once."""
+snapshot's file is prefetched once per generation, and the delta (the rows the snapshot does not
+hold in their current state) is read whole, each row once."""
 
 from __future__ import annotations
 
@@ -37,6 +38,65 @@ def exact_ids(current: dict[str, np.ndarray], query: np.ndarray, k: int) -> list
 @pytest.fixture
 def vectors() -> np.ndarray:
     return np.random.default_rng(7).normal(size=(400, DIM)).astype(np.float32)
+
+
+@pytest.fixture
+def prefetched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    monkeypatch.setattr(vector_ann, "prefetch", lambda path: seen.append(Path(path).name))
+    return seen
+
+
+def test_opening_an_index_prefetches_its_snapshot_once_per_generation(
+    tmp_path: Path, vectors: np.ndarray, prefetched: list[str]
+) -> None:
+    path = tmp_path / "ragchat.db"
+    db = SqliteDatabase(path)
+    writer = LocalVectorIndex(db, dimension=DIM, ann_min_rows=100, ann_merge_rows=50)
+    writer.upsert(records(vectors[:120]))
+    assert prefetched == []  # no snapshot when it opened; the one it wrote is searched from memory
+    db.close()
+
+    reopened = SqliteDatabase(path)
+    index = LocalVectorIndex(reopened, dimension=DIM, ann_min_rows=100, ann_merge_rows=50)
+    assert prefetched == ["ragchat.db.ann-1.usearch"]  # at opening, before any search
+    current = {f"n{i:04d}": vectors[i] for i in range(120)}
+    for query in vectors[300:310]:
+        assert [h.id for h in index.search(query, ALICE, 5)] == exact_ids(current, query, 5)
+    assert prefetched == ["ragchat.db.ann-1.usearch"]  # not again for the same file
+
+    index.upsert(records(vectors[120:180], start=120))  # the delta reaches ann_merge_rows
+    current |= {f"n{i:04d}": vectors[i] for i in range(120, 180)}
+    for query in vectors[300:310]:
+        assert [h.id for h in index.search(query, ALICE, 5)] == exact_ids(current, query, 5)
+    assert prefetched == ["ragchat.db.ann-1.usearch", "ragchat.db.ann-2.usearch"]
+
+    LocalVectorIndex(reopened, dimension=DIM, ann_min_rows=None)  # snapshots ignored: none read
+    assert prefetched == ["ragchat.db.ann-1.usearch", "ragchat.db.ann-2.usearch"]
+    reopened.close()
+
+
+def test_prefetch_reads_a_snapshot_file_and_skips_what_it_cannot_or_should_not(
+    tmp_path: Path, vectors: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ragchat.db"
+    db = SqliteDatabase(path)
+    LocalVectorIndex(db, dimension=DIM, ann_min_rows=100, ann_merge_rows=50).upsert(records(vectors))
+    db.close()
+    snapshot = vector_ann.snapshot_path(path, 1)
+    size = snapshot.stat().st_size
+    monkeypatch.setattr(vector_ann, "_PREFETCH_CHUNK", 4096)  # a small file through the whole loop,
+    monkeypatch.setattr(vector_ann, "_PREFETCH_AHEAD", 8192)  # waits included
+    assert vector_ann._prefetch(snapshot)
+
+    garbage = tmp_path / "garbage.usearch"  # a header that does not fit the file: read front to back
+    garbage.write_bytes(b"\xff" * 20_000)
+    assert vector_ann._prefetch(garbage)
+    assert not vector_ann._prefetch(tmp_path / "gone.usearch")  # removed by a newer snapshot
+    monkeypatch.setattr(vector_ann, "_memory_available", lambda: size)  # more than half of it
+    assert not vector_ann._prefetch(snapshot)
+    monkeypatch.setattr(vector_ann, "_memory_available", lambda: None)  # unknown: left alone
+    assert not vector_ann._prefetch(snapshot)
 
 
 def test_the_delta_holds_every_row_the_snapshot_lacks_once(

@@ -15,7 +15,9 @@ object update the matrix in place instead.
 Large indexes (from ``ann_min_rows`` rows, 50,000 by default): the rows are also held by an
 approximate HNSW snapshot in a memory-mapped file (:mod:`.vector_ann`), and the matrix holds only
 the rows the snapshot does not (the delta), so opening the index reads neither the vectors nor
-their ids. A search takes the snapshot's nearest candidates, reads them from SQLite with the
+their ids; it starts reading the snapshot's file into the page cache in the background
+(``vector_ann.prefetch``), so that the first searches after a start do not wait on its pages one
+fault at a time. A search takes the snapshot's nearest candidates, reads them from SQLite with the
 filter applied there and scores them exactly (the scores are exact cosines, the candidate set is
 approximate), and merges them with the delta's exact ranking. When too few candidates pass the
 filter, or a document is named, the filtered rows are scanned exactly from SQLite instead.
@@ -110,7 +112,10 @@ class LocalVectorIndex:
         self._df_version: int | None = None
         self._stems = keyword_terms.Stems()
         self._last_rank: tuple[Any, list[tuple[str, float]]] | None = None
+        self._prefetched = 0  # the snapshot generation whose file was last prefetched
         self._check_stored_dimension()
+        with self.db.read() as conn:  # the snapshot's file is read while the caller goes on
+            self._prefetch(vector_ann.ann_state(conn)[0])
 
     # ------------------------------------------------------------------ helpers
     def _check_stored_dimension(self) -> None:
@@ -161,6 +166,7 @@ class LocalVectorIndex:
             if self._matrix is not None and version == self._version:
                 return self._matrix
             generation, max_rid = vector_ann.ann_state(conn)
+            self._prefetch(generation)
             ann = self._open_snapshot(generation)
             if ann is None:
                 matrix = load_matrix(conn, self.dimension, str(self.db.path), _LOAD_ROWS)
@@ -171,6 +177,13 @@ class LocalVectorIndex:
         self._matrix, self._version, self._ann, self._ann_stale = matrix, version, ann, stale
         self._last_rank = None
         return matrix
+
+    def _prefetch(self, generation: int) -> None:
+        """Start reading a snapshot this index will search into the page cache, once per file."""
+        if generation == 0 or self._ann_min_rows is None or generation == self._prefetched:
+            return
+        self._prefetched = generation
+        vector_ann.prefetch(vector_ann.snapshot_path(self.db.path, generation))
 
     def _open_snapshot(self, generation: int) -> vector_ann.AnnSnapshot | None:
         if generation == 0 or self._ann_min_rows is None or generation == self._ann_failed:
