@@ -5,8 +5,9 @@ without it (exact search over the whole matrix, as before).
 * **1M synthetic vectors** (random 384-d, unit length, 100 per document; filled once through
   ``LocalVectorIndex.upsert`` into ``.ragchat/bench-cache/store-<n>/``): each mode is opened in a
   fresh process, alternately; the first query's time is measured from the process's start
-  (interpreter and imports included), with the files in the page cache ("warm") and after
-  evicting them from it (``posix_fadvise(DONTNEED)``, "cold"); then 200 single queries. Recall@10
+  (interpreter and imports included), with the files in the page cache ("warm": right after an
+  untimed run of the same mode) and after evicting them from it (``posix_fadvise(DONTNEED)``,
+  "cold"); then 200 single queries. Recall@10
   of the snapshot mode against exact search at 1M on these random vectors (the hardest case for
   a graph index: no structure).
 * **Real MiniLM vectors** (``real_vectors.py``, SciFact sentences and SQuAD texts): recall@10 of
@@ -144,8 +145,16 @@ print(json.dumps({
 
 
 def open_and_query(mode: str, path: Path, cold: bool, ann_min_rows: int) -> dict[str, Any]:
+    """One timed run; "warm" after an untimed run of the same mode (the page cache as a previous
+    start left it: the runs alternate, and another mode's cold run evicts this one's files)."""
     if cold:
         _evict(path)
+    else:
+        _run(mode, path, ann_min_rows)
+    return _run(mode, path, ann_min_rows)
+
+
+def _run(mode: str, path: Path, ann_min_rows: int) -> dict[str, Any]:
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, mode, str(path), str(QUERIES if mode == "ann" else EXACT_QUERIES),
@@ -281,11 +290,20 @@ def main(argv: list[str] | None = None) -> None:
 
 def _markdown(result: dict[str, Any]) -> str:
     def span(values: list[float], fmt: str = "{:.0f}") -> str:
-        return " / ".join(fmt.format(v) for v in values)
+        """One value, or the median and every run's value (in run order)."""
+        if len(values) == 1:
+            return fmt.format(values[0])
+        return f"{fmt.format(float(np.median(values)))} ({', '.join(fmt.format(v) for v in values)})"
 
+    rounds = max(len(r["first_query_after_start_s"]) for r in result["runs"].values())
     lines = [
         f"### Local vector index at {result['n']:,} random {DIM}-d vectors",
         "",
+        *(
+            [f"{rounds} runs of each mode: the median, then each run's figure in brackets.", ""]
+            if rounds > 1
+            else []
+        ),
         "| mode, page cache | first query after process start | p50 / p95 of one search (k=10) | "
         "document-filtered p50 | resident (anonymous + file-backed) | peak RSS | recall@10 vs exact | "
         "1-min load |",
