@@ -237,3 +237,33 @@ def test_the_snapshot_and_its_lock_are_private_whatever_the_umask(tmp_path: Path
         os.umask(previous)
     for name in ("ragchat.db.ann-1.usearch", "ragchat.db.ann.lock"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+
+
+def test_a_process_that_searched_a_snapshot_can_then_load_the_local_embedder(tmp_path: Path, vectors):
+    """onnxruntime's extension crashed the process when imported after usearch's: a server whose
+    first request searched a large index (opening its snapshot) died on the next question's
+    embedding. The search, then onnxruntime, in a fresh process, must both work."""
+    path = tmp_path / "ragchat.db"
+    db = SqliteDatabase(path)
+    LocalVectorIndex(db, dimension=DIM, ann_min_rows=100, ann_merge_rows=50).upsert(records(vectors[:200]))
+    db.close()
+    assert snapshots(path) == ["ragchat.db.ann-1.usearch"]
+    script = textwrap.dedent(
+        f"""
+        import sys
+
+        from ragchat.adapters.local.sqlite_store import SqliteDatabase
+        from ragchat.adapters.local.vector_index import LocalVectorIndex
+        from ragchat.domain.models import SearchFilter
+
+        index = LocalVectorIndex(SqliteDatabase({str(path)!r}), dimension={DIM}, ann_min_rows=100)
+        hits = index.search([1.0] * {DIM}, SearchFilter("alice"), 3)
+        assert "usearch.index" in sys.modules  # the snapshot was searched
+        import onnxruntime  # what the embedder does on the next question
+
+        print(len(hits), onnxruntime.get_device())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["3", "CPU"]

@@ -122,11 +122,26 @@ def _prefetch(path: Path) -> bool:
         os.close(fd)
 
 
+def _usearch_index() -> Any:
+    """``usearch.index.Index``, imported after onnxruntime when that is installed.
+
+    onnxruntime's extension crashes the process (SIGSEGV while it registers its pybind11 types) when
+    it is imported after usearch's (usearch 2.26.6 with onnxruntime 1.32.0); in the other order both
+    work. A process that searches a snapshot is a local one that embeds its questions with
+    onnxruntime (the local MiniLM) anyway: importing it first costs it nothing more."""
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401
+
+    from usearch.index import Index
+
+    return Index
+
+
 class AnnSnapshot:
     """One generation's file, mapped read-only (``Index.view``)."""
 
     def __init__(self, path: Path, generation: int, dimension: int) -> None:
-        from usearch.index import Index
+        Index = _usearch_index()
 
         # Without key lookups: a search needs none, and building the table of 1M keys took ~0.1 s.
         index = Index.restore(
@@ -160,7 +175,7 @@ def _rows(conn: Any, sql: str, params: tuple[Any, ...], dimension: int) -> Itera
 
 
 def _new_index(dimension: int) -> Any:
-    from usearch.index import Index
+    Index = _usearch_index()
 
     return Index(
         ndim=dimension,
