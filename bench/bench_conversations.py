@@ -18,11 +18,13 @@ method existed, and run once the method was final (blind), then looked at (its m
 ``heldout.json`` was written after that, before the off-topic fix was run on it (it has been
 looked at and tuned on since); ``heldout2.json`` was written before the work on the held-out misses
 began and was run once that work was final (blind), then looked at; ``heldout3.json`` and
-``heldout4.json`` were written by someone who had not read the method and each run once (blind).
+``heldout4.json`` were written by someone who had not read the method and each run once (blind);
+``heldout5.json`` too, over 8 documents of its own (``docs-heldout5/``, added to the shared 16 for
+that split: a split's ``docs`` key names its own folder).
 
 Usage: ``python bench/bench_conversations.py [--split NAME|both|seen|all] [--show-failures]``
 (a split's name; ``both``: dev and test; ``seen``: dev, test, heldout and heldout2; ``all``: the
-six).
+seven).
 Writes bench/results/conversations.{json,md} (the splits run).
 """
 
@@ -44,11 +46,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "conversations"
 RESULTS = Path(__file__).resolve().parent / "results"
 OWNER = "bench"
+SPLITS = ("dev", "test", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
 FOLLOW_UPS = ("ellipsis", "pronoun", "shift", "two_part", "unknown", "offtopic")
 GOALS = {"first": 0.90, "follow_ups": 0.90, "two_part": 0.75, "unknown": 0.90, "offtopic": 1.0}
 
 
-def build(tmp: str) -> tuple[Any, dict[str, str]]:
+def split_docs(split: str) -> str | None:
+    """The folder of a split's own documents (added to the shared ones), if it has one."""
+    docs: str | None = json.loads((DATA / f"{split}.json").read_text()).get("docs")
+    return docs
+
+
+def build(tmp: str, extra: str | None = None) -> tuple[Any, dict[str, str]]:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
@@ -58,7 +67,10 @@ def build(tmp: str) -> tuple[Any, dict[str, str]]:
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}
     container = Container(load_settings(env))
     names: dict[str, str] = {}
-    for path in sorted((DATA / "docs").glob("*.md")):
+    paths = sorted((DATA / "docs").glob("*.md"))
+    if extra:
+        paths += sorted((DATA / extra).glob("*.md"))
+    for path in paths:
         doc = container.ingestion.submit_file(OWNER, data=path.read_bytes(), filename=path.name)
         names[doc.id] = path.stem
     container.launcher.wait_idle(600)
@@ -115,10 +127,10 @@ def markdown(results: list[dict[str, Any]], load: str) -> str:
     lines = [
         "# Conversations that keep the thread",
         "",
-        "`python bench/bench_conversations.py` — 16 documents, dev, test and four held-out sets of "
-        "conversations (`bench/conversations/`), MiniLM, extractive answerer, default settings, "
-        "through the chat turn. `follow-ups` = ellipsis + pronoun + topic-shift turns answered "
-        "right; `two_part` = both parts answered and cited; `unknown` / `offtopic` = refused.",
+        "`python bench/bench_conversations.py` — 16 documents (24 for held-out 5), dev, test and "
+        "five held-out sets of conversations (`bench/conversations/`), MiniLM, extractive answerer, "
+        "default settings, through the chat turn. `follow-ups` = ellipsis + pronoun + topic-shift "
+        "turns answered right; `two_part` = both parts answered and cited; `unknown` / `offtopic` = refused.",
         "",
         f"Machine: {platform.machine()}, load {load}.",
         "",
@@ -154,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
         "--split",
-        choices=("dev", "test", "heldout", "heldout2", "heldout3", "heldout4", "both", "seen", "all"),
+        choices=(*SPLITS, "both", "seen", "all"),
         default="dev",
     )
     ap.add_argument("--show-failures", action="store_true")
@@ -163,17 +175,20 @@ def main(argv: list[str] | None = None) -> None:
     groups = {
         "both": ["dev", "test"],
         "seen": ["dev", "test", "heldout", "heldout2"],
-        "all": ["dev", "test", "heldout", "heldout2", "heldout3", "heldout4"],
+        "all": list(SPLITS),
     }
     splits = groups.get(args.split, [args.split])
-    with tempfile.TemporaryDirectory() as tmp:
-        container, names = build(tmp)
-        try:
-            results = [run_split(container, names, s) for s in splits]
-        finally:
-            close = getattr(container, "close", None)
-            if callable(close):
-                close()
+    results = []
+    # one knowledge base per set of documents: the shared 16, plus a split's own when it has some
+    for extra in dict.fromkeys(split_docs(s) for s in splits):
+        with tempfile.TemporaryDirectory() as tmp:
+            container, names = build(tmp, extra)
+            try:
+                results += [run_split(container, names, s) for s in splits if split_docs(s) == extra]
+            finally:
+                close = getattr(container, "close", None)
+                if callable(close):
+                    close()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     for res in results:
         print(res["split"], json.dumps(res["summary"]), f"median turn {res['turn_ms_median']:.1f} ms")
