@@ -123,3 +123,9 @@ def test_validated_text_only_cites_retrieved_ids_and_is_stable(text: str) -> Non
 def test_strip_citations_removes_tags_and_sources_line() -> None:
     text = "Users want refunds [source: note-1], fast [source: x]. \n\nSources: note-1"
     assert strip_citations(text) == "Users want refunds, fast."
+
+
+def test_strip_citations_keeps_the_space_before_a_word_that_starts_with_a_dot() -> None:
+    # an extractive answer quoted "Supported files are.txt,.md,.html and.pdf."
+    text = "Supported files are .txt, .md, .html and .pdf [source: a]. Use .env files too [source: b]!"
+    assert strip_citations(text) == "Supported files are .txt, .md, .html and .pdf. Use .env files too!"

@@ -38,6 +38,7 @@ SOURCES_PREFIX = "Sources: "
 _TAG_WITH_SPACE = re.compile(r"[ \t]*" + CITATION_PATTERN)
 _ID = re.compile(CITATION_ID)
 _WS = re.compile(r"\s+")
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?]+)(?=[\s\"'”’)\]]|$)")
 # The model's own trailing sources block: a "Sources:" line (optionally bold / a heading) that is
 # the last non-blank line, or followed only by list items.
 # The heading of that block (matched at a line start, case-insensitive) and one of its list items.
@@ -134,7 +135,9 @@ def strip_citations(text: str) -> str:
     """Text without any ``[source: id]`` tags or trailing ``Sources:`` line (summaries carry none)."""
     body, _, _ = _split_trailing_sources(text, set())
     body = _TAG_WITH_SPACE.sub("", body)
-    body = re.sub(r"[ \t]+([.,;:!?])", r"\1", body)
+    # "refunds [source: a], fast" → "refunds, fast"; punctuation that starts a word stays apart
+    # (".txt, .md and .pdf" are file types, not the end of a sentence)
+    body = _SPACE_BEFORE_PUNCTUATION.sub(r"\1", body)
     return re.sub(r"[ \t]{2,}", " ", body).strip()
 
 
