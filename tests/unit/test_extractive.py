@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ragchat.domain.citations import CITATION_RE, validate_citations
-from ragchat.domain.extractive import extractive_answer, split_sentences
+from ragchat.domain.extractive import extractive_answer, plain_text, split_sentences
 from ragchat.domain.models import Hit
 from ragchat.domain.prompts import GUARD_REPLY
 
@@ -147,6 +147,15 @@ def test_answers_are_plain_text_without_markdown_markup() -> None:
     assert "Refund requests go to billing." in body
     for mark in ("**", "`", "](", "# ", "> ", "__"):
         assert mark not in body
+
+
+def test_names_with_underscores_keep_them_in_code_spans_and_in_prose() -> None:
+    # a quoted setting read "(ENABLERATELIMITING)": its underscores were taken for emphasis marks
+    assert plain_text("Set `ENABLE_RATE_LIMITING` to true.") == "Set ENABLE_RATE_LIMITING to true."
+    assert plain_text("MAX_BODY_BYTES and snake_case_names stay whole.") == (
+        "MAX_BODY_BYTES and snake_case_names stay whole."
+    )
+    assert plain_text("Code `a*b*c` and _this_ and __that__ and *it*.") == "Code a*b*c and this and that and it."
 
 
 def test_a_markdown_table_row_reads_as_a_statement() -> None:

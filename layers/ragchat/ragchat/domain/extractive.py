@@ -68,7 +68,8 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}(\s|$)")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
+# emphasis marks; underscores only at word edges (CommonMark: ``MAX_BODY_BYTES`` is one word)
+_EMPHASIS = re.compile(r"(\*\*|\*|~~)(?=\S)(.+?)(?<=\S)\1|(?<!\w)(__|_)(?=\S)(.+?)(?<=\S)\3(?!\w)")
 _CODE = re.compile(r"`+([^`]*)`+")
 _QUOTE = re.compile(r"^(\s*>)+\s?")
 NEAR_DUPLICATE = 0.8  # share of common words (Jaccard) above which two sentences say the same
@@ -86,15 +87,22 @@ Relevance = Callable[[list[str]], list[float]]
 
 def plain_text(sentence: str) -> str:
     """A sentence without Markdown markup: links keep their text, emphasis and code spans lose their
-    marks, quote markers go, table cells are joined with "; "."""
+    marks (a code span's text stays as written: ``ENABLE_RATE_LIMITING``), quote markers go, table
+    cells are joined with "; "."""
     text = _QUOTE.sub("", sentence)
     if _TABLE_ROW.match(text):
         text = "; ".join(c.strip() for c in text.strip().strip("|").split("|") if c.strip())
     text = _LINK.sub(r"\1", text)
-    text = _CODE.sub(r"\1", text)
-    for _ in range(2):  # nested emphasis (***both***)
-        text = _EMPHASIS.sub(r"\2", text)
-    return " ".join(text.split())
+    # a code span's text is kept as written: the even parts are prose, the odd ones code
+    parts = _CODE.split(text)
+    for i in range(0, len(parts), 2):
+        for _ in range(2):  # nested emphasis (***both***)
+            parts[i] = _EMPHASIS.sub(_emphasised, parts[i])
+    return " ".join("".join(parts).split())
+
+
+def _emphasised(match: re.Match[str]) -> str:
+    return match.group(2) if match.group(1) else match.group(4)
 
 
 def split_sentences(text: str) -> list[str]:
