@@ -167,7 +167,7 @@ def test_a_markdown_table_row_reads_as_a_statement() -> None:
         )
     ]
     body, _ = body_and_sources(extractive_answer("How long are invoices kept?", hits))
-    assert body.startswith("Invoices; 10 years [source: table-00000]")
+    assert body.startswith("Data: Invoices; Kept: 10 years [source: table-00000]")
     assert "|" not in body and "---" not in body
 
 

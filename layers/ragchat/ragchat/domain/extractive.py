@@ -108,19 +108,27 @@ def _emphasised(match: re.Match[str]) -> str:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``; paragraphs and list items always end a sentence; abbreviations
-    (``e.g.``, ``Dr.``, ``et al.``), initials (``J. Smith``) and decimals (``1.5``) do not."""
+    (``e.g.``, ``Dr.``, ``et al.``), initials (``J. Smith``) and decimals (``1.5``) do not. A table
+    row is a sentence of its own, each cell named by its column's header ("| Half plot | 48 pounds |"
+    under "| Plot | Rent per year |" reads "Plot: Half plot; Rent per year: 48 pounds"): a row
+    alone does not say what its numbers are."""
     sentences: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", text):
         segments: list[str] = []
         after_row = False
+        header: list[str] | None = None
         for line in paragraph.split("\n"):
             if _HEADING.match(line):  # a Markdown heading labels the text; it is not an answer
                 continue
             if _TABLE_RULE.match(line):  # a rule; a table row right above it is the header row
                 if after_row:
-                    segments.pop()
+                    header = _cells(segments.pop())
                 continue
             row = bool(_TABLE_ROW.match(line))  # a table row is a statement of its own
+            if not row:
+                header = None
+            elif header is not None:  # each cell named by its column: "Plot: Half plot; Rent: 48 pounds"
+                line = _labelled(header, line)
             if segments and not row and not after_row and not _BULLET.match(line):
                 segments[-1] += " " + line
             else:
@@ -132,6 +140,19 @@ def split_sentences(text: str) -> list[str]:
                 segment = segment[bullet.end() :]
             sentences.extend(_split_segment(" ".join(segment.split())))
     return [s for s in sentences if any(c.isalnum() for c in s)]
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def _labelled(header: list[str], row: str) -> str:
+    """A table row with each cell prefixed by its column's header (as written when the counts
+    differ or a header cell is empty)."""
+    cells = _cells(row)
+    if len(cells) != len(header):
+        return row
+    return "| " + " | ".join(f"{h}: {c}" if h and c else c for h, c in zip(header, cells, strict=True)) + " |"
 
 
 def _split_segment(segment: str) -> list[str]:
