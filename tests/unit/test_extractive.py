@@ -216,3 +216,27 @@ def test_sentences_come_in_reading_order_within_a_document() -> None:
     body, sources = body_and_sources(extractive_answer("How is a refund approved and paid?", hits))
     assert body.index("First the refund") < body.index("Then the refund")
     assert sources == "Sources: doc-00000, doc-00001"
+
+
+def test_a_sentence_that_introduces_a_list_is_quoted_with_its_items() -> None:
+    # quoted alone, "Some visitors can park for free:" answered nothing
+    hits = [
+        Hit(
+            id="parking-00000",
+            score=0.8,
+            text=(
+                "Parking costs 3 pounds an hour.\n\nSome visitors can park for free:\n\n"
+                "- visitors of a patient in intensive care;\n- blue badge holders.\n\nThe car park never closes."
+            ),
+        )
+    ]
+    body, _ = body_and_sources(extractive_answer("Who can park for free?", hits, max_sentences=1))
+    assert body == (
+        "Some visitors can park for free: visitors of a patient in intensive care; blue badge holders. "
+        "[source: parking-00000]"
+    )
+    assert split_sentences("Steps:\n1. Open the app. Tap settings.\n2. Choose reset") == [
+        "Steps: Open the app.",
+        "Tap settings.",
+        "Choose reset",
+    ]

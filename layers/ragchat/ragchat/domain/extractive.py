@@ -111,8 +111,12 @@ def split_sentences(text: str) -> list[str]:
     (``e.g.``, ``Dr.``, ``et al.``), initials (``J. Smith``) and decimals (``1.5``) do not. A table
     row is a sentence of its own, each cell named by its column's header ("| Half plot | 48 pounds |"
     under "| Plot | Rent per year |" reads "Plot: Half plot; Rent per year: 48 pounds"): a row
-    alone does not say what its numbers are."""
+    alone does not say what its numbers are. A sentence that introduces a list ("Some visitors park
+    for free:") is read with its items ("…: visitors of a patient in intensive care; blue badge
+    holders."), up to ``LIST_CHARS``: alone it says nothing."""
     sentences: list[str] = []
+    lead: int | None = None  # the sentence introducing a list, while its items come
+    listed: set[int] = set()  # sentences that took in a list's items
     for paragraph in re.split(r"\n[ \t]*\n", text):
         segments: list[str] = []
         after_row = False
@@ -138,8 +142,27 @@ def split_sentences(text: str) -> list[str]:
             bullet = _BULLET.match(segment)
             if bullet:
                 segment = segment[bullet.end() :]
-            sentences.extend(_split_segment(" ".join(segment.split())))
-    return [s for s in sentences if any(c.isalnum() for c in s)]
+            parts = _split_segment(" ".join(segment.split()))
+            if bullet and parts and lead is not None and len(sentences[lead]) < LIST_CHARS:
+                # an item of the list the sentence before introduces ("… park for free:")
+                item = parts.pop(0).rstrip(";,.")
+                joiner = " " if sentences[lead].endswith(":") else "; "
+                sentences[lead] += joiner + item
+                listed.add(lead)
+                if parts:
+                    lead = None
+            elif not bullet or parts:
+                lead = None
+            sentences.extend(parts)
+            if not bullet and parts and parts[-1].endswith(":"):
+                lead = len(sentences) - 1
+    ended = [s + "." if i in listed and s[-1].isalnum() else s for i, s in enumerate(sentences)]
+    return [s for s in ended if any(c.isalnum() for c in s)]
+
+
+#: a sentence introducing a list ("Some visitors park for free:") is read with its items, as long
+#: as it is shorter than this (the items after that stay sentences of their own)
+LIST_CHARS = 300
 
 
 def _cells(row: str) -> list[str]:
