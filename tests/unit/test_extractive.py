@@ -155,7 +155,9 @@ def test_names_with_underscores_keep_them_in_code_spans_and_in_prose() -> None:
     assert plain_text("MAX_BODY_BYTES and snake_case_names stay whole.") == (
         "MAX_BODY_BYTES and snake_case_names stay whole."
     )
-    assert plain_text("Code `a*b*c` and _this_ and __that__ and *it*.") == "Code a*b*c and this and that and it."
+    assert (
+        plain_text("Code `a*b*c` and _this_ and __that__ and *it*.") == "Code a*b*c and this and that and it."
+    )
 
 
 def test_a_markdown_table_row_reads_as_a_statement() -> None:
