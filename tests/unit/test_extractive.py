@@ -228,7 +228,8 @@ def test_a_sentence_that_introduces_a_list_is_quoted_with_its_items() -> None:
             score=0.8,
             text=(
                 "Parking costs 3 pounds an hour.\n\nSome visitors can park for free:\n\n"
-                "- visitors of a patient in intensive care;\n- blue badge holders.\n\nThe car park never closes."
+                "- visitors of a patient in intensive care;\n- blue badge holders.\n\n"
+                "The car park never closes."
             ),
         )
     ]
