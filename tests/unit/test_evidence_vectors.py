@@ -203,7 +203,7 @@ def test_chunk_texts_cover_what_the_answer_and_decision_ask_for() -> None:
         "expense policy: Meals are covered up to 60 euros per day in Europe. "
         "Taxis are reimbursed only when no train or bus runs." in texts
     )
-    assert "Item: Hotel; Limit: 150 euros a night" in texts  # a table row with its headers, as quoted
+    assert "expense policy: Item: Hotel; Limit: 150 euros a night" in texts  # a row: headers and title
     assert "The lighthouse stood on the island of Pharos. It was about one hundred metres tall." in texts
     assert not any("**" in t or "|" in t for t in texts)
     assert chunk_evidence_texts(POLICY, None, passages=False, sentences=False) == []

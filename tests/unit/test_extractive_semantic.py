@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from ragchat.adapters.local.extractive import ExtractiveChatModel
 from ragchat.domain.citations import CITATION_RE, validate_citations
-from ragchat.domain.extractive import LEXICAL_WEIGHT, RELATIVE_MARGIN, Relevance, extractive_answer
+from ragchat.domain.extractive import (
+    LEXICAL_WEIGHT,
+    RELATIVE_MARGIN,
+    Relevance,
+    extractive_answer,
+    relevance_texts,
+)
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest
 from ragchat.services.answering import Answerer
 from ragchat.services.model_calls import ModelCaller
@@ -292,3 +298,45 @@ def test_a_question_asked_by_meaning_is_embedded_once() -> None:
     result = ask.ask("alice", "home desk equipment money")
     assert not result.guard_used and result.sources
     assert embedder.query_calls == 1  # retrieval's vector served the answerer too
+
+
+def test_a_table_row_is_compared_by_meaning_with_its_documents_title() -> None:
+    # a row names neither the place nor what its numbers belong to; the introduction that names
+    # the place won "How much is three hours of parking at St Anne's?" before
+    hits = [
+        Hit(
+            id="parking-00000",
+            score=0.8,
+            document_id="doc-parking",
+            text=(
+                "St Anne's Hospital has three car parks.\n\n| Length of stay | Charge |\n|---|---|\n"
+                "| Up to 4 hours | 6 pounds |\n| All day | 12 pounds |"
+            ),
+        )
+    ]
+    seen: list[str] = []
+
+    def relevance(texts: list[str]) -> list[float]:
+        seen.extend(texts)
+        titled_row = "St Anne's parking: Length of stay: Up to 4 hours"
+        return [0.7 if t.startswith(titled_row) else 0.4 for t in texts]
+
+    body, _ = body_and_sources(
+        extractive_answer(
+            "How much is three hours of parking at St Anne's?",
+            hits,
+            relevance=relevance,
+            titles={"doc-parking": "St Anne's parking.md"},
+        )
+    )
+    assert body.startswith("Length of stay: Up to 4 hours; Charge: 6 pounds [source: parking-00000]")
+    assert "St Anne's Hospital has three car parks." in seen  # prose is compared as it is
+    # without the titles the row is compared bare, and the introduction wins on shared words
+    question = "How much is three hours of parking at St Anne's?"
+    untitled = extractive_answer(question, hits, relevance=relevance)
+    assert untitled.startswith("St Anne's Hospital has three car parks.")
+    assert relevance_texts(hits[0].text, "St Anne's parking.md") == [
+        "St Anne's Hospital has three car parks.",
+        "St Anne's parking: Length of stay: Up to 4 hours; Charge: 6 pounds",
+        "St Anne's parking: Length of stay: All day; Charge: 12 pounds",
+    ]

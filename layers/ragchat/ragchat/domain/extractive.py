@@ -30,10 +30,11 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ragchat.domain.citations import strip_citations, with_sources_line
+from ragchat.domain.context import title_words
 from ragchat.domain.models import Hit
 from ragchat.domain.prompts import GUARD_REPLY, truncate_at_word
 
@@ -114,7 +115,13 @@ def split_sentences(text: str) -> list[str]:
     alone does not say what its numbers are. A sentence that introduces a list ("Some visitors park
     for free:") is read with its items ("…: visitors of a patient in intensive care; blue badge
     holders."), up to ``LIST_CHARS``: alone it says nothing."""
+    return [sentence for sentence, _ in _split(text)]
+
+
+def _split(text: str) -> list[tuple[str, bool]]:
+    """:func:`split_sentences`, each sentence with whether it is a table row."""
     sentences: list[str] = []
+    rows: set[int] = set()  # the sentences that are table rows
     lead: int | None = None  # the sentence introducing a list, while its items come
     listed: set[int] = set()  # sentences that took in a list's items
     for paragraph in re.split(r"\n[ \t]*\n", text):
@@ -153,11 +160,13 @@ def split_sentences(text: str) -> list[str]:
                     lead = None
             elif not bullet or parts:
                 lead = None
+            if _TABLE_ROW.match(segment):
+                rows.update(range(len(sentences), len(sentences) + len(parts)))
             sentences.extend(parts)
             if not bullet and parts and parts[-1].endswith(":"):
                 lead = len(sentences) - 1
     ended = [s + "." if i in listed and s[-1].isalnum() else s for i, s in enumerate(sentences)]
-    return [s for s in ended if any(c.isalnum() for c in s)]
+    return [(s, i in rows) for i, s in enumerate(ended) if any(c.isalnum() for c in s)]
 
 
 #: a sentence introducing a list ("Some visitors park for free:") is read with its items, as long
@@ -223,6 +232,7 @@ class _Candidate:
     text: str
     terms: Counter[str]
     score: float = 0.0
+    meaning: str = ""  # the text compared by meaning: ``text``, or a table row with its title
 
 
 def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
@@ -242,20 +252,27 @@ def extractive_answer(
     max_sentences: int = 3,
     min_relative: float = 0.25,
     relevance: Relevance | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> str:
     """An answer made of at most ``max_sentences`` sentences of ``hits`` (best first by retrieval).
 
     Without ``relevance``, sentences scoring below ``min_relative`` × the best BM25 are left out;
     with it, sentences more than ``RELATIVE_MARGIN`` below the best score by meaning (see the module
-    docstring). Without hits the guard reply is returned (the caller normally guards first). Errors
-    of ``relevance`` propagate (the caller decides on a fallback)."""
+    docstring); ``titles`` (document id → title) puts a table row's document title in front of it
+    when it is compared by meaning. Without hits the guard reply is returned (the caller normally
+    guards first). Errors of ``relevance`` propagate (the caller decides on a fallback)."""
     ranked = _unique_hits(hits)
     if not ranked:
         return GUARD_REPLY
+    known = titles or {}
+
+    def title_of(hit: Hit) -> str | None:
+        return known.get(hit.document_id or "")
+
     candidates = [
-        _Candidate(rank, pos, plain, Counter(tokens(plain)))
+        _Candidate(rank, pos, plain, Counter(tokens(plain)), meaning=titled(plain, row, title_of(hit)))
         for rank, hit in enumerate(ranked)
-        for pos, sentence in enumerate(split_sentences(strip_citations(hit.text)))
+        for pos, (sentence, row) in enumerate(_split(strip_citations(hit.text)))
         if (plain := plain_text(sentence))
     ]
     if not candidates:
@@ -300,7 +317,7 @@ def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) 
         for i, c in enumerate(candidates)
         if _refers_back(c.text) and (before := text_at.get((c.hit_rank, c.position - 1)))
     }
-    scored = relevance([c.text for c in candidates] + list(windows.values()))
+    scored = relevance([c.meaning or c.text for c in candidates] + list(windows.values()))
     if len(scored) != len(candidates) + len(windows):
         raise ValueError(f"relevance gave {len(scored)} scores for {len(candidates) + len(windows)} texts")
     in_context = dict(zip(windows, scored[len(candidates) :], strict=True))
@@ -319,15 +336,26 @@ def with_before(before: str, sentence: str) -> str:
     return f"{before} {sentence}"
 
 
-def relevance_texts(text: str) -> list[str]:
-    """Every text the answer by meaning may embed for a chunk of ``text``: its plain sentences, and
-    each sentence that refers back read with the one before it (what :func:`extractive_answer`
-    passes to ``relevance``; embedded ahead of time by ``ragchat.services.evidence``)."""
-    plains = [plain_text(s) for s in split_sentences(strip_citations(text))]
+def relevance_texts(text: str, title: str | None = None) -> list[str]:
+    """Every text the answer by meaning may embed for a chunk of ``text`` in a document titled
+    ``title``: its plain sentences (a table row with the title in front), and each sentence that
+    refers back read with the one before it (what :func:`extractive_answer` passes to
+    ``relevance``; embedded ahead of time by ``ragchat.services.evidence``)."""
+    split = [(plain_text(s), row) for s, row in _split(strip_citations(text))]
+    plains = [p for p, _ in split]
     windows = [
         with_before(before, p) for before, p in itertools.pairwise(plains) if before and p and _refers_back(p)
     ]
-    return [p for p in plains if p] + windows
+    return [titled(p, row, title) for p, row in split if p] + windows
+
+
+def titled(sentence: str, row: bool, title: str | None) -> str:
+    """The text a sentence is compared by meaning as: a table row ("Length of stay: Up to 4 hours;
+    Charge: 6 pounds") with its document's title words in front, as a chunk's vector is computed
+    with its header; a row names neither the place nor the thing its numbers belong to. Any other
+    sentence as it is."""
+    words = title_words(title) if row and title else ""
+    return f"{words}: {sentence}" if words else sentence
 
 
 #: first words by which a sentence refers back to the one before it (and names nothing alone)

@@ -228,6 +228,9 @@ class ModelRequest:
     # The question's embedding when retrieval made one (the extractive answerer reuses it rather
     # than embedding the question a second time).
     question_vector: list[float] | None = None
+    # The retrieved notes' document titles (document id → title), when retrieval read them: the
+    # extractive answerer compares a table row by meaning with its document's title in front.
+    source_titles: dict[str, str] | None = None
 
 
 @dataclass(slots=True)

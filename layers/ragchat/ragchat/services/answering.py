@@ -123,6 +123,7 @@ class Answerer:
             sources=list(retrieval.hits),
             question=question,
             question_vector=retrieval.query_vector,
+            source_titles=retrieval.titles or None,
         )
 
     def finish(

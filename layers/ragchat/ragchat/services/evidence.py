@@ -66,7 +66,7 @@ def chunk_evidence_texts(text: str, title: str | None, *, passages: bool, senten
     if passages:
         out += evidence_passages([plain], limit=1 << 30, titles=[title])
     if sentences:
-        out += relevance_texts(text)
+        out += relevance_texts(text, title)
     return list(dict.fromkeys(out))
 
 

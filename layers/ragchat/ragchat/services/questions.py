@@ -336,4 +336,5 @@ def _parts(
         query=" | ".join(p.retrieval.query or p.question for p in done),
         parts=done,
         unknown_names=names,
+        titles={k: v for r in answered for k, v in r.titles.items()},
     )

@@ -75,6 +75,8 @@ class Retrieval:
     unknown_names: list[str] = field(default_factory=list)
     # a multi-part question: each part's own retrieval (``hits`` is then the answered parts' notes)
     parts: list[Part] = field(default_factory=list)
+    # the answered notes' document titles (document id → title; empty when titles are not wired)
+    titles: dict[str, str] = field(default_factory=dict)
 
     @property
     def ids(self) -> list[str]:
@@ -341,6 +343,7 @@ class Retriever:
                 timings, "hybrid_search", lambda: self.index.hybrid_search(q, vector, flt, top_k)
             )
         self._log_retrieval(conversation_id, hits, decision)
+        titles = self.titles(flt.owner, [h.document_id for h in hits if h.document_id]) if self.titles else {}
         return Retrieval(
             hits=hits,
             guard=False,
@@ -351,6 +354,7 @@ class Retriever:
             top_similarity=top1,
             decision=decision,
             query_vector=vector,
+            titles=titles,
         )
 
     def _decide(

@@ -62,11 +62,11 @@ class ExtractiveChatModel:
     def complete(self, request: ModelRequest) -> Completion:
         from ragchat.domain.extractive import extractive_answer
 
-        question, hits = request.question, request.sources
+        question, hits, titles = request.question, request.sources, request.source_titles or {}
         if self.relevance_vectors is not None:
             try:
-                relevance = self._relevance(question, request.question_vector, hits)
-                text = extractive_answer(question, hits, relevance=relevance)
+                relevance = self._relevance(question, request.question_vector, hits, titles)
+                text = extractive_answer(question, hits, relevance=relevance, titles=titles)
                 return Completion(text=text, model=self.model_id)
             except EvidencePending:  # the sentences' vectors are not stored yet: words until they are
                 logger.info("extractive: sentence vectors not stored yet; BM25 only")
@@ -75,7 +75,9 @@ class ExtractiveChatModel:
                 logger.warning("extractive: sentence relevance failed (%s); BM25 only", reason)
         return Completion(text=extractive_answer(question, hits), model=self.model_id)
 
-    def _relevance(self, question: str, vector: list[float] | None, hits: Sequence[Hit]) -> _Relevance:
+    def _relevance(
+        self, question: str, vector: list[float] | None, hits: Sequence[Hit], titles: Mapping[str, str]
+    ) -> _Relevance:
         from ragchat.domain.extractive import relevance_texts
 
         assert self.relevance_vectors is not None and self.query_embedder is not None
@@ -83,7 +85,7 @@ class ExtractiveChatModel:
         def owners() -> dict[str, str]:  # the first hit a sentence comes from
             found: dict[str, str] = {}
             for hit in hits:
-                for text in relevance_texts(hit.text):
+                for text in relevance_texts(hit.text, titles.get(hit.document_id or "")):
                     found.setdefault(text, hit.id)
             return found
 
