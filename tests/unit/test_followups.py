@@ -165,6 +165,11 @@ def test_names_and_codes_of_a_question() -> None:
     assert specific_names("Lisbon is where?") == []  # a first word is capitalised anyway
     assert specific_names("We sign in with Okta. Where do I reset my password?") == []  # not asked
     assert specific_names("How early do I book a flight to New York?") == []  # a destination
+    # a possessive ends a name: "Kestrel Mobile's Swift" was one name no document has
+    names = specific_names("How much data do I get on Kestrel Mobile's Swift plan?")
+    assert names == ["Kestrel Mobile's", "Swift"]
+    texts = ["Kestrel Mobile sells three plans.", "Plan: Swift; Data: 5 GB"]
+    assert unknown_names(names, texts) == []
 
 
 def test_a_name_is_known_when_its_words_occur_together() -> None:

@@ -6,7 +6,8 @@ documents are about something close (another model, another office): similarity 
 A name is a run of capitalised words or codes (a letter, then digits: ``X9``, ``E-42``), not at the
 start of the sentence, with a number right after it ("Model 9", "SunMax 300"); weekdays, months,
 holidays, a few words capitalised by habit, acronyms ("US", "VPN": a document may spell them out)
-and abbreviations starting with a digit ("2FA") are not names. A name is known when its words occur
+and abbreviations starting with a digit ("2FA") are not names; a possessive ends a name ("Kestrel
+Mobile's Swift plan" names "Kestrel Mobile's" and "Swift"). A name is known when its words occur
 together (adjacent, case-insensitively, plurals folded) in a document text or title.
 """
 
@@ -74,6 +75,8 @@ def specific_names(question: str) -> list[str]:
             close()
         elif _is_code(word) or (_is_capitalised(word) and not sentence_start):
             current.append(word)
+            if word.endswith(("'s", "’s")):  # a possessive ends its name: "Kestrel Mobile's Swift plan"
+                close()
         elif current and word.isdigit():  # "Model 9", "SunMax 300"
             current.append(word)
             close()
