@@ -93,7 +93,7 @@ def plain_text(sentence: str) -> str:
     cells are joined with "; "."""
     text = _QUOTE.sub("", sentence)
     if _TABLE_ROW.match(text):
-        text = "; ".join(c.strip() for c in text.strip().strip("|").split("|") if c.strip())
+        text = "; ".join(c for c in _cells(text) if c)
     text = _LINK.sub(r"\1", text)
     # a code span's text is kept as written: the even parts are prose, the odd ones code
     parts = _CODE.split(text)
