@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(
 
 # question → words the answer must contain (all of them)
 ANSWERED = {
+    "How does ingestion work?": ["chunks", "READY"],  # the README's first question
     "What file types are supported?": [" .txt", " .pdf"],
     "How do I upload a file?": ["/write"],
     "How big can a document be?": ["MiB"],
