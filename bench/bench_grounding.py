@@ -248,7 +248,13 @@ def ask_all(container: Any, names: dict[str, str], qs: list[Question], mode: str
     from ragchat.services.retrieval import Retriever
 
     settings = container.settings.model_copy(update={"retrieval_mode": mode})
-    retriever = Retriever(container.embedder, container.index, settings, titles=container.retriever.titles)
+    retriever = Retriever(
+        container.embedder,
+        container.index,
+        settings,
+        titles=container.retriever.titles,
+        answer_titles=container.retriever.answer_titles,
+    )
     ask = AskService(retriever, Answerer(ModelCaller(container.chat_model), settings), settings)
     rows = []
     for q in qs:

@@ -144,3 +144,27 @@ def test_a_document_the_store_lacks_is_not_read_again_on_every_question(
     store.create_document(_doc("gone", "Arrived later"))
     clock.advance(TITLE_TTL_S + 1)
     assert titles(OWNER, ["gone"]) == {"gone": "Arrived later"}
+
+
+def test_the_answered_notes_titles_are_read_only_for_an_answerer_that_uses_them(
+    rig: tuple[DocumentTitles, CountingStore, FakeClock],
+) -> None:
+    # the extractive answer by meaning reads a table row with its title; a Claude answer does not,
+    # so its questions (whose decision reads no titles: no calibration for the embedder) read none
+    titles, store, _ = rig
+    embedder = FakeEmbedder()
+    index = FakeVectorIndex(dimension=embedder.dimension)
+    text = "Submit a claim within 30 days."
+    record = VectorRecord(
+        id="n1", vector=embedder.vector_for(text), text=text, owner=OWNER, document_id="d1", chunk_index=0
+    )
+    index.upsert([record])
+    settings = load_settings({"RETRIEVAL_MODE": "vector", "MIN_SIMILARITY": "-1"})
+    claude = Retriever(embedder, index, settings, titles=titles)
+    assert claude.retrieve("claim deadline", SearchFilter(owner=OWNER)).titles == {}
+    assert store.reads == 0
+    extractive = Retriever(embedder, index, settings, titles=titles, answer_titles=True)
+    assert extractive.retrieve("claim deadline", SearchFilter(owner=OWNER)).titles == {
+        "d1": "expense-policy.md"
+    }
+    assert store.reads == 1

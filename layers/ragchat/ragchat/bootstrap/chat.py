@@ -115,6 +115,7 @@ class ChatRoot(Models):
             metrics=self.metrics,
             titles=DocumentTitles(self.documents),
             passage_vectors=self.passage_vectors,
+            answer_titles=self.extractive_by_meaning(),
         )
 
     @cached_property

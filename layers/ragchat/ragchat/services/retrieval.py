@@ -221,11 +221,16 @@ class Retriever:
         passage_cache_size: int = PASSAGE_CACHE_SIZE,
         titles: DocumentTitles | None = None,
         passage_vectors: PassageVectors | None = None,
+        answer_titles: bool = False,
     ) -> None:
         """``passage_vectors``: a cache shared with others embedding texts with the same embedder
-        (the extractive answerer's sentences); by default one of ``passage_cache_size`` of its own."""
+        (the extractive answerer's sentences); by default one of ``passage_cache_size`` of its own.
+        ``answer_titles``: read the answered notes' titles into ``Retrieval.titles`` (with
+        ``titles``); only the extractive answerer by meaning uses them, so a Claude answer skips the
+        read."""
         self.embedder = embedder
         self.titles = titles
+        self.answer_titles = answer_titles
         self.index = index
         self.settings = settings
         self.metrics = metrics
@@ -343,7 +348,9 @@ class Retriever:
                 timings, "hybrid_search", lambda: self.index.hybrid_search(q, vector, flt, top_k)
             )
         self._log_retrieval(conversation_id, hits, decision)
-        titles = self.titles(flt.owner, [h.document_id for h in hits if h.document_id]) if self.titles else {}
+        titles: dict[str, str] = {}
+        if self.titles is not None and self.answer_titles:
+            titles = self.titles(flt.owner, [h.document_id for h in hits if h.document_id])
         return Retrieval(
             hits=hits,
             guard=False,
