@@ -7,9 +7,11 @@ from __future__ import annotations
 import http.client
 import json
 from typing import Any
+from urllib.parse import unquote
 
 from ragchat.api.handler import http_handler
 from ragchat.local_server import LocalServer
+from ragchat.serving.asgi import Limits
 
 from tests.events import api_event
 from tests.unit.api_support import Api, make_api
@@ -157,3 +159,53 @@ def test_ragchat_serve_refuses_an_owner_over_the_limit_from_the_headers_alone() 
         local.stop()
     assert api.container.embedder.query_calls == searched  # type: ignore[attr-defined]
     assert _messages(api, conv) == stored
+
+
+# Paths the router sends to the limited routes (it matches the percent-decoded path against
+# ``^<rule>/*$``) though they are not spelled as the route is (issue 30, finding 7).
+TRICK_TURNS = (
+    "/chat/conversations/{conv}/messages/",
+    "/chat/conversations/{conv}/messages//",
+    "/chat/%63onversations/{conv}/messages",
+    "/chat/conversations/{conv}/%6Dessages///",
+    "/%63hat/conversations/{conv}/messages/m1//",  # PUT …/messages/{messageId}
+)
+
+
+def test_a_path_spelled_otherwise_is_refused_before_the_body_like_the_route_it_reaches() -> None:
+    """``/chat/conversations//`` and ``/chat/%63onversations`` reached the router (which normalises) but
+    not the check made before the body (raw path, one optional slash): an over-limit client's body was
+    read and parsed. The body is announced and never sent: only a refusal from the headers answers
+    before the body timeout (3 s here; the old code answered 408 after it)."""
+    api = make_api({**LIMITS, "RATE_LIMIT_IP_REQUESTS": "100", "RATE_LIMIT_CONVERSATIONS_REQUESTS": "1"})
+    conv = _spent_chat_allowance(api)
+    assert api.call("POST", "/chat/conversations", body={}, principal="local")["statusCode"] == 201  # spent
+    searched, stored = api.container.embedder.query_calls, _messages(api, conv)  # type: ignore[attr-defined]
+    local = LocalServer(api.container, port=0, limits=Limits(body_timeout=3.0))
+    local.start()
+    port = int(local.httpd.server_address[1])
+    targets = [("PUT" if p.endswith("m1//") else "POST", p.format(conv=conv)) for p in TRICK_TURNS]
+    targets += [
+        ("POST", "/chat/conversations//"),
+        ("POST", "/chat/%63onversations"),
+        ("POST", "/chat/conversations/"),
+    ]
+    try:
+        for method, path in targets:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.putrequest(method, path)
+            conn.putheader("Content-Type", "application/json")
+            conn.putheader("Content-Length", str(1024 * 1024))  # under the body limit
+            conn.endheaders()
+            resp = conn.getresponse()
+            assert (resp.status, json.loads(resp.read())["retryAfter"] >= 1) == (429, True), (method, path)
+            conn.close()
+    finally:
+        local.stop()
+    assert api.container.embedder.query_calls == searched  # type: ignore[attr-defined]
+    assert _messages(api, conv) == stored
+    # the buffered Lambda handler (API Gateway hands it the body) refuses them before parsing it too
+    handler = http_handler({"chat"}, container=lambda: api.container)
+    for method, path in targets:
+        event = api_event(method, unquote(path), raw_body=b"{" * 100_000, principal="local")
+        assert handler(event, None)["statusCode"] == 429, (method, path)

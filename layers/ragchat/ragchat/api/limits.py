@@ -49,12 +49,17 @@ LIMITS_CHECKED = "ragchat.limitsChecked"
 
 # The routes whose limits are looked at before the body: POST /chat/conversations (a new conversation),
 # POST …/messages and PUT …/messages/{messageId} (a turn). ``path`` may carry a stage or base path.
-_NEW_CONVERSATION = re.compile(r"/chat/conversations/?$")
-_TURN = re.compile(r"/chat/conversations/([^/]+)/messages(?:/[^/]+)?/?$")
+# Matched as the resolver matches its routes (``APIGatewayRestResolver``: ``^<rule>/*$`` on the event's
+# percent-decoded path), so every path the router sends to these routes is looked at: any number of
+# trailing slashes (``/chat/conversations//``), escapes (``/chat/%63onversations``, decoded by
+# ``ragchat.serving.events.event_path`` as for the event).
+_NEW_CONVERSATION = re.compile(r"/chat/conversations/*$")
+_TURN = re.compile(r"/chat/conversations/([^/]+)/messages(?:/[^/]+)?/*$")
 
 
 def limited_route(method: str, path: str) -> tuple[RateLimitedRoute, str | None] | None:
-    """(route, conversation id) of a request whose limit is looked at before its body, else ``None``."""
+    """(route, conversation id) of a request whose limit is looked at before its body, else ``None``.
+    ``path``: the event's path (percent-decoded), as the resolver routes it."""
     if method == "POST" and _NEW_CONVERSATION.search(path):
         return "conversations", None
     turn = _TURN.search(path) if method in ("POST", "PUT") else None

@@ -116,7 +116,7 @@ def build_event(
     """An API Gateway REST (v1 proxy) event for one HTTP request. ``request_context`` (API Gateway's
     own, as the Lambda Web Adapter forwards it) replaces the local values key by key."""
     split = urlsplit(raw_path)
-    path = unquote(split.path) or "/"
+    path = event_path(raw_path)
     single, multi = _single_and_multi(headers)
     qs_single, qs_multi = _single_and_multi(parse_qsl(split.query, keep_blank_values=True))
     content_type = next((v for k, v in single.items() if k.lower() == "content-type"), "")
@@ -154,6 +154,13 @@ def build_event(
         "body": body_text,
         "isBase64Encoded": is_b64,
     }
+
+
+def event_path(raw_target: str) -> str:
+    """The event's ``path`` for a request target (``/a%2Fb?x=1`` → ``/a/b``): percent-decoded, as the
+    resolver routes it. Every check made before the body is read looks at this path, never the raw one:
+    ``/chat/%63onversations`` is routed like ``/chat/conversations`` and must be limited like it."""
+    return unquote(urlsplit(raw_target).path) or "/"
 
 
 def _single_and_multi(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -293,7 +300,7 @@ class Gateway:
         is built without the body); ``None`` to go on and read the body."""
         from ragchat.domain.errors import RateLimited
 
-        if self.before_body is None or limited_route(method, raw_path.partition("?")[0]) is None:
+        if self.before_body is None or limited_route(method, event_path(raw_path)) is None:
             return None  # (most requests: no event is built for them here)
         event, _ = self.event_for(method, raw_path, headers, b"", client_ip)
         try:
