@@ -201,6 +201,10 @@ class Settings(BaseSettings):
     serve_body_timeout_s: float = Field(30.0, alias="SERVE_BODY_TIMEOUT_SECONDS", gt=0, le=3600)
     serve_keepalive_s: float = Field(5.0, alias="SERVE_KEEPALIVE_SECONDS", gt=0, le=3600)
     serve_backlog: int = Field(2048, alias="SERVE_BACKLOG", ge=1, le=65535)
+    # open connections at once, overall (never more than the descriptor limit leaves) and per client
+    # address; over a cap the oldest idle connection is closed, or the new one answered 503
+    serve_max_connections: int = Field(1024, alias="SERVE_MAX_CONNECTIONS", ge=1, le=1_000_000)
+    serve_max_connections_per_ip: int = Field(256, alias="SERVE_MAX_CONNECTIONS_PER_IP", ge=1, le=1_000_000)
 
     # --- chat models -----------------------------------------------------------------------------
     anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)

@@ -186,7 +186,9 @@ def main() -> None:
     # correlation id, as in the buffered functions; the ragchat.* loggers here propagate to it.
     import ragchat.api.handler  # noqa: F401  (the Powertools logger)
     from ragchat.bootstrap import Container
+    from ragchat.serving.connections import raise_fd_limit
 
+    raise_fd_limit()
     box = Container()
     server = create_server(box, port=box.settings.lwa_port)
     warm(box)

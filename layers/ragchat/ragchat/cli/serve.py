@@ -161,8 +161,10 @@ def serve(
 ) -> None:
     """Run the whole API locally (a local API Gateway in front of the same handlers)."""
     from ragchat.local_server import InsecureBind, LocalServer
+    from ragchat.serving.connections import raise_fd_limit
 
     setup_logging(verbose)
+    raise_fd_limit()  # before the server counts the connections it can hold
     settings = load_settings()
     container = build_container(settings)
     try:

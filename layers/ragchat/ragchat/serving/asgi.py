@@ -41,6 +41,9 @@ class Limits:
     """The serving limits (docs/architecture.md, "Reliability"); tests pass small values."""
 
     backlog: int = 2048  # listen queue (the kernel caps it at net.core.somaxconn)
+    accept_batch: int = 64  # connections accepted per wake-up of the listening socket (asyncio's loop)
+    max_connections: int = 1024  # open connections at once (also capped by the descriptor limit)
+    max_connections_per_ip: int = 256  # open connections from one client address
     max_concurrency: int = 128  # requests in flight (streams included); more answer 503
     retry_after: int = 1  # seconds, in the 503's Retry-After
     header_timeout: float = 10.0  # a request's headers must arrive within this (else 408, closed)
@@ -56,6 +59,8 @@ class Limits:
         """The limits the ``SERVE_*`` settings choose (the rest at their defaults)."""
         return cls(
             backlog=settings.serve_backlog,
+            max_connections=settings.serve_max_connections,
+            max_connections_per_ip=settings.serve_max_connections_per_ip,
             max_concurrency=settings.serve_max_concurrency,
             header_timeout=settings.serve_header_timeout_s,
             body_timeout=settings.serve_body_timeout_s,

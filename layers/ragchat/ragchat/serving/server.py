@@ -3,8 +3,12 @@
 Chosen over ``http.server`` for its listen backlog, keep-alive handling, asyncio connections (a slow
 client costs no thread) and maintenance; over hypercorn/granian for its size (uvicorn + h11 + click
 ≈ 2 MB, ~15 ms to import) and plain-Python install. Added here: a header read timeout (uvicorn has
-none: a client that never finishes its headers would keep the connection forever) and protocol errors
-answered as JSON instead of uvicorn's text/plain.
+none: a client that never finishes its headers would keep the connection forever), protocol errors
+answered as JSON instead of uvicorn's text/plain, and the connection limits of
+``ragchat.serving.connections`` (caps overall and per address, the oldest idle connection closed to
+make room, throttled logs of refusals and ``accept()`` errors). ``Limits.backlog`` is the kernel's
+listen queue; asyncio accepts ``Limits.accept_batch`` connections per wake-up (it used the backlog for
+both: 2048 failed ``accept()`` calls, each logged, per wake-up once descriptors ran out).
 
 ``HttpServer`` mimics the bits of ``socketserver`` callers use: ``server_address``, ``serve_forever()``,
 ``shutdown()``, ``server_close()``.
@@ -19,43 +23,87 @@ import logging
 import socket
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ragchat.serving.asgi import GatewayApp, Limits
+from ragchat.serving.connections import ConnectionGate, ThrottledLog, connection_cap
 from ragchat.serving.events import Gateway
 
 logger = logging.getLogger("ragchat.serve")
 
 
-def raw_json_response(status: int, reason: str, message: str) -> bytes:
+def raw_json_response(status: int, reason: str, message: str, *, retry_after: int | None = None) -> bytes:
     """A complete ``Connection: close`` JSON response, for errors before h11 has a request to answer."""
     body = json.dumps({"error": message}).encode("utf-8")
+    retry = f"retry-after: {retry_after}\r\n" if retry_after is not None else ""
     head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{retry}"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
 
 
+def _unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes the kernel holds for this connection that the server has not read yet (0 if unknown):
+    a client whose request is already on its way is not idle, even before the loop reads it."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        import array
+        import fcntl
+        import termios
+
+        buf = array.array("i", [0])
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, buf)
+        return int(buf[0])
+    except (ImportError, OSError, ValueError):
+        return 0
+
+
+BUSY_MESSAGE = "Server busy: too many open connections; retry in 1 s"
+
+
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol plus a header read timeout and JSON protocol errors."""
+    """uvicorn's h11 protocol plus a header read timeout, JSON protocol errors and the connection
+    gate (a connection over the caps is answered 503 and closed before anything is read)."""
 
     header_timeout = 10.0  # set per server by ``protocol_for``
     max_header_bytes = 64 * 1024
+    gate: ConnectionGate | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        if self.gate is not None and not self.gate.admit(self, (self.client or ("-",))[0]):
+            transport.write(raw_json_response(503, "Service Unavailable", BUSY_MESSAGE, retry_after=1))
+            transport.close()
+            return
         # Headers and body are separate writes: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms to
         # every keep-alive response (asyncio sets it only on sockets created with IPPROTO_TCP).
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._header_timer: asyncio.TimerHandle | None = None
         self._arm_header_timer()
+
+    def is_idle(self) -> bool:
+        """No request in progress and nothing waiting to be read: closing it loses no one's answer
+        (a keep-alive connection between requests, or one that has sent part of its headers at most)."""
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return False
+        if self.cycle is not None and not self.cycle.response_complete:
+            return False
+        return _unread_bytes(self.transport) == 0
+
+    def drop(self) -> None:
+        """Closed by the gate to make room (the oldest idle connection)."""
+        self._disarm_header_timer()
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -66,6 +114,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
+        if self.gate is not None:
+            self.gate.release(self)
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
@@ -107,19 +157,31 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def protocol_for(limits: Limits) -> type[GuardedH11Protocol]:
-    """A protocol class carrying these limits (uvicorn builds one instance per connection)."""
+def protocol_for(limits: Limits, gate: ConnectionGate | None = None) -> type[GuardedH11Protocol]:
+    """A protocol class carrying these limits and the server's gate (uvicorn builds one instance per
+    connection)."""
     return type(
         "RagchatH11Protocol",
         (GuardedH11Protocol,),
-        {"header_timeout": limits.header_timeout, "max_header_bytes": limits.max_header_bytes},
+        {"header_timeout": limits.header_timeout, "max_header_bytes": limits.max_header_bytes, "gate": gate},
     )
+
+
+class ListeningSocket(socket.socket):
+    """A socket whose listen queue stays what ``bind`` chose: asyncio calls ``listen(n)`` again with
+    the number of connections it accepts per wake-up (``Limits.accept_batch``), a different knob."""
+
+    queue = 128
+
+    def listen(self, backlog: int | None = None) -> None:
+        super().listen(self.queue)
 
 
 def bind(host: str, port: int, backlog: int) -> socket.socket:
     """A listening socket (port 0 picks a free one); ``OSError`` if the address is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = ListeningSocket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.queue = backlog
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -145,17 +207,21 @@ class HttpServer:
         """``trusted_proxies``: the peers whose ``X-Forwarded-For``/``-Proto`` uvicorn believes (addresses
         or CIDR ranges). None by default: the client address is the socket's peer, whatever a client
         claims in a header (uvicorn's own default would trust any local process)."""
-        self.limits = limits or Limits()
-        self.app = GatewayApp(gateway, self.limits)
-        self.socket = bind(address[0], address[1], self.limits.backlog)
+        self.limits = limits = limits or Limits()
+        self.app = GatewayApp(gateway, limits)
+        self.socket = bind(address[0], address[1], limits.backlog)
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        self.throttled = ThrottledLog(logger)
+        cap = connection_cap(limits.max_connections, limits.max_concurrency, limits.accept_batch)
+        self.gate = ConnectionGate(cap, min(cap, limits.max_connections_per_ip), self.throttled)
+        logger.info("at most %d connections (%d per address)", self.gate.max_total, self.gate.max_per_ip)
         config = uvicorn.Config(
             self.app,
-            http=protocol_for(self.limits),
+            http=protocol_for(limits, self.gate),
             lifespan="off",
             log_config=None,
             access_log=False,
-            backlog=self.limits.backlog,
+            backlog=limits.accept_batch,  # asyncio: accepts per wake-up (the listen queue: ``bind``)
             timeout_graceful_shutdown=max(1, round(self.limits.graceful_shutdown)),
             h11_max_incomplete_event_size=self.limits.max_header_bytes,
             server_header=False,
@@ -172,9 +238,22 @@ class HttpServer:
         """Serve until ``shutdown()`` (or SIGINT/SIGTERM when run on the main thread)."""
         self._started = True
         try:
-            self.uvicorn.run(sockets=[self.socket])
+            asyncio.run(self._serve(), loop_factory=self.uvicorn.config.get_loop_factory())
         finally:
             self._done.set()
+
+    async def _serve(self) -> None:
+        asyncio.get_running_loop().set_exception_handler(self._loop_error)
+        await self.uvicorn.serve(sockets=[self.socket])
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """``accept()`` out of descriptors (or memory): asyncio retries each second and logged every
+        failure with its traceback; one line per 10 s here. Anything else as asyncio logs it."""
+        if context.get("message") == "socket.accept() out of system resource":
+            error = context.get("exception")
+            self.throttled.warning("accept", "cannot accept connections (%s); retrying", error)
+            return
+        loop.default_exception_handler(context)
 
     def shutdown(self) -> None:
         """Ask the server to stop and wait (up to the graceful timeout + 5 s) until it has."""
