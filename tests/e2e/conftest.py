@@ -24,6 +24,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-secret-token"
+# ``run_server(token=PER_RUN)``: no RAGCHAT_API_TOKEN, as ``make run``: the server makes a token for its
+# run; the test reads it where its user's commands do (``<data dir>/serve.token``).
+PER_RUN = "per-run"
 
 
 def models_path() -> Path:
@@ -124,8 +127,9 @@ class Server:
 def run_server(
     data_dir: Path, *, token: str | None = TOKEN, env: dict[str, str] | None = None
 ) -> Iterator[Server]:
-    """``ragchat serve`` on a free port over ``data_dir`` (``token``: its ``RAGCHAT_API_TOKEN``; ``env``:
-    more variables), stopped on exit."""
+    """``ragchat serve`` on a free port over ``data_dir`` (``token``: its ``RAGCHAT_API_TOKEN``, or
+    ``PER_RUN`` for the token the server makes, or ``None`` for none at all: ``--insecure-no-auth``;
+    ``env``: more variables), stopped on exit."""
     models = models_path()
     if not model_ready(models):
         pytest.skip(f"the MiniLM model is not prepared in {models} (run `make install`)")
@@ -140,19 +144,20 @@ def run_server(
         **(env or {}),  # may set ANTHROPIC_API_KEY (a test's fake Claude)
     }
     full_env.pop("RAGCHAT_API_TOKEN", None)
-    if token:
+    if token and token != PER_RUN:
         full_env["RAGCHAT_API_TOKEN"] = token
+    args = [] if token else ["--insecure-no-auth"]
     log = data_dir / "server.log"
     cli = Path(sys.executable).with_name("ragchat")
     with log.open("ab") as out:  # appended: a restarted server keeps the earlier log
         proc = subprocess.Popen(
-            [str(cli), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [str(cli), "serve", "--host", "127.0.0.1", "--port", str(port), *args],
             env=full_env,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=data_dir,
         )
-    srv = Server(f"http://127.0.0.1:{port}", token, log, proc)
+    srv = Server(f"http://127.0.0.1:{port}", None if token == PER_RUN else token, log, proc)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -166,6 +171,8 @@ def run_server(
             if time.monotonic() > deadline:
                 raise AssertionError(f"ragchat serve did not come up:\n{log.read_text()}")
             time.sleep(0.1)
+        if token == PER_RUN:  # written before the server answers
+            srv.token = (data_dir / "serve.token").read_text(encoding="ascii").strip()
         yield srv
     finally:
         stop(proc)

@@ -34,7 +34,7 @@ ALLOWED_SKIPS = ("needs make", "needs AWS")
 # What a reader must see from a block, beyond it succeeding (a substring of the block → of its output).
 EXPECTED = {
     'ragchat ask "When is the office open on Saturdays?"': "10:00",
-    "curl -s 'http://127.0.0.1:8000/?text=When+is+the+office+open+on+Saturdays%3F'": "10:00",
+    "curl -s -H \"$AUTH\" 'http://127.0.0.1:8000/?text=When+is+the+office+open+on+Saturdays%3F'": "10:00",
     'ragchat ask "How are citations checked?"': "[1]",
     "ragchat chat --persona teacher": "assistant>",
 }
@@ -78,8 +78,11 @@ class Served:
     workdir: Path
 
 
-def _get_json(url: str) -> object:
-    with urllib.request.urlopen(url, timeout=30) as resp:
+def _get_json(url: str, data: Path) -> object:
+    """GET with the token the server made for its run, read from its file as the README does."""
+    token = (data / "serve.token").read_text(encoding="ascii").strip()
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
         return json.loads(resp.read())
 
 
@@ -93,8 +96,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     workdir.mkdir()
     (workdir / ".venv").symlink_to(Path(sys.executable).parents[1])
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "RAGCHAT_API_TOKEN")}
+    data = workdir / ".ragchat"  # where `make run` keeps it, so the README's `.ragchat/serve.token` is it
     env.update(
-        RAGCHAT_DATA_DIR=str(root / "data"),
+        RAGCHAT_DATA_DIR=str(data),
         RAGCHAT_MODEL_DIR=str(models),
         RAGCHAT_CHAT_MODEL="extractive",
         COLUMNS="100",
@@ -117,7 +121,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             if proc.poll() is not None:
                 raise AssertionError(f"ragchat serve exited:\n{log.read_text()}")
             try:
-                items = _get_json(f"{url}/documents")["items"]  # type: ignore[index]
+                items = _get_json(f"{url}/documents", data)["items"]  # type: ignore[index]
                 if items and all(d["status"] == "READY" for d in items):
                     break
             except OSError:

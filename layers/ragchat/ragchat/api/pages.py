@@ -9,8 +9,10 @@ no authorizer; ``ragchat serve`` serves them without its bearer token). The page
 itself, as the server's settings say (``Settings.page_auth``, rendered as JSON into
 ``<script type="application/json" id="ragchat-config">``):
 
-- ``none``: local without ``RAGCHAT_API_TOKEN``: no sign-in, the local server supplies the caller;
-- ``token``: local with ``RAGCHAT_API_TOKEN``: the user types the token; calls send
+- ``none``: local with no token at all (``--insecure-no-auth``): no sign-in, the local server
+  supplies the caller;
+- ``token``: local (``RAGCHAT_API_TOKEN``, or the token ``ragchat serve`` makes for its run): the
+  link the server prints (``/ui#token=…``) signs the tab in, or the user types the token; calls send
   ``Authorization: Bearer <token>``;
 - ``cognito``: the cloud: email + password go to Cognito's ``InitiateAuth`` (``USER_PASSWORD_AUTH``)
   straight from the browser; calls send the returned ID token as the raw ``Authorization`` value
@@ -159,7 +161,7 @@ def _signin_form(auth: PageAuth) -> str:
     else:
         fields = (
             '<input id=signin-secret aria-label="API token" type=password autocomplete=off '
-            'placeholder="API token (RAGCHAT_API_TOKEN of ragchat serve)" required>'
+            'placeholder="API token (printed by ragchat serve, or its RAGCHAT_API_TOKEN)" required>'
         )
     return (
         "<section id=signin class='card signin' hidden><h2>Sign in</h2>"

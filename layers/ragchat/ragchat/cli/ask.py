@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragchat.cli.common import ApiOption, TokenOption, VerboseOption, build_container, fail, quiet_logging
+from ragchat.cli.common import (
+    ApiOption,
+    TokenOption,
+    VerboseOption,
+    api_token_for,
+    build_container,
+    fail,
+    quiet_logging,
+)
 
 if TYPE_CHECKING:
     from ragchat.cli.client import Answer
@@ -57,7 +65,7 @@ def ask(
     with quiet_logging(verbose):
         try:
             if api:
-                answer = ApiClient(api, token).ask(question, collection=collection)
+                answer = ApiClient(api, api_token_for(api, token)).ask(question, collection=collection)
             else:
                 answer = ask_local(question, collection)
         except (ApiError, RagchatError) as exc:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 
-from ragchat.cli.common import ApiOption, TokenOption, build_container, fail, quiet_logging
+from ragchat.cli.common import ApiOption, TokenOption, api_token_for, build_container, fail, quiet_logging
 
 if TYPE_CHECKING:
     from ragchat.cli.client import ApiClient, Reply
@@ -112,7 +112,7 @@ def chat(
     from ragchat.cli.client import ApiClient
 
     with quiet_logging(False, level=logging.INFO):  # the chat.* events would flood the terminal
-        session: ChatSession = RemoteChat(ApiClient(api, token)) if api else LocalChat()
+        session: ChatSession = RemoteChat(ApiClient(api, api_token_for(api, token))) if api else LocalChat()
         _converse(session, conversation, collection=collection, document=document, persona=persona)
 
 

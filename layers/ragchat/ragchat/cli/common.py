@@ -29,7 +29,11 @@ ApiOption = Annotated[
 TokenOption = Annotated[
     str | None,
     typer.Option(
-        "--token", metavar="TOKEN", envvar="RAGCHAT_TOKEN", help="Bearer token for --api (env RAGCHAT_TOKEN)."
+        "--token",
+        metavar="TOKEN",
+        envvar="RAGCHAT_TOKEN",
+        help="Bearer token for --api (env RAGCHAT_TOKEN); for a local ragchat serve, the token of its "
+        "run in RAGCHAT_DATA_DIR/serve.token by default.",
     ),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show log lines (debug level).")]
@@ -51,6 +55,22 @@ def load_settings() -> Settings:
         return load()
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+
+
+def api_token_for(api: str, token: str | None) -> str | None:
+    """``token`` if given; else, for a loopback ``api`` URL, the token of the local ``ragchat serve``
+    run on this data dir (``ragchat.serving.local_token``: a 0600 file only this user can read)."""
+    if token:
+        return token
+    from ragchat.config import ConfigError
+    from ragchat.config import load_settings as load
+    from ragchat.serving.local_token import read_token
+
+    try:
+        data_dir = load().data_dir
+    except ConfigError:
+        return None
+    return read_token(data_dir, api)
 
 
 def build_container(settings: Settings | None = None) -> Container:

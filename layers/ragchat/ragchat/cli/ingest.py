@@ -20,6 +20,7 @@ from ragchat.cli.common import (
     ApiOption,
     TokenOption,
     VerboseOption,
+    api_token_for,
     build_container,
     fail,
     quiet_logging,
@@ -242,7 +243,10 @@ def ingest(
         raise fail(f"nothing to ingest (no {SUPPORTED_LIST} files found)")
     with quiet_logging(verbose):
         backend: IngestBackend
-        backend = RemoteIngest(ApiClient(api, token)) if api else LocalIngest(build_container())
+        if api:
+            backend = RemoteIngest(ApiClient(api, api_token_for(api, token)))
+        else:
+            backend = LocalIngest(build_container())
         try:
             outcomes += _ingest_all(console, backend, files, collection, timeout)
         finally:

@@ -124,26 +124,54 @@ def warm_unwarmed(container: Container) -> int:
     return len(pending)
 
 
-def _banner(settings: Settings, server: LocalServer) -> None:
+def _banner(settings: Settings, server: LocalServer, token_file: Path | None) -> None:
+    """What the server says at start. With this run's own token (``token_file``), the token is shown
+    once, in the link that signs a browser in; the examples read it from its file."""
+    from ragchat.serving.local_token import sign_in_link
+
     url = server.url
-    auth = ' -H "Authorization: Bearer $RAGCHAT_API_TOKEN"' if settings.api_token else ""
+    if token_file is not None:
+        auth = f' -H "Authorization: Bearer $(cat {_shown(token_file)})"'
+    else:
+        auth = ' -H "Authorization: Bearer $RAGCHAT_API_TOKEN"' if settings.api_token else ""
     where = " (every interface)" if server.everywhere else ""
     listening = f"http://{server.address}{where}"
     typer.echo(f"ragchat {settings.backend} API listening on {listening}  (Ctrl+C to stop)")
-    if not settings.api_token and not is_loopback(server.address.rsplit(":", 1)[0]):
+    if not settings.api_token:
+        reach = (
+            "anyone who can reach this address"
+            if not is_loopback(server.address.rsplit(":", 1)[0])
+            else ("every account on this machine")
+        )
         typer.secho(
-            "  WARNING: no RAGCHAT_API_TOKEN and not bound to loopback: anyone who can reach this address "
-            "can read and delete your documents (--insecure-no-auth)",
+            f"  WARNING: no token (--insecure-no-auth): {reach} can read and delete your documents",
             err=True,
             fg=typer.colors.RED,
         )
-    typer.echo(f"  docs:    {url}/swagger")
+    if token_file is not None and settings.api_token:
+        typer.echo(f"  open:    {sign_in_link(url, settings.api_token)}")
+        typer.echo(
+            f"  token:   {_shown(token_file)} (this run's, readable by you only; "
+            f"ragchat ask/chat/ingest --api {url} use it)"
+        )
+    else:
+        typer.echo(f"  open:    {url}/ui")
+    if not settings.api_token:
+        typer.echo(f"  docs:    {url}/swagger")
     typer.echo(f"  ask:     curl -s{auth} '{url}/?text=How+does+ingestion+work%3F'")
     typer.echo(
         f"  add:     curl -s{auth} -X POST {url}/notes -H 'Content-Type: application/json' "
         '-d \'{"title": "Hello", "text": "ragchat answers from your notes."}\''
     )
     sys.stdout.flush()
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it (``.ragchat/serve.token``)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
 
 
 def serve(
@@ -155,17 +183,25 @@ def serve(
         bool,
         typer.Option(
             "--insecure-no-auth",
-            help="Serve a non-loopback --host without RAGCHAT_API_TOKEN (whoever reaches it has your data).",
+            help="Serve without any token (no RAGCHAT_API_TOKEN, no token of this run): every account on "
+            "this machine, and anyone who reaches a non-loopback --host, has your data.",
         ),
     ] = False,
 ) -> None:
-    """Run the whole API locally (a local API Gateway in front of the same handlers)."""
+    """Run the whole API locally (a local API Gateway in front of the same handlers).
+
+    Without RAGCHAT_API_TOKEN it makes a token for this run: open the printed link to sign a browser
+    in; `ragchat ask/chat/ingest --api` read it from the data dir."""
     from ragchat.local_server import InsecureBind, LocalServer
     from ragchat.serving.connections import raise_fd_limit
+    from ragchat.serving.local_token import new_token, remove_token, write_token
 
     setup_logging(verbose)
     raise_fd_limit()  # before the server counts the connections it can hold
     settings = load_settings()
+    run_token = None if settings.api_token or insecure_no_auth else new_token()
+    if run_token is not None:  # the pages sign in with it too (``Settings.page_auth``)
+        settings = settings.model_copy(update={"api_token": run_token})
     container = build_container(settings)
     try:
         server = LocalServer(container, host=host, port=port, insecure_no_auth=insecure_no_auth)
@@ -182,9 +218,14 @@ def serve(
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     _prepare(container, samples)
-    server.start()
-    _banner(settings, server)
-    while not stop.wait(0.5):
-        pass
-    typer.echo("Shutting down…")
-    server.stop()
+    token_file = write_token(settings.data_dir, run_token) if run_token is not None else None
+    try:
+        server.start()
+        _banner(settings, server, token_file)
+        while not stop.wait(0.5):
+            pass
+        typer.echo("Shutting down…")
+        server.stop()
+    finally:
+        if run_token is not None:
+            remove_token(settings.data_dir, run_token)

@@ -59,7 +59,15 @@ async function signIn(e) { e.preventDefault(); const error = $('signin-error'), 
     await checkAuthorization(auth);
     sessionStorage.setItem(AUTH_KEY, auth); secret.value = ''; showApp(); start();
   } catch (err) { error.textContent = err.message; } finally { button.disabled = false; } }
-function boot() { if (CONFIG.auth !== 'none') {
+// The link `ragchat serve` prints (…/ui#token=…, as Jupyter does) signs this tab in: the token is kept
+// like a typed one and taken out of the address bar at once (history, bookmarks, a shared screen).
+function tokenFromLink() { const hash = new URLSearchParams(location.hash.slice(1));
+  const query = new URLSearchParams(location.search), token = hash.get('token') || query.get('token');
+  if (token === null) return; hash.delete('token'); query.delete('token');
+  const q = query.toString(), h = hash.toString();
+  history.replaceState(null, '', location.pathname + (q ? '?' + q : '') + (h ? '#' + h : ''));
+  if (CONFIG.auth === 'token' && token.trim()) sessionStorage.setItem(AUTH_KEY, 'Bearer ' + token.trim()); }
+function boot() { tokenFromLink(); if (CONFIG.auth !== 'none') {
     $('signin-form').onsubmit = signIn; $('sign-out').onclick = () => showSignIn('Signed out'); }
   if (CONFIG.auth === 'none' || authorization()) { showApp(); start(); } else showSignIn(''); }
 function el(tag, text, cls) { const e = document.createElement(tag);
