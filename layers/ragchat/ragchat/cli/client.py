@@ -20,6 +20,10 @@ from ragchat.cli.common import SUPPORTED
 
 logger = logging.getLogger("ragchat.cli.client")
 
+NO_TOKEN_HINT = (
+    "pass --token or set RAGCHAT_TOKEN; for a local ragchat serve, run this where its data dir is "
+    "(RAGCHAT_DATA_DIR, default .ragchat), whose serve.token holds the token of its run"
+)
 # A request goes out, (status, body) comes back; raises ``ApiError(0, …)`` when nothing answers.
 Transport = Callable[[urllib.request.Request, float], tuple[int, bytes]]
 
@@ -233,7 +237,10 @@ class ApiClient:
         status, raw = self.transport(req, self.timeout)
         logger.debug("%s %s -> %s", method, url, status)
         if status >= 400:
-            raise ApiError(status, _error_message(status, raw))
+            message = _error_message(status, raw)
+            if status == 401 and not self.token:
+                message += f" (no token sent: {NO_TOKEN_HINT})"
+            raise ApiError(status, message)
         data = json.loads(raw) if raw else {}
         if not isinstance(data, dict):
             raise ApiError(status, f"unexpected answer from {url}: {raw[:200].decode(errors='replace')}")
