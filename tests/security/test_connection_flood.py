@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragchat.serving import connections
 from ragchat.serving.connections import ConnectionGate, ThrottledLog, raise_fd_limit
 
 from tests.e2e.conftest import free_port, stop
@@ -79,6 +80,8 @@ def _idle_sockets(port: int, n: int) -> list[socket.socket]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[Any], Path]]:
+    if not Path("/proc/self/limits").exists():
+        pytest.skip("reads the server's descriptor limits from /proc (Linux)")
     limits = raise_fd_limit()  # this process holds the flood's sockets
     if limits is None or 0 <= limits[0] < FLOOD + ASKS * WAVE + 256:
         pytest.skip(f"the test process cannot hold {FLOOD + ASKS * WAVE} sockets (limits {limits})")
@@ -189,3 +192,14 @@ def test_a_flood_of_refusals_logs_one_line_per_interval(caplog: pytest.LogCaptur
         "connection limit",
     ]
     assert json.dumps(lines)  # plain strings
+
+
+def test_the_cap_leaves_the_servers_own_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connections, "fd_limits", lambda: (1024, 1024))
+    # 1024 - (64 + 4 x 128 workers + 64 accepted per wake-up) = 384
+    assert connections.connection_cap(1024, 128, 64) == 384
+    assert connections.connection_cap(100, 128, 64) == 100  # the setting, when lower
+    monkeypatch.setattr(connections, "fd_limits", lambda: (256, 256))
+    assert connections.connection_cap(1024, 128, 64) == connections.MIN_CONNECTIONS
+    monkeypatch.setattr(connections, "fd_limits", lambda: (-1, -1))  # unlimited
+    assert connections.connection_cap(1024, 128, 64) == 1024
