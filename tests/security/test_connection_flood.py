@@ -203,3 +203,48 @@ def test_the_cap_leaves_the_servers_own_descriptors(monkeypatch: pytest.MonkeyPa
     assert connections.connection_cap(1024, 128, 64) == connections.MIN_CONNECTIONS
     monkeypatch.setattr(connections, "fd_limits", lambda: (-1, -1))  # unlimited
     assert connections.connection_cap(1024, 128, 64) == 1024
+
+
+# ---------------------------------------------------------------- over real sockets, in-process
+HEALTH = b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+SLOW_POST = (
+    b"POST /notes HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 100\r\n\r\n{"
+)
+
+
+def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+def test_idle_connections_make_room_and_busy_ones_get_a_503_not_a_reset() -> None:
+    from ragchat.serving.asgi import Limits
+
+    from tests.integration.serving_support import WAIT, serving
+
+    limits = Limits(max_connections_per_ip=2, body_timeout=WAIT, header_timeout=WAIT)
+    with serving("serve", limits=limits) as served:
+        idle = [socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) for _ in range(2)]
+        with socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) as client:
+            client.sendall(HEALTH)
+            assert _answer(client)[0] == 200  # an idle connection made room
+        assert idle[0].recv(1) == b""  # the oldest idle one, closed by the server
+        busy = [socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) for _ in range(2)]
+        try:
+            for sock in busy:  # still sending their bodies: requests in progress
+                sock.sendall(SLOW_POST)
+            assert idle[1].recv(1) == b""  # pushed out by them
+            with socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) as client:
+                client.sendall(HEALTH)
+                status, headers, body = _answer(client)  # a reset would raise here
+            assert (status, headers.get("retry-after")) == (503, "1")
+            assert "too many open connections" in json.loads(body)["error"]
+        finally:
+            for sock in busy + idle:
+                sock.close()

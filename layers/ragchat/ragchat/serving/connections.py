@@ -83,6 +83,7 @@ class ConnectionGate:
         self._by_ip: dict[str, dict[Connection, None]] = {}
         self.refused = 0
         self.evicted = 0
+        self.lingering = 0  # refused connections not closed yet (the server's protocol counts them)
 
     def __len__(self) -> int:
         return len(self._all)

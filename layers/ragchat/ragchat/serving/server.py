@@ -66,6 +66,7 @@ def _unread_bytes(transport: asyncio.BaseTransport) -> int:
 
 
 BUSY_MESSAGE = "Server busy: too many open connections; retry in 1 s"
+LINGERING = 64  # refused connections waiting (up to 1 s) for their request, to answer 503, not reset
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -75,13 +76,13 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout = 10.0  # set per server by ``protocol_for``
     max_header_bytes = 64 * 1024
     gate: ConnectionGate | None = None
+    _refused = False  # answered 503 by the gate: what the client sends is dropped
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_timer: asyncio.TimerHandle | None = None
         if self.gate is not None and not self.gate.admit(self, (self.client or ("-",))[0]):
-            transport.write(raw_json_response(503, "Service Unavailable", BUSY_MESSAGE, retry_after=1))
-            transport.close()
+            self._refuse(transport)
             return
         # Headers and body are separate writes: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms to
         # every keep-alive response (asyncio sets it only on sockets created with IPPROTO_TCP).
@@ -90,6 +91,19 @@ class GuardedH11Protocol(H11Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._arm_header_timer()
+
+    def _refuse(self, transport: asyncio.Transport) -> None:
+        """Answer 503 and close once the client's request (if any comes within a second) is read and
+        dropped: closing with unread data would reset the connection, and the client would see a reset
+        instead of the 503. At most ``LINGERING`` refused connections wait so; others close at once."""
+        transport.write(raw_json_response(503, "Service Unavailable", BUSY_MESSAGE, retry_after=1))
+        gate = self.gate
+        if gate is None or (gate.lingering >= LINGERING and _unread_bytes(transport) == 0):
+            transport.close()
+            return
+        gate.lingering += 1
+        self._refused = True  # ``data_received`` drops what was sent, then closes
+        self.loop.call_later(1.0, transport.close)  # at the latest
 
     def is_idle(self) -> bool:
         """No request in progress and nothing waiting to be read: closing it loses no one's answer
@@ -106,6 +120,9 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            self.transport.close()
+            return
         super().data_received(data)
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self._arm_header_timer()  # part of a request line / headers so far
@@ -116,6 +133,8 @@ class GuardedH11Protocol(H11Protocol):
         self._disarm_header_timer()
         if self.gate is not None:
             self.gate.release(self)
+            if self._refused:
+                self.gate.lingering -= 1
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
