@@ -4,7 +4,7 @@
 user's documents to all of them (the files are 0600, the API was not). Unless ``RAGCHAT_API_TOKEN``
 is set (or ``--insecure-no-auth`` asks for no token at all), ``ragchat serve`` makes a random token
 for its run and requires it as ``Authorization: Bearer <token>``, the one way this server
-authenticates (no cookie). It reaches its user two ways, never through the API:
+authenticates (nothing a browser attaches by itself). It reaches its user two ways, never through the API:
 
 - printed once, in the link ``http://127.0.0.1:8000/ui#token=<token>`` (as Jupyter does): the page
   keeps it in ``sessionStorage`` and takes it out of the address bar at once. It sits after ``#``, so
