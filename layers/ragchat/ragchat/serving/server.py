@@ -71,7 +71,7 @@ LINGERING = 64  # refused connections waiting (up to 1 s) for their request, to 
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol plus a header read timeout, JSON protocol errors and the connection
-    gate (a connection over the caps is answered 503 and closed before anything is read)."""
+    gate (a connection over the caps is answered 503 and closed; its request is never parsed)."""
 
     header_timeout = 10.0  # set per server by ``protocol_for``
     max_header_bytes = 64 * 1024
@@ -95,7 +95,8 @@ class GuardedH11Protocol(H11Protocol):
     def _refuse(self, transport: asyncio.Transport) -> None:
         """Answer 503 and close once the client's request (if any comes within a second) is read and
         dropped: closing with unread data would reset the connection, and the client would see a reset
-        instead of the 503. At most ``LINGERING`` refused connections wait so; others close at once."""
+        instead of the 503. A connection that has sent nothing yet waits so only while fewer than
+        ``LINGERING`` do; past that it is closed at once."""
         transport.write(raw_json_response(503, "Service Unavailable", BUSY_MESSAGE, retry_after=1))
         gate = self.gate
         if gate is None or (gate.lingering >= LINGERING and _unread_bytes(transport) == 0):
