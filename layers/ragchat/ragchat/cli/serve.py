@@ -138,11 +138,8 @@ def _banner(settings: Settings, server: LocalServer, token_file: Path | None) ->
     listening = f"http://{server.address}{where}"
     typer.echo(f"ragchat {settings.backend} API listening on {listening}  (Ctrl+C to stop)")
     if not settings.api_token:
-        reach = (
-            "anyone who can reach this address"
-            if not is_loopback(server.address.rsplit(":", 1)[0])
-            else ("every account on this machine")
-        )
+        loopback = is_loopback(server.address.rsplit(":", 1)[0])
+        reach = "every account on this machine" if loopback else "anyone who can reach this address"
         typer.secho(
             f"  WARNING: no token (--insecure-no-auth): {reach} can read and delete your documents",
             err=True,
