@@ -526,18 +526,22 @@ class OpenSearchVectorIndex:
 
     def _flip_by_reindex(self, query: dict[str, Any], enabled: bool) -> None:
         """Serverless (no ``_update_by_query``, no custom ids): each chunk in the other state is deleted
-        and indexed again with the flag flipped, its delete and re-index in the same ``_bulk``, page by
-        page (``SOURCE_PAGE`` chunks, vectors included), in requests of at most ``max_bulk_bytes``."""
+        and indexed again with the flag flipped, its delete and re-index in the same ``_bulk``. Read
+        ``SOURCE_PAGE`` chunks (vectors included) at a time and sent as soon as a request is full
+        (``max_bulk_bytes``), so neither the memory nor a request grows with the document."""
         units: list[list[tuple[str, str | None]]] = []
+        size = 0
         for hit in self._scan(query, with_source=True):
             if hit["_source"].get("enabled") == enabled:
                 continue
             delete = ndjson({"delete": {"_index": self.index, "_id": hit["_id"]}})
             index = ndjson({"index": {"_index": self.index}}) + ndjson({**hit["_source"], "enabled": enabled})
-            units.append([(delete, None), (index, hit["_source"].get("note_id"))])
-            if len(units) == SOURCE_PAGE:
+            unit_size = len(delete.encode()) + len(index.encode())
+            if units and size + unit_size > self.max_bulk_bytes:
                 self._bulk_units(units)
-                units = []
+                units, size = [], 0
+            units.append([(delete, None), (index, hit["_source"].get("note_id"))])
+            size += unit_size
         if units:
             self._bulk_units(units)
 
