@@ -240,3 +240,22 @@ def test_no_function_pays_for_a_snapstart_cache_while_idle() -> None:
     idle = DEPLOY_DOC.split("### Idle cost", 1)[1].split("\n## ", 1)[0]
     for item in ("KMS key", "alarms", "SnapStart"):
         assert item in idle, item
+
+
+def test_the_idle_cost_table_adds_up_what_a_default_deploy_bills_with_no_traffic() -> None:
+    """$1 per KMS key-month, $0.10 per alarm metric-month; nothing billed by the hour by default."""
+    res = effective()
+    keys = [k for k, v in res.items() if v["Type"] == "AWS::KMS::Key"]
+    alarms = [v["Properties"] for v in res.values() if v["Type"] == "AWS::CloudWatch::Alarm"]
+    metrics = sum(len([m for m in a.get("Metrics", []) if "MetricStat" in m]) or 1 for a in alarms)
+    assert (len(keys), len(alarms), metrics) == (1, 4, 6)
+    idle = DEPLOY_DOC.split("### Idle cost", 1)[1].split("\n### ", 1)[0]
+    assert (
+        f"| alarms: 5xx rate, breaker opened, ingestion failed, dead letters | {0.10 * metrics:.2f} |" in idle
+    )
+    assert f"| **total** | **≈ {1.00 * len(keys) + 0.10 * metrics:.2f}**" in idle
+    for resource in res.values():  # nothing warm by default
+        props = resource.get("Properties", {})
+        assert "ProvisionedConcurrencyConfig" not in props and "SnapStart" not in props
+    limits = res["VectorCollectionGroup"]["Properties"]["CapacityLimits"]
+    assert limits["MinIndexingCapacityInOcu"] == limits["MinSearchCapacityInOcu"] == 0
