@@ -140,12 +140,14 @@ def test_the_roles_calling_third_party_models_may_subscribe_on_the_first_call(
 # ------------------------------------------------------------------------------ S3, secrets
 
 
-def test_the_upload_trigger_may_list_the_bucket_so_an_absent_key_reads_404() -> None:
+@pytest.mark.parametrize("role", ["S3IngestFunctionRole", "NotesApiFunctionRole", "IngestStepsFunctionRole"])
+def test_roles_that_read_keys_which_may_be_absent_may_list_the_bucket_so_they_read_404(role: str) -> None:
+    """S3IngestFunction: a duplicate event for a claimed, removed upload; NotesApiFunction: a PDF's
+    text before the split step kept it (409), a body gone (404); IngestStepsFunction: a body or batch
+    file gone. Each expects NoSuchKey; without ``s3:ListBucket`` S3 answers 403 AccessDenied."""
     res = effective()
-    assert allows(res, "S3IngestFunctionRole", "s3:ListBucket", BUCKET_ARN)
-    listing = [
-        st for st in role_statements(res, "S3IngestFunctionRole") if "s3:ListBucket" in as_list(st["Action"])
-    ]
+    assert allows(res, role, "s3:ListBucket", BUCKET_ARN)
+    listing = [st for st in role_statements(res, role) if "s3:ListBucket" in as_list(st["Action"])]
     assert all("Condition" not in st for st in listing)  # GetObject carries no s3:prefix
 
 
