@@ -125,3 +125,13 @@ def test_a_throttled_bulk_is_a_wake_up_error_the_state_machine_retries() -> None
     cluster.wake_failures = [429]
     with pytest.raises(VectorIndexWaking):
         index.set_enabled("alice", "BOOK", True)
+
+
+def test_a_400_is_split_only_when_it_is_about_the_request_size() -> None:
+    from opensearchpy.exceptions import RequestError
+    from ragchat.adapters.aws.opensearch_bulk import too_large
+
+    assert too_large(TransportError(413, "Request Entity Too Large", None))
+    assert too_large(RequestError(400, "illegal_argument_exception", {"error": "request size exceeded"}))
+    fields = {"error": {"reason": "Limit of total fields [1000] has been exceeded"}}
+    assert not too_large(RequestError(400, "illegal_argument_exception", fields))

@@ -76,9 +76,11 @@ def too_large(exc: Any) -> bool:
     """A request refused for its size: 413, or a 400 whose error says so."""
     if exc.status_code == 413:
         return True
+    # only the request's size: "exceeded" alone also names mapping limits (total fields), which a
+    # smaller request would not cure
     text = str(getattr(exc, "info", "") or exc.error).lower()
     return exc.status_code == 400 and any(
-        w in text for w in ("too large", "too long", "content length", "exceeded")
+        w in text for w in ("too large", "too long", "content length", "request size")
     )
 
 
