@@ -53,6 +53,12 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from ragchat.adapters.aws.opensearch_bodies import (
+    HYBRID_PIPELINE,
+    filter_clauses,
+    index_body,
+    pipeline_body,
+)
 from ragchat.adapters.aws.opensearch_bulk import (
     MAX_BULK_BYTES,
     MAX_TERMS,
@@ -68,8 +74,6 @@ from ragchat.adapters.aws.wakeup import WakePolicy
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
 
-HYBRID_PIPELINE = "ragchat-hybrid"
-HYBRID_WEIGHTS = (0.3, 0.7)  # keyword, vector
 PAGE = 1000
 # With the source (a 1024-d vector is ~21 KB of JSON): pages of ~5 MB, never the whole document.
 SOURCE_PAGE = 250
@@ -93,59 +97,6 @@ def score_to_cosine(score: float) -> float:
 def _unit(vector: Sequence[float]) -> list[float]:
     norm = math.sqrt(sum(float(x) * float(x) for x in vector))
     return [float(x) / norm for x in vector] if norm else [0.0 for _ in vector]
-
-
-def index_body(dimension: int) -> dict[str, Any]:
-    return {
-        "settings": {"index": {"knn": True}},
-        "mappings": {
-            "properties": {
-                "vector": {
-                    "type": "knn_vector",
-                    "dimension": dimension,
-                    "method": {
-                        "name": "hnsw",
-                        "engine": "faiss",
-                        "space_type": "innerproduct",
-                        "parameters": {"m": 16, "ef_construction": 128},
-                    },
-                },
-                "text": {"type": "text"},
-                "note_id": {"type": "keyword"},
-                "document_id": {"type": "keyword"},
-                "owner": {"type": "keyword"},
-                "collection": {"type": "keyword"},
-                "chunk_index": {"type": "integer"},
-                "enabled": {"type": "boolean"},
-            }
-        },
-    }
-
-
-def pipeline_body() -> dict[str, Any]:
-    return {
-        "description": "ragchat hybrid search: min-max normalization, weighted mean (keyword, vector)",
-        "phase_results_processors": [
-            {
-                "normalization-processor": {
-                    "normalization": {"technique": "min_max"},
-                    "combination": {
-                        "technique": "arithmetic_mean",
-                        "parameters": {"weights": list(HYBRID_WEIGHTS)},
-                    },
-                }
-            }
-        ],
-    }
-
-
-def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
-    clauses: list[dict[str, Any]] = [{"term": {"owner": flt.owner}}, {"term": {"enabled": True}}]
-    if flt.collection is not None:
-        clauses.append({"term": {"collection": flt.collection}})
-    if flt.document_id is not None:
-        clauses.append({"term": {"document_id": flt.document_id}})
-    return clauses
 
 
 class OpenSearchVectorIndex:
