@@ -1,7 +1,8 @@
 """Conversations and messages (buffered JSON; SSE streaming goes through chat_stream).
 
-SnapStart is on for this function: the resolver, settings and the SDK's service models are built
-before the snapshot (``warm_before_snapshot``), so restored sandboxes skip ~1.7 s of imports."""
+SnapStart is off in the template (its cache would cost more idle than the rest of the stack; see
+docs/deploy.md, "Cold starts"). Turned on, the resolver, settings and the SDK's service models are
+built before the snapshot (``warm_before_snapshot``; without SnapStart it does nothing)."""
 
 from ragchat.api.handler import http_handler, warm_before_snapshot
 

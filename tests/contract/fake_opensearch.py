@@ -8,6 +8,11 @@ keyword score, min-max + weighted arithmetic mean for hybrid). Every request is 
 ``serverless=True`` behaves like a Serverless vector collection: custom ``_id`` on index actions,
 ``refresh``, ``_delete_by_query``/``_update_by_query`` and search pipelines are refused.
 
+Limits, as the service enforces them: a request body over ``max_request_bytes`` (10 MiB, the
+smallest HTTP payload limit of OpenSearch Service; Serverless refuses large ``_bulk`` requests alike)
+is answered 413, and a ``terms`` query with more values than ``max_terms_count`` (the index setting's
+default, 65,536) is answered 400, so a regression that sends either fails a test.
+
 Refresh lag (``refresh_every=n``): searches and counts see the index as of its last refresh, and a
 refresh happens before every ``n``-th of them — so a write (index or delete) becomes visible only
 some reads later, as on a near-real-time Serverless collection. ``refresh_every=None`` (default):
@@ -25,6 +30,44 @@ from typing import Any
 from opensearchpy import Connection, OpenSearch
 
 _WORD = re.compile(r"[a-z0-9]+")
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+MAX_TERMS_COUNT = 65_536
+
+
+class _Terms(list):  # type: ignore[type-arg]
+    """A ``terms`` query's values with set membership (a 65,536-value list is looked up per doc)."""
+
+    def __init__(self, values: list[Any]) -> None:
+        super().__init__(values)
+        self._set = set(values)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._set
+
+
+def _terms_problem(node: Any, limit: int) -> str | None:
+    """Wrap every ``terms`` list in :class:`_Terms`; the error OpenSearch gives for one over ``limit``."""
+    if isinstance(node, list):
+        for item in node:
+            if (problem := _terms_problem(item, limit)) is not None:
+                return problem
+        return None
+    if not isinstance(node, dict):
+        return None
+    for key, value in node.items():
+        if key == "terms" and isinstance(value, dict) and len(value) == 1:
+            ((field, values),) = value.items()
+            if isinstance(values, list):
+                if len(values) > limit:
+                    return (
+                        f"The number of terms [{len(values)}] used in the Terms Query request has "
+                        f"exceeded the allowed maximum of [{limit}]. This maximum can be set by changing "
+                        "the [index.max_terms_count] index level setting."
+                    )
+                value[field] = _Terms(values)
+        elif (problem := _terms_problem(value, limit)) is not None:
+            return problem
+    return None
 
 
 def faiss_ip_score(ip: float) -> float:
@@ -32,8 +75,18 @@ def faiss_ip_score(ip: float) -> float:
 
 
 class FakeCluster:
-    def __init__(self, *, serverless: bool = False, refresh_every: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        serverless: bool = False,
+        refresh_every: int | None = None,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
+        max_terms_count: int = MAX_TERMS_COUNT,
+    ) -> None:
         self.serverless = serverless
+        self.max_request_bytes = max_request_bytes
+        self.max_terms_count = max_terms_count
+        self.refused: list[tuple[int, str]] = []  # (status, path) of each request refused for a limit
         self.refresh_every = refresh_every
         self.reads = 0  # searches and counts served
         self.visible: dict[str, dict[str, dict[str, Any]]] = {}  # index → docs as of the last refresh
@@ -54,6 +107,10 @@ class FakeCluster:
     # ------------------------------------------------------------------ dispatch
     def handle(self, method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, Any]:
         self.requests.append((method, path, dict(params or {}), body))
+        problem = _terms_problem(body, self.max_terms_count)
+        if problem is not None:
+            self.refused.append((400, path))
+            return 400, _err("illegal_argument_exception", problem)
         parts = [p for p in path.split("/") if p]
         if self.serverless and "refresh" in (params or {}):
             return 400, _err("illegal_argument_exception", "refresh is not supported")
@@ -317,6 +374,16 @@ class FakeConnection(Connection):
 
                 raise ConnectionTimeout("TIMEOUT", f"read timed out ({timeout})", None)
             self._raise_error(int(failure), json.dumps(_err("unavailable", "waking up")))
+        size = len(body) if isinstance(body, bytes) else len((body or "").encode())
+        if size > self.cluster.max_request_bytes:
+            self.cluster.requests.append((method, url.split("?", 1)[0], dict(params or {}), None))
+            self.cluster.refused.append((413, url.split("?", 1)[0]))
+            self._raise_error(
+                413,
+                json.dumps(
+                    {"message": f"Request size {size} exceeded {self.cluster.max_request_bytes} bytes"}
+                ),
+            )
         text = body.decode() if isinstance(body, bytes) else body
         parsed: Any = text
         path = url.split("?", 1)[0]

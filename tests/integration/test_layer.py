@@ -56,6 +56,14 @@ def test_the_layer_lists_every_package_its_packages_need() -> None:
                 assert req.specifier.contains(pins[needed], prereleases=True), (name, str(req), pins[needed])
 
 
+def test_the_layer_pins_exactly_the_versions_the_tests_run() -> None:
+    """The venv the suite runs in is the lock: Lambda must get the very releases the tests passed on
+    (a layer pin behind it ships code nothing tested)."""
+    differ = {name: (version, metadata.version(name)) for name, version in pinned().items()
+              if metadata.version(name) != version}  # fmt: skip
+    assert not differ, f"layer pin vs the tested venv: {differ}"
+
+
 def test_boto3_is_bundled_whole_and_nothing_unused_is() -> None:
     pins = pinned()
     assert pins["boto3"] == pins["botocore"]  # one release: botocore never shadows the runtime's alone

@@ -340,9 +340,11 @@ def as_list(value: Any) -> list[Any]:
 
 
 # actions that only exist account-wide (no resource ARN): log delivery for the state machine's logs
+# actions IAM defines with no resource type (they only take "*")
 RESOURCELESS = re.compile(
     r"^logs:((Create|Get|Update|Delete|List)LogDeliver(y|ies)"
     r"|PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$"
+    r"|^aws-marketplace:(ViewSubscriptions|Subscribe)$"
 )
 
 

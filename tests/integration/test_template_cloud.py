@@ -208,10 +208,10 @@ def test_alarms_watch_5xx_rate_breaker_ingestion_failures_and_dead_letters_and_n
         assert metric in body, metric
 
 
-@pytest.mark.parametrize(("params", "api", "ingest"), [({}, "10", "15"), ({"ApiReservedConcurrency": "3",
+@pytest.mark.parametrize(("params", "api", "ingest"), [({}, None, None), ({"ApiReservedConcurrency": "3",
                          "IngestReservedConcurrency": "12"}, "3", "12"), ({"ApiReservedConcurrency": "-1",
                          "IngestReservedConcurrency": "-1"}, None, None)])  # fmt: skip
-def test_every_function_has_reserved_concurrency_as_a_cost_guard(
+def test_reserved_concurrency_is_an_opt_in_cost_guard(
     params: dict[str, str], api: str | None, ingest: str | None
 ) -> None:
     res = effective(**params)

@@ -166,8 +166,10 @@ def test_nothing_kept_after_delete_has_a_name_a_redeploy_would_collide_with() ->
     assert {"DocumentsBucket", "DocumentsTable", "ConversationsTable"} <= kept
     for logical_id in kept:
         resource = template["Resources"][logical_id]
-        # a failed first create leaves nothing behind
-        assert resource["DeletionPolicy"] == "RetainExceptOnCreate", logical_id
+        # a failed first create leaves nothing behind; except the account's API Gateway CloudWatch
+        # role, which the account setting may point at whatever happens to the stack
+        wanted = "Retain" if logical_id == "ApiGatewayCloudWatchRole" else "RetainExceptOnCreate"
+        assert resource["DeletionPolicy"] == wanted, logical_id
         for prop in NAME_PROPERTIES:
             names = [stack[logical_id]["Properties"].get(prop) for stack in (first, second)]
             assert names[0] is None or names[0] != names[1], (logical_id, prop)
@@ -331,6 +333,9 @@ S3_OBJECT_ACCESS = {
 }
 
 
+LISTERS = {"NotesApiFunctionRole", "IngestStepsFunctionRole", "S3IngestFunctionRole"}
+
+
 def s3_access(res: dict[str, Any], role: str) -> tuple[dict[str, set[str]], list[Any]]:
     """Object prefix → S3 actions of ``role``, and the conditions of its bucket-level statements."""
     objects: dict[str, set[str]] = {}
@@ -356,8 +361,9 @@ def test_each_role_reaches_only_the_bucket_prefixes_it_uses() -> None:
         objects, listing = s3_access(res, role)
         assert objects == S3_OBJECT_ACCESS.get(role, {}), role
         assert "*" not in objects, role  # never every object of the bucket
-        for condition in listing:  # deleting work files lists them, only under work/
-            assert condition == {"StringLike": {"s3:prefix": ["work/*"]}}, role
+        # listing the bucket: only the roles that read keys that may be absent (S3 answers those 404
+        # only to a role that may list, else 403), unconditioned (a GetObject carries no s3:prefix)
+        assert listing == ([None] if role in LISTERS else []), role
     assert "S3CrudPolicy" not in json.dumps(transformed())
 
 

@@ -32,6 +32,15 @@ DEFAULT_MIN_SIMILARITY: dict[str, float] = {
 }
 
 MiB = 1024 * 1024
+# A body sent straight to an API function (POST /documents, /notes) travels inside the Lambda
+# invocation's event: Lambda takes at most 6 MiB per synchronous request, event included, and API
+# Gateway base64-encodes a binary body (4 characters per 3 bytes). Keeping 64 KiB for the event's
+# headers, request context and JSON, the largest raw body that always arrives is (6 MiB - 64 KiB) x 3/4
+# = 4,669,440 bytes; a larger one is refused by Lambda before the app runs, so the AWS backend's limit
+# is that (larger files: POST /uploads, up to MAX_UPLOAD_BYTES).
+LAMBDA_SYNC_PAYLOAD_BYTES = 6 * MiB
+LAMBDA_EVENT_ALLOWANCE_BYTES = 64 * 1024
+LAMBDA_DIRECT_BODY_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - LAMBDA_EVENT_ALLOWANCE_BYTES) * 3 // 4
 AWS_REGION_PATTERN = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 # An S3 bucket name (it becomes a host name in the pages' CSP: nothing else may pass).
 S3_BUCKET_PATTERN = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?")
@@ -431,8 +440,10 @@ class Settings(BaseSettings):
 
     @property
     def body_limit_bytes(self) -> int:
-        """The largest raw body accepted: ``size * 1.2 <= max_body_bytes``."""
-        return int(self.max_body_bytes / 1.2)
+        """The largest raw body accepted: ``size * 1.2 <= max_body_bytes``, and on the AWS backend no
+        more than a Lambda invocation carries (``LAMBDA_DIRECT_BODY_BYTES``)."""
+        limit = int(self.max_body_bytes / 1.2)
+        return min(limit, LAMBDA_DIRECT_BODY_BYTES) if self.backend == "aws" else limit
 
 
 def _csv(value: str) -> list[str]:

@@ -66,7 +66,9 @@ class RagchatResolver(APIGatewayRestResolver):
         size = body_size(event)
         if size > self.body_limit:
             return error_event_response(
-                413, f"Payload too large: {size} bytes (limit {self.body_limit} bytes)"
+                413,
+                f"Payload too large: {size} bytes (limit {self.body_limit} bytes); "
+                "send a larger file with POST /uploads",
             )
         problem = body_problem(event)
         if problem is not None:

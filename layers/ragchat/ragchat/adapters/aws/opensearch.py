@@ -39,25 +39,44 @@ retry loop.
 ``_bulk`` partial failures raise :class:`IndexingError` naming every failed note id; nothing is
 dropped silently.
 
+Request limits (:mod:`~ragchat.adapters.aws.opensearch_bulk`): ``_bulk`` bodies of at most 5 MiB
+(a 413 splits a request in two; a Serverless flip keeps each chunk's delete and re-index together),
+``terms`` lists of at most 65,536 note ids (longer ones go in batches); a 429 is a wake-up error.
+
 READY means searchable: on Serverless (near-real-time) ``set_enabled(…, chunk_count=n)`` and
 ``delete(…, settled=True)`` wait, bounded (:mod:`ragchat.adapters.aws.opensearch_searchable`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from ragchat.adapters.aws.opensearch_bodies import (
+    HYBRID_PIPELINE,
+    filter_clauses,
+    index_body,
+    pipeline_body,
+)
+from ragchat.adapters.aws.opensearch_bulk import (
+    MAX_BULK_BYTES,
+    MAX_TERMS,
+    bulk_failures,
+    is_action,
+    ndjson,
+    request_actions,
+    term_batches,
+    too_large,
+)
 from ragchat.adapters.aws.opensearch_searchable import await_searchable, version_query
 from ragchat.adapters.aws.wakeup import WakePolicy
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 from ragchat.domain.retrieval import rrf_scores
 
-HYBRID_PIPELINE = "ragchat-hybrid"
-HYBRID_WEIGHTS = (0.3, 0.7)  # keyword, vector
 PAGE = 1000
+# With the source (a 1024-d vector is ~21 KB of JSON): pages of ~5 MB, never the whole document.
+SOURCE_PAGE = 250
 _SOURCE_FIELDS = ["note_id", "text", "owner", "document_id", "chunk_index", "collection", "enabled"]
 
 
@@ -80,59 +99,6 @@ def _unit(vector: Sequence[float]) -> list[float]:
     return [float(x) / norm for x in vector] if norm else [0.0 for _ in vector]
 
 
-def index_body(dimension: int) -> dict[str, Any]:
-    return {
-        "settings": {"index": {"knn": True}},
-        "mappings": {
-            "properties": {
-                "vector": {
-                    "type": "knn_vector",
-                    "dimension": dimension,
-                    "method": {
-                        "name": "hnsw",
-                        "engine": "faiss",
-                        "space_type": "innerproduct",
-                        "parameters": {"m": 16, "ef_construction": 128},
-                    },
-                },
-                "text": {"type": "text"},
-                "note_id": {"type": "keyword"},
-                "document_id": {"type": "keyword"},
-                "owner": {"type": "keyword"},
-                "collection": {"type": "keyword"},
-                "chunk_index": {"type": "integer"},
-                "enabled": {"type": "boolean"},
-            }
-        },
-    }
-
-
-def pipeline_body() -> dict[str, Any]:
-    return {
-        "description": "ragchat hybrid search: min-max normalization, weighted mean (keyword, vector)",
-        "phase_results_processors": [
-            {
-                "normalization-processor": {
-                    "normalization": {"technique": "min_max"},
-                    "combination": {
-                        "technique": "arithmetic_mean",
-                        "parameters": {"weights": list(HYBRID_WEIGHTS)},
-                    },
-                }
-            }
-        ],
-    }
-
-
-def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
-    clauses: list[dict[str, Any]] = [{"term": {"owner": flt.owner}}, {"term": {"enabled": True}}]
-    if flt.collection is not None:
-        clauses.append({"term": {"collection": flt.collection}})
-    if flt.document_id is not None:
-        clauses.append({"term": {"document_id": flt.document_id}})
-    return clauses
-
-
 class OpenSearchVectorIndex:
     """``VectorIndex`` on OpenSearch through opensearch-py (client built by :meth:`connect`, or
     passed in ready-made by tests)."""
@@ -149,6 +115,8 @@ class OpenSearchVectorIndex:
         refresh: bool | None = None,
         wake: WakePolicy | None = None,
         searchable_wait_s: float = 60.0,
+        max_bulk_bytes: int = MAX_BULK_BYTES,
+        max_terms: int = MAX_TERMS,
     ) -> None:
         if service not in self.SERVICES:
             raise ValueError(f"service must be one of {self.SERVICES}, not {service!r}")
@@ -163,6 +131,8 @@ class OpenSearchVectorIndex:
         self._pipeline: bool | None = None  # None: not tried yet; False: unsupported → client-side RRF
         self._wake = wake or WakePolicy()
         self.searchable_wait_s = searchable_wait_s
+        self.max_bulk_bytes = max_bulk_bytes
+        self.max_terms = max_terms
         # writes: one attempt; a wake error becomes VectorIndexWaking for the state machine's Retry
         self._once = WakePolicy(budget_s=0.0, clock=self._wake.clock, sleep=self._wake.sleep)
 
@@ -212,24 +182,42 @@ class OpenSearchVectorIndex:
 
     def _bulk(self, lines: list[dict[str, Any]], *, ids: list[str | None]) -> None:
         """Send NDJSON; ``ids[i]`` names the note of the i-th action (None: a delete we tolerate 404 on)."""
-        if not lines:
-            return
-        body = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
-        resp = self._client.bulk(body=body, params=self._refresh_params())
-        if not resp.get("errors"):
-            return
+        self._bulk_units([[action] for action in request_actions(lines, ids)])
+
+    def _bulk_units(self, units: list[list[tuple[str, str | None]]]) -> None:
+        """Send ``units`` (each a list of (NDJSON text, note id) actions that go in one request) in
+        requests of at most ``max_bulk_bytes``; raise :class:`IndexingError` with every failure."""
         failed: dict[str, str] = {}
-        for note, item in zip(ids, resp.get("items", []), strict=False):
-            ((action, result),) = item.items()
-            status = int(result.get("status", 500))
-            if action == "delete" and status == 404:
-                continue
-            if status >= 300 or "error" in result:
-                error = result.get("error", {})
-                reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
-                failed[note or str(result.get("_id"))] = f"{status} {reason}"
+        batch: list[list[tuple[str, str | None]]] = []
+        size = 0
+        for unit in units:
+            unit_size = sum(len(text.encode("utf-8")) for text, _ in unit)
+            if batch and size + unit_size > self.max_bulk_bytes:
+                failed.update(self._send_bulk(batch))
+                batch, size = [], 0
+            batch.append(unit)
+            size += unit_size
+        if batch:
+            failed.update(self._send_bulk(batch))
         if failed:
             raise IndexingError(failed)
+
+    def _send_bulk(self, units: list[list[tuple[str, str | None]]]) -> dict[str, str]:
+        """One ``_bulk`` request; one the service finds too large is split in two and resent."""
+        from opensearchpy.exceptions import TransportError
+
+        actions = [action for unit in units for action in unit]
+        try:
+            resp = self._client.bulk(body="".join(text for text, _ in actions), params=self._refresh_params())
+        except TransportError as exc:
+            if not too_large(exc):
+                raise
+            if len(units) == 1:
+                return {note or "?": f"{exc.status_code} the document is over the request size limit"
+                        for _, note in actions}  # fmt: skip
+            half = len(units) // 2
+            return {**self._send_bulk(units[:half]), **self._send_bulk(units[half:])}
+        return bulk_failures(actions, resp)
 
     def _doc(self, r: VectorRecord, vector: list[float]) -> dict[str, Any]:
         return {
@@ -244,11 +232,17 @@ class OpenSearchVectorIndex:
         }
 
     def _scan(self, query: dict[str, Any], *, with_source: bool) -> Iterator[dict[str, Any]]:
-        """Every matching document, paged with ``search_after`` on ``note_id``."""
+        """Every matching document, paged with ``search_after`` on ``note_id``: one search per batch of
+        at most ``max_terms`` values when ``query`` holds a longer ``terms`` list."""
+        for part in self._term_batches(query):
+            yield from self._scan_part(part, with_source=with_source)
+
+    def _scan_part(self, query: dict[str, Any], *, with_source: bool) -> Iterator[dict[str, Any]]:
         after: list[Any] | None = None
+        page = SOURCE_PAGE if with_source else PAGE
         while True:
             body: dict[str, Any] = {
-                "size": PAGE,
+                "size": page,
                 "query": query,
                 "sort": [{"note_id": "asc"}],
                 "_source": True if with_source else ["note_id"],
@@ -257,9 +251,18 @@ class OpenSearchVectorIndex:
                 body["search_after"] = after
             hits = self._client.search(index=self.index, body=body)["hits"]["hits"]
             yield from hits
-            if len(hits) < PAGE:
+            if len(hits) < page:
                 return
             after = hits[-1]["sort"]
+
+    def _term_batches(self, query: dict[str, Any]) -> list[dict[str, Any]]:
+        return term_batches(query, self.max_terms)
+
+    def _count_matching(self, query: dict[str, Any]) -> int:
+        return sum(
+            int(self._client.count(index=self.index, body={"query": q})["count"])
+            for q in self._term_batches(query)
+        )
 
     def _owned(self, owner: str, document_id: str) -> dict[str, Any]:
         return {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"document_id": document_id}}]}}
@@ -287,7 +290,7 @@ class OpenSearchVectorIndex:
             lines += [{"index": action}, self._doc(r, v)]
             ids += [note_id, note_id]
         # ids is per line; _bulk items are per action: keep the action lines' ids only
-        self._bulk(lines, ids=[i for i, line in zip(ids, lines, strict=True) if _is_action(line)])
+        self._bulk(lines, ids=[i for i, line in zip(ids, lines, strict=True) if is_action(line)])
 
     def _knn(self, vector: list[float], flt: SearchFilter, k: int) -> dict[str, Any]:
         return {
@@ -442,7 +445,7 @@ class OpenSearchVectorIndex:
 
     def _await_visible(self, query: dict[str, Any], label: str, count: int, enabled: bool | None) -> None:
         await_searchable(  # bounded by searchable_wait_s; past it, TransientError (the state machine retries)
-            lambda q: int(self._client.count(index=self.index, body={"query": q})["count"]),
+            self._count_matching,
             query,
             label,
             count,
@@ -457,16 +460,7 @@ class OpenSearchVectorIndex:
             return
         query = self._owned(owner, document_id)
         if self.server_ids:
-            found = [h for h in self._scan(query, with_source=True) if h["_source"].get("enabled") != enabled]
-            lines: list[dict[str, Any]] = []
-            ids: list[str | None] = []
-            for h in found:
-                lines.append({"delete": {"_index": self.index, "_id": h["_id"]}})
-                ids.append(None)
-            for h in found:
-                lines += [{"index": {"_index": self.index}}, {**h["_source"], "enabled": enabled}]
-                ids.append(h["_source"].get("note_id"))
-            self._bulk(lines, ids=ids)
+            self._flip_by_reindex(query, enabled)
             return
         self._client.update_by_query(
             index=self.index,
@@ -481,6 +475,27 @@ class OpenSearchVectorIndex:
             params={"conflicts": "proceed", **self._refresh_params()},
         )
 
+    def _flip_by_reindex(self, query: dict[str, Any], enabled: bool) -> None:
+        """Serverless (no ``_update_by_query``, no custom ids): each chunk in the other state is deleted
+        and indexed again with the flag flipped, its delete and re-index in the same ``_bulk``. Read
+        ``SOURCE_PAGE`` chunks (vectors included) at a time and sent as soon as a request is full
+        (``max_bulk_bytes``), so neither the memory nor a request grows with the document."""
+        units: list[list[tuple[str, str | None]]] = []
+        size = 0
+        for hit in self._scan(query, with_source=True):
+            if hit["_source"].get("enabled") == enabled:
+                continue
+            delete = ndjson({"delete": {"_index": self.index, "_id": hit["_id"]}})
+            index = ndjson({"index": {"_index": self.index}}) + ndjson({**hit["_source"], "enabled": enabled})
+            unit_size = len(delete.encode()) + len(index.encode())
+            if units and size + unit_size > self.max_bulk_bytes:
+                self._bulk_units(units)
+                units, size = [], 0
+            units.append([(delete, None), (index, hit["_source"].get("note_id"))])
+            size += unit_size
+        if units:
+            self._bulk_units(units)
+
     def count(self, owner: str) -> int:
         return self._wake.run("count", lambda timeout: self._count(owner, timeout))
 
@@ -489,10 +504,6 @@ class OpenSearchVectorIndex:
             return 0
         body = {"query": {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"enabled": True}}]}}}
         return int(self._client.count(index=self.index, body=body, **_timeout(timeout))["count"])
-
-
-def _is_action(line: dict[str, Any]) -> bool:
-    return len(line) == 1 and next(iter(line)) in ("index", "delete", "create", "update")
 
 
 def _timeout(seconds: float | None) -> dict[str, Any]:
