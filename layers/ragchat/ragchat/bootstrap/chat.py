@@ -14,9 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger
-
-from ragchat.bootstrap.models import Models
+from ragchat.bootstrap.calibration import CalibrationRoot
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.services.answering import Answerer, AskService
 from ragchat.services.chat.conversations import Conversations
@@ -32,20 +30,9 @@ from ragchat.services.limits import RequestLimiter
 from ragchat.services.metrics import NO_METRICS
 from ragchat.services.model_calls import CircuitBreaker, ModelCaller
 
-logger = Logger(service="ragchat", child=True)
-
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.domain.answerability import Coefficients
-    from ragchat.ports import (
-        CalibrationStore,
-        ChatModel,
-        ConversationStore,
-        Counters,
-        DocumentStore,
-        Metrics,
-        Summarizer,
-    )
+    from ragchat.ports import ChatModel, ConversationStore, Counters, DocumentStore, Metrics, Summarizer
     from ragchat.services.retrieval import Retriever
 
 
@@ -115,14 +102,12 @@ def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> ChatL
     return ChatLimits(RequestLimiter.of(settings, counters, clock))
 
 
-class ChatRoot(Models):
+class ChatRoot(CalibrationRoot):
     @cached_property
     def retriever(self) -> Retriever:
-        from ragchat.domain.answerability import EXTRACTIVE_POLICY, READER_POLICY
         from ragchat.services.retrieval import Retriever
         from ragchat.services.titles import DocumentTitles
 
-        reads = self.model_reads()
         return Retriever(
             self.embedder,
             self.index,
@@ -130,45 +115,10 @@ class ChatRoot(Models):
             metrics=self.metrics,
             titles=DocumentTitles(self.documents),
             passage_vectors=self.passage_vectors,
-            # the extractive answerer by meaning reads the titles, a model that reads is shown them
-            answer_titles=reads or self.extractive_by_meaning(),
-            policy=READER_POLICY if reads else EXTRACTIVE_POLICY,
+            answer_titles=self.model_reads() or self.extractive_by_meaning(),  # shown / read
+            policy=self.guard_policy(),
             calibration=self.stored_calibration,
         )
-
-    def model_reads(self) -> bool:
-        """Whether a language model (Claude) writes the answers, as built or as it would be built."""
-        from ragchat.adapters.local.extractive import ExtractiveChatModel
-
-        if "chat_model" in self.__dict__:
-            return not isinstance(self.__dict__["chat_model"], ExtractiveChatModel)
-        return self.chat_choice() != "extractive"
-
-    @cached_property
-    def calibration_store(self) -> CalibrationStore:
-        """Where ``ragchat calibrate`` stores the coefficients: the SSM parameter the stack names,
-        else the data directory's file."""
-        if self.settings.answerability_parameter:
-            from ragchat.adapters.aws.ssm_calibration import SsmCalibration
-
-            return SsmCalibration(self._client("ssm"), self.settings.answerability_parameter)
-        from ragchat.adapters.local.calibration_file import FileCalibration
-
-        return FileCalibration(self.settings.calibration_file)
-
-    @cached_property
-    def stored_calibration(self) -> Coefficients | None:
-        """The embedder's coefficients from ``ragchat calibrate`` (``None``: none stored, or they
-        could not be read; the built-in ones, else the uncalibrated rules, decide)."""
-        from ragchat.domain.answerability import Coefficients
-
-        model_id = str(getattr(self.embedder, "model_id", ""))
-        try:
-            entry = self.calibration_store.load().get(model_id)
-            return None if entry is None else Coefficients.from_json(entry)
-        except Exception as exc:  # a refinement: never fails a question
-            logger.warning("calibration.read_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
-            return None
 
     @cached_property
     def chat(self) -> Chat:
