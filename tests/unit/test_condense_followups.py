@@ -4,6 +4,7 @@ searched question is what the turn returns."""
 
 from __future__ import annotations
 
+import pytest
 from ragchat.domain.errors import TransientError
 from ragchat.domain.followups import needs_condensing
 from ragchat.domain.models import ModelRequest
@@ -71,3 +72,43 @@ def test_the_condense_call_keeps_its_own_deadline_and_the_turn_falls_back_to_the
     answer = [r for r in model.requests if r.system != CONDENSE_PROMPT][-1]
     assert not out.guard_used and "n-sky" in [h.id for h in answer.sources]
     assert out.message.query == "Why is the sky blue? And that?"
+
+
+def _retriever(policy: str):  # type: ignore[no-untyped-def]
+    from ragchat.config import load_settings
+    from ragchat.domain.models import VectorRecord
+    from ragchat.services.retrieval import Retriever
+
+    from tests.fakes import FakeEmbedder, FakeVectorIndex
+
+    settings = load_settings({"MIN_SIMILARITY": "0.3", "RETRIEVAL_MODE": "vector"})
+    embedder = FakeEmbedder(dimension=4096)  # no hash collisions between these few words
+    index = FakeVectorIndex(dimension=embedder.dimension)
+    for note, text in (
+        ("n-ferry", "A return ferry ticket to Brindle Island costs twelve pounds for adults."),
+        ("n-cafe", "The harbour cafe sells sandwiches and hot drinks until six."),
+    ):
+        index.upsert([VectorRecord(note, embedder.vector_for(text), text, "alice", note, 0)])
+    return Retriever(embedder, index, settings, policy=policy)
+
+
+def test_claudes_standalone_question_is_searched_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragchat.domain.answerability import EXTRACTIVE_POLICY, READER_POLICY
+    from ragchat.domain.models import SearchFilter
+    from ragchat.services import questions
+    from ragchat.services.questions import retrieve_question
+
+    previous = ["What does the harbour cafe sell?"]
+    condensed = "How much is a return ferry ticket to Brindle Island for adults?"
+    flt = SearchFilter(owner="alice")
+    # the local fit check (made for the pasted carried query) would reject the rewrite...
+    monkeypatch.setattr(questions, "_carried_fits", lambda *a, **k: False)
+    local = retrieve_question(
+        _retriever(EXTRACTIVE_POLICY), "And the crossing?", flt, previous=previous, condensed=condensed
+    )
+    assert local.query != condensed
+    # ...but Claude's own rewrite is searched as written and its note reaches the model
+    claude = retrieve_question(
+        _retriever(READER_POLICY), "And the crossing?", flt, previous=previous, condensed=condensed
+    )
+    assert claude.query == condensed and not claude.guard and claude.hits[0].id == "n-ferry"

@@ -384,9 +384,7 @@ class Retriever:
         top chunks' passages (with their documents' titles) are embedded only for an embedding
         model with calibrated coefficients."""
         threshold = self.settings.similarity_threshold
-        coefficients = None
-        if self.settings.answerability == "calibrated":
-            coefficients = self.calibration or CALIBRATED.get(getattr(self.embedder, "model_id", ""))
+        coefficients = self.coefficients()
         texts = [strip_citations(h.text) for h in vector_hits]
         passage_scores: list[float] | None = None
         if coefficients is not None and vector_hits:
@@ -412,6 +410,13 @@ class Retriever:
         # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
         policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
         return decide_for(policy, signals, threshold, coefficients)
+
+    def coefficients(self) -> Coefficients | None:
+        """The decision's coefficients for this embedder: stored by ``ragchat calibrate``, else
+        built in; ``None`` when uncalibrated or with ``ANSWERABILITY=similarity``."""
+        if self.settings.answerability != "calibrated":
+            return None
+        return self.calibration or CALIBRATED.get(getattr(self.embedder, "model_id", ""))
 
     def evidence_similarity(self, query: list[float], hits: list[Hit], owner: str) -> float | None:
         """The best similarity of ``query`` to a passage of ``hits`` (as the decision reads them:
