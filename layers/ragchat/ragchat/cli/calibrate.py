@@ -69,7 +69,11 @@ def run_calibration(
         try:
             for name, data in docs.items():
                 kb.ingestion.submit_file(OWNER, data=data, filename=name)
-            kb.launcher.wait_idle(1800)
+            from ragchat.adapters.local.pipeline import InlineIngestionLauncher
+
+            launcher = kb.launcher  # always local here: the scratch knowledge base
+            if isinstance(launcher, InlineIngestionLauncher) and not launcher.wait_idle(1800):
+                raise ValueError("the grounding set's documents were not ingested within 30 minutes")
             calibrator = kb.calibrator(store_root.calibration_store, OWNER)
             return calibrator.run(questions, save=save)
         finally:
