@@ -131,3 +131,39 @@ def test_the_cli_reads_the_set_folder(tmp_path: Path, split: str) -> None:
     docs, questions = read_set(tmp_path, split)
     assert sorted(docs) == ["a.md", "h.txt"] and docs["h.txt"] == b"Page one.\n\nPage two."
     assert questions == [LabelledQuestion("Q1?", "answerable")]
+
+
+def test_a_deployments_embedder_is_kept_for_the_throwaway_local_knowledge_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGCHAT_BACKEND=aws without RAGCHAT_EMBEDDER means Titan: the scratch knowledge base is local
+    (SQLite) but still embeds with Titan, and the coefficients go to the stack's SSM parameter."""
+    from ragchat.bootstrap import Container
+    from ragchat.cli.calibrate import run_calibration
+
+    deployed = {
+        "RAGCHAT_BACKEND": "aws",
+        "AWS_REGION": "us-east-1",
+        "ANSWERABILITY_PARAMETER": "/ragchat/dev/answerability",
+        **{k: "x" for k in ("DOCUMENTS_TABLE", "CONVERSATIONS_TABLE", "COUNTERS_TABLE", "DOCUMENTS_BUCKET")},
+        "OPENSEARCH_ENDPOINT": "https://search.example",
+    }
+    settings = load_settings(deployed)
+    seen: list[tuple[str, str, str, str]] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_container(s):  # type: ignore[no-untyped-def]
+        seen.append((s.backend, s.embedder_kind, s.vector_index_kind, s.answerability_parameter))
+        if len(seen) == 2:
+            raise Stop
+        return Container(s)
+
+    monkeypatch.setattr("ragchat.bootstrap.Container", fake_container)
+    with pytest.raises(Stop):
+        run_calibration(settings, {}, [], workdir=str(tmp_path))
+    assert seen == [
+        ("aws", "titan", "opensearch", "/ragchat/dev/answerability"),  # where the coefficients go
+        ("local", "titan", "sqlite", ""),  # the throwaway knowledge base
+    ]

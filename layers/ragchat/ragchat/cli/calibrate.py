@@ -61,6 +61,9 @@ def run_calibration(
             update={
                 "data_dir": Path(tmp),
                 "backend": "local",
+                # the deployment's embedder (its default follows the backend) into a local index
+                "embedder": settings.embedder_kind,
+                "vector_index": "sqlite",
                 "chat_model": "extractive",
                 "answerability_parameter": "",
             }
