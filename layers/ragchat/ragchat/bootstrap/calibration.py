@@ -52,6 +52,8 @@ class CalibrationRoot(Models):
         could not be read; the built-in ones, else the uncalibrated rules, decide)."""
         from ragchat.domain.answerability import Coefficients
 
+        if self.settings.answerability != "calibrated":
+            return None  # the top-1 rule reads no coefficients: no parameter read
         model_id = str(getattr(self.embedder, "model_id", ""))
         try:
             entry = self.calibration_store.load().get(model_id)
