@@ -167,3 +167,32 @@ def test_a_deployments_embedder_is_kept_for_the_throwaway_local_knowledge_base(
         ("aws", "titan", "opensearch", "/ragchat/dev/answerability"),  # where the coefficients go
         ("local", "titan", "sqlite", ""),  # the throwaway knowledge base
     ]
+
+
+@mock_aws
+def test_with_the_stacks_parameter_named_the_chat_reads_the_coefficients_from_ssm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragchat.bootstrap import Container
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    fitted = Coefficients(0.35, -1.0, {"passage": 8.0}, 0.5, 0.2)
+    client = boto3.client("ssm", region_name="us-east-1")
+    client.put_parameter(Name="/ragchat/dev/answerability", Value="{}", Type="String")
+    SsmCalibration(client, "/ragchat/dev/answerability").save(
+        "amazon.titan-embed-text-v2:0", fitted.as_json()
+    )
+    settings = load_settings(
+        {
+            "RAGCHAT_DATA_DIR": str(tmp_path),
+            "RAGCHAT_CHAT_MODEL": "extractive",
+            "ANSWERABILITY_PARAMETER": "/ragchat/dev/answerability",
+            "AWS_REGION": "us-east-1",
+        }
+    )
+    container = Container(settings)
+    container.__dict__["embedder"] = FakeEmbedder(model_id="amazon.titan-embed-text-v2:0")
+    try:
+        assert container.retriever.calibration == fitted
+    finally:
+        container.close()
