@@ -30,8 +30,8 @@ Two policies, chosen by who answers (:func:`decide_for`):
   calibrated decision above.
 - ``reader`` (Claude reads the sources; the fixed system prompt tells it to state limitations):
   the guard refuses only what is clearly unrelated and lets borderline evidence through. With
-  coefficients, the same probability against the lower ``reader_cutoff`` (fitted as the lowest
-  cutoff that still refuses every off-topic question of the dev set, with a margin). Without
+  coefficients, the same probability against the lower ``reader_cutoff`` (:func:`fit_reader_cutoff`:
+  halfway between the dev set's highest off-topic question and its lowest answerable one). Without
   them (an embedding model nobody calibrated yet: Titan or Cohere before ``ragchat calibrate``),
   signals that do not depend on the embedder's cosine scale: the share of the question's content
   words found in the top chunks (``coverage``) and whether the top chunks agree on one document
@@ -144,8 +144,9 @@ READER_COVERAGE = 0.0
 # Fitted by ``python bench/bench_grounding.py --select`` (or ``--fit``) on the dev split of
 # bench/grounding/ (see bench/results/grounding.md), the cutoff checked against SQuAD 2.0 there
 # (balanced accuracy must stay ≥ the top-1 rule's; ``bench_calibration.py`` reports it). Titan and
-# Cohere: run ``bench_grounding.py --fit`` with ``RAGCHAT_EMBEDDER=titan`` (or ``cohere``) and AWS
-# credentials, and add the printed line under the model id; until then they keep the seeds' rule.
+# Cohere: ``ragchat calibrate`` with ``RAGCHAT_EMBEDDER=titan`` (or ``cohere``) and AWS credentials
+# stores theirs where the deployment reads them (ahead of these); until then the extractive policy
+# keeps the seeds' rule and the reader policy its scale-free rule.
 CALIBRATED: dict[str, Coefficients] = {
     "all-MiniLM-L6-v2": Coefficients(
         threshold=0.40,
