@@ -15,7 +15,7 @@ export RAGCHAT_DATA_DIR
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install model run test test-prerequisites lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium
+.PHONY: install model run test test-prerequisites lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium calibrate
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || test -n "$(PYTHON)" || { echo "make: needs Python $(PYTHON_MINOR), the Lambda runtime's (pyenv install $(PYTHON_MINOR), apt install python$(PYTHON_MINOR), ...; or PYTHON=/path/to/python$(PYTHON_MINOR))" >&2; exit 1; }
@@ -96,6 +96,12 @@ test-prerequisites: install lint typecheck validate ensure-chromium
 
 bench: install
 	$(PY) bench/run_all.py
+
+# Fit the answer-or-refuse decision for the configured embedder on the grounding dev set and store it
+# where the chat reads it: locally <RAGCHAT_DATA_DIR>/answerability.json; after a deploy, with AWS
+# credentials, RAGCHAT_EMBEDDER=titan (or cohere) and ANSWERABILITY_PARAMETER=<the stack's parameter>.
+calibrate: install
+	$(VENV)/bin/ragchat calibrate
 
 # ChromaDB for bench/bench_chroma.py only, in a virtualenv of its own (never a ragchat dependency).
 bench-chroma-env:

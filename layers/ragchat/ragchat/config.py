@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # title-prefixed passages: more accurate; ~220 ms per SciFact question on 2 CPU cores when they are
     # embedded at question time, ~0 once PRECOMPUTE_EVIDENCE has stored them) or the top-1 rule
     answerability: Literal["calibrated", "similarity"] = Field("calibrated", alias="ANSWERABILITY")
+    # where ``ragchat calibrate`` stores the fitted answerability coefficients and the deployed
+    # functions read them: an SSM parameter (the stack sets its name), else a file in the data dir
+    answerability_parameter: str = Field("", alias="ANSWERABILITY_PARAMETER")
     # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences per answer,
     # ~120 ms when embedded at question time, ~0 once precomputed) or by shared words alone (BM25);
     # Bedrock embedders always use words
@@ -402,6 +405,11 @@ class Settings(BaseSettings):
             "titan": "amazon.titan-embed-text-v2:0",
             "cohere": self.cohere_model_id,
         }[self.embedder_kind]
+
+    @property
+    def calibration_file(self) -> Path:
+        """Local calibration (``ragchat calibrate`` without ``ANSWERABILITY_PARAMETER``)."""
+        return self.data_dir / "answerability.json"
 
     @property
     def similarity_threshold(self) -> float:

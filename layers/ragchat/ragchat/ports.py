@@ -364,3 +364,17 @@ class EvidenceStore(Protocol):
     def unwarmed(self) -> list[tuple[str, str]]:
         """``(owner, document_id)`` of READY documents whose evidence is missing or outdated."""
         ...
+
+
+@runtime_checkable
+class CalibrationStore(Protocol):
+    """The answerability coefficients ``ragchat calibrate`` fitted, per embedding model id (an SSM
+    parameter in the cloud, a file locally)."""
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """``model id → Coefficients.as_json() (+ "figures")``; empty when nothing is stored."""
+        ...
+
+    def save(self, model_id: str, entry: Mapping[str, Any]) -> None:
+        """Store ``entry`` under ``model_id`` (the other models' entries kept)."""
+        ...

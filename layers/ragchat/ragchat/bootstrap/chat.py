@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from ragchat.bootstrap.models import Models
+from ragchat.bootstrap.calibration import CalibrationRoot
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.services.answering import Answerer, AskService
 from ragchat.services.chat.conversations import Conversations
@@ -102,7 +102,7 @@ def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> ChatL
     return ChatLimits(RequestLimiter.of(settings, counters, clock))
 
 
-class ChatRoot(Models):
+class ChatRoot(CalibrationRoot):
     @cached_property
     def retriever(self) -> Retriever:
         from ragchat.services.retrieval import Retriever
@@ -115,7 +115,9 @@ class ChatRoot(Models):
             metrics=self.metrics,
             titles=DocumentTitles(self.documents),
             passage_vectors=self.passage_vectors,
-            answer_titles=self.extractive_by_meaning(),
+            answer_titles=self.model_reads() or self.extractive_by_meaning(),  # shown / read
+            policy=self.guard_policy(),
+            calibration=self.stored_calibration,
         )
 
     @cached_property

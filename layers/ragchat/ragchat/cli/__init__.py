@@ -1,4 +1,4 @@
-"""The ``ragchat`` command line: ``serve``, ``ingest``, ``ask``, ``chat``, ``bench``.
+"""The ``ragchat`` command line: ``serve``, ``ingest``, ``ask``, ``chat``, ``bench``, ``calibrate``.
 
 ``ingest``, ``ask`` and ``chat`` use the local backends in-process (the same container
 ``ragchat serve`` builds) or, with ``--api URL`` (and ``--token``), a running or deployed API through
@@ -11,6 +11,7 @@ import typer
 
 from ragchat.cli.ask import ask
 from ragchat.cli.bench import bench
+from ragchat.cli.calibrate import calibrate
 from ragchat.cli.chat import chat
 from ragchat.cli.ingest import ingest
 from ragchat.cli.serve import serve
@@ -23,7 +24,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: flags without a type column (no "<bool>"), options with a metavar
 )
-for command in (serve, ingest, ask, chat, bench):
+for command in (serve, ingest, ask, chat, bench, calibrate):
     app.command()(command)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
@@ -35,7 +36,8 @@ class LocalChat:
         from ragchat.cli.client import Reply, Source
 
         msg = self.container.chat.turns.send(self.owner, conv_id, text).message
-        return Reply(msg.content, [Source(s.id, s.text, s.title, s.page) for s in msg.sources or []])
+        sources = [Source(s.id, s.text, s.title, s.page) for s in msg.sources or []]
+        return Reply(msg.content, sources, msg.query)
 
     def export(self, conv_id: str) -> str:
         from ragchat.domain.export import export_markdown
@@ -67,10 +69,16 @@ Anything else is sent as a question."""
 COMMANDS = ("/help", "/new", "/export", "/quit", "/exit")
 
 
-def _print_reply(reply: Reply) -> None:
+def _same(a: str, b: str) -> bool:
+    return re.sub(r"\W+", " ", a.lower()).strip() == re.sub(r"\W+", " ", b.lower()).strip()
+
+
+def _print_reply(reply: Reply, asked: str = "") -> None:
     from ragchat.cli.render import numbered, source_lines
 
     body, items = numbered(reply.content, reply.sources)
+    if reply.query and not _same(reply.query, asked):  # a follow-up's standalone question
+        typer.secho(f"  Searched: {reply.query}", dim=True)
     typer.secho("assistant> ", bold=True, nl=False)
     typer.echo(body)
     if items:
@@ -152,6 +160,6 @@ def _converse(
             elif command:  # a typo'd command is not sent as a question
                 typer.secho(f"unknown command {text}: /help lists the commands", fg=typer.colors.YELLOW)
             else:
-                _print_reply(session.send(conv_id, text))
+                _print_reply(session.send(conv_id, text), text)
         except errors as exc:
             typer.secho(f"error: {exc.message}", fg=typer.colors.RED)

@@ -89,6 +89,7 @@ class Reply:
 
     content: str
     sources: list[Source]
+    query: str | None = None  # what was searched (a follow-up's standalone question)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +206,10 @@ class ApiClient:
     def send_message(self, conversation_id: str, content: str) -> Reply:
         path = f"/chat/conversations/{urllib.parse.quote(conversation_id, safe='')}/messages"
         data = self._json("POST", path, payload={"content": content})
-        return Reply(str(data.get("content", "")), sources_of(data.get("sources")))
+        query = data.get("query")
+        return Reply(
+            str(data.get("content", "")), sources_of(data.get("sources")), str(query) if query else None
+        )
 
     def export(self, conversation_id: str) -> Transcript:
         path = f"/chat/conversations/{urllib.parse.quote(conversation_id, safe='')}/export"

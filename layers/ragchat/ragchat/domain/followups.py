@@ -155,6 +155,17 @@ def is_follow_up(question: str, short: int = SHORT) -> bool:
     return leans_on_history(question) or len(subject_words(question)) <= short
 
 
+def needs_condensing(question: str) -> bool:
+    """Claude mode: is the message rewritten by the model as a standalone question before it is
+    searched? Every message that leans on the conversation — a continuation, a reference back
+    (whatever its length: "Does that also apply to contractors working from home?"), a message
+    with at most :data:`CONDENSE_SHORT` subject words of its own."""
+    if is_follow_up(question, CONDENSE_SHORT):
+        return True
+    lower = _lower(question)
+    return _refers_back(lower, 0)
+
+
 def subject_question(previous: Sequence[str]) -> str | None:
     """The conversation's subject: the latest earlier user message that stood alone (``previous``:
     the earlier user messages, oldest first); ``None`` when there is none."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ragchat.domain.citations import strip_citations, with_sources_line
 from ragchat.domain.models import Hit
@@ -88,12 +88,25 @@ def asked_for_model(question: str, query: str = "", uncovered: Sequence[str] = (
     return text
 
 
-def build_sources_block(hits: Sequence[Hit], max_chars: int = 1200) -> str:
-    """One line per note: ``[Source id=<id>] <text, whitespace collapsed, cut to ~max_chars>``."""
-    lines = [
-        f"[Source id={hit.id}] {truncate_at_word(collapse_whitespace(hit.text), max_chars)}"
-        for hit in _unique_hits(hits)
-    ]
+TITLE_CHARS = 120  # of a document title on a source line
+
+
+def source_line(hit: Hit, max_chars: int = 1200, title: str | None = None) -> str:
+    """``[Source id=<id>] (document: <title>) <text, whitespace collapsed, cut to ~max_chars>``; the
+    title part only when the note's document title is known. The id stays alone in the brackets:
+    it is what the model cites."""
+    text = truncate_at_word(collapse_whitespace(hit.text), max_chars)
+    name = truncate_at_word(collapse_whitespace(title or "").replace("(", "[").replace(")", "]"), TITLE_CHARS)
+    return f"[Source id={hit.id}] (document: {name}) {text}" if name else f"[Source id={hit.id}] {text}"
+
+
+def build_sources_block(
+    hits: Sequence[Hit], max_chars: int = 1200, titles: Mapping[str, str] | None = None
+) -> str:
+    """One :func:`source_line` per note; ``titles``: document id → title (the note's document is
+    named next to its id, so the model can tell one store's hours from another's)."""
+    names = titles or {}
+    lines = [source_line(hit, max_chars, names.get(hit.document_id or "")) for hit in _unique_hits(hits)]
     return "\n".join(lines) if lines else NO_SOURCES
 
 
@@ -103,10 +116,13 @@ def build_system_prompt(
     persona: str | None = None,
     reinforce: bool = False,
     max_chars: int = 1200,
+    titles: Mapping[str, str] | None = None,
 ) -> str:
-    """The fixed system prompt with fresh sources; a persona's role paragraph goes ahead of it and
-    the reinforcement line after it (the document-usage rules always stay)."""
-    prompt = SYSTEM_PROMPT_TEMPLATE.replace(SOURCES_PLACEHOLDER, build_sources_block(hits, max_chars))
+    """The fixed system prompt with fresh sources (``titles``: their documents' titles); a persona's
+    role paragraph goes ahead of it and the reinforcement line after it (the document-usage rules
+    always stay)."""
+    block = build_sources_block(hits, max_chars, titles)
+    prompt = SYSTEM_PROMPT_TEMPLATE.replace(SOURCES_PLACEHOLDER, block)
     if persona and persona.strip():
         prompt = f"{persona.strip()}\n\n{prompt}"
     if reinforce:

@@ -113,7 +113,11 @@ class Answerer:
         if reinforce:
             logger.info("chat.injection", extra={"conversationId": conversation_id})
         system = build_system_prompt(
-            retrieval.hits, persona=persona, reinforce=reinforce, max_chars=self.settings.context_chars
+            retrieval.hits,
+            persona=persona,
+            reinforce=reinforce,
+            max_chars=self.settings.context_chars,
+            titles=retrieval.titles,
         )
         return ModelRequest(
             system=system,

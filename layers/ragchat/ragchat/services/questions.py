@@ -10,7 +10,10 @@ questions part by part, and names no document mentions refused.
   :data:`CARRIED_MARGIN` below its similarity to what the raw query found. So "And on Sundays?"
   after a question on the library's hours answers from the library, and "Who won the match last
   night?" is refused as it would be on a first turn: history never makes an off-topic question
-  answerable. A standalone message is searched once (once more, carried, when it is refused).
+  answerable. With Claude, the model's own standalone rewrite (the condense step) is
+  searched as it wrote it whenever the guard lets it through: the fit check is for the local
+  carried query, which only pastes the subject question in front of the message. A standalone
+  message is searched once (once more, carried, when it is refused).
 - **A message that names its own subject** — short, but neither continuing nor referring back
   ("What time does the supermarket close?", "Is there a sauna?") — and that is refused on its own
   stays refused unless the carried notes mention its subject (at least half of its own subject
@@ -51,7 +54,7 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.answerability import EVIDENCE_CHUNKS
+from ragchat.domain.answerability import EVIDENCE_CHUNKS, READER_POLICY
 from ragchat.domain.citations import strip_citations
 from ragchat.domain.followups import (
     carried_query,
@@ -187,9 +190,12 @@ def _single(
     chosen = dataclasses.replace(raw, query=raw.question)
     follow_up = condensed is not None or is_follow_up(question)
     query = normalize_question(condensed or (carried_query(raw.question, subject) if subject else ""))
+    reads = retriever.policy == READER_POLICY
     if query and query != raw.question and (follow_up or raw.guard):
         carried = retriever.retrieve(query, flt, conversation_id=conversation_id)
-        if _carried_fits(
+        # the model's own standalone question is searched as it wrote it (Claude reads the notes)
+        trusted = condensed is not None and reads and not carried.guard
+        if trusted or _carried_fits(
             retriever, raw, carried, flt.owner, follow_up=follow_up, conversation_id=conversation_id
         ):
             chosen = dataclasses.replace(carried, query=query, query_vector=_blend(raw, carried))

@@ -28,9 +28,11 @@ from aws_lambda_powertools import Logger
 from ragchat.domain.answerability import (
     CALIBRATED,
     EVIDENCE_CHUNKS,
+    EXTRACTIVE_POLICY,
+    Coefficients,
     Decision,
     compute_signals,
-    decide,
+    decide_for,
     evidence_passages,
 )
 from ragchat.domain.citations import strip_citations
@@ -222,12 +224,18 @@ class Retriever:
         titles: DocumentTitles | None = None,
         passage_vectors: PassageVectors | None = None,
         answer_titles: bool = False,
+        policy: str = EXTRACTIVE_POLICY,
+        calibration: Coefficients | None = None,
     ) -> None:
         """``passage_vectors``: a cache shared with others embedding texts with the same embedder
         (the extractive answerer's sentences); by default one of ``passage_cache_size`` of its own.
         ``answer_titles``: read the answered notes' titles into ``Retrieval.titles`` (with
-        ``titles``); only the extractive answerer by meaning uses them, so a Claude answer skips the
-        read."""
+        ``titles``): the extractive answerer by meaning reads them, and a model that reads shows them
+        on its source lines. ``policy``: the answerability decision's (``extractive``, or ``reader``
+        for a model that reads); ``calibration``: coefficients ``ragchat calibrate`` stored for this
+        embedder (ahead of the built-in ones)."""
+        self.policy = policy
+        self.calibration = calibration
         self.embedder = embedder
         self.titles = titles
         self.answer_titles = answer_titles
@@ -376,9 +384,7 @@ class Retriever:
         top chunks' passages (with their documents' titles) are embedded only for an embedding
         model with calibrated coefficients."""
         threshold = self.settings.similarity_threshold
-        coefficients = None
-        if self.settings.answerability == "calibrated":
-            coefficients = CALIBRATED.get(getattr(self.embedder, "model_id", ""))
+        coefficients = self.coefficients()
         texts = [strip_citations(h.text) for h in vector_hits]
         passage_scores: list[float] | None = None
         if coefficients is not None and vector_hits:
@@ -399,8 +405,18 @@ class Retriever:
                     coefficients = None
             timings["answerability"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
-        signals = compute_signals(q, similarities, texts, passage_scores)
-        return decide(signals, threshold, coefficients)
+        documents = [h.document_id for h in vector_hits]
+        signals = compute_signals(q, similarities, texts, passage_scores, documents)
+        # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
+        policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
+        return decide_for(policy, signals, threshold, coefficients)
+
+    def coefficients(self) -> Coefficients | None:
+        """The decision's coefficients for this embedder: stored by ``ragchat calibrate``, else
+        built in; ``None`` when uncalibrated or with ``ANSWERABILITY=similarity``."""
+        if self.settings.answerability != "calibrated":
+            return None
+        return self.calibration or CALIBRATED.get(getattr(self.embedder, "model_id", ""))
 
     def evidence_similarity(self, query: list[float], hits: list[Hit], owner: str) -> float | None:
         """The best similarity of ``query`` to a passage of ``hits`` (as the decision reads them:

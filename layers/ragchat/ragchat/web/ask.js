@@ -49,18 +49,27 @@ function setEmpty(on) { const p = $('empty'); if (p) p.hidden = !on; }
 function showMessage(div, m) {  // (re)draws a message from its stored form
   div.content = m.content || ''; div.sources = m.sources || []; div.model = m.model || div.model;
   const content = div.querySelector('.content');
-  for (const old of div.querySelectorAll(':scope > .sources, :scope > .msg-actions, :scope > .note, :scope > .refusal-label, :scope > .suggestions')) old.remove();
+  for (const old of div.querySelectorAll(':scope > .sources, :scope > .msg-actions, :scope > .note, :scope > .refusal-label, :scope > .suggestions, :scope > .searched')) old.remove();
   const refused = m.role === 'assistant' && (m.refusal || div.model === GUARD_MODEL);
   div.classList.toggle('refusal', !!refused);
   if (m.role !== 'assistant' || refused) { content.textContent = div.content; }
   else { renderContent(content, div.content, div);
     if (div.sources.length) { const ol = el('ol', null, 'sources'); fillSources(ol, div.sources); div.append(ol); } }
   if (refused) content.before(el('p', 'Not answered from your notes', 'refusal-label'));
+  if (m.role === 'assistant') showSearched(div, m.query);
   if (m.interrupted) div.append(el('p', 'Stopped: this answer was cut short.', 'note'));
   const actions = el('div', null, 'msg-actions');
   if (m.role === 'assistant') actions.append(copyButton(div), regenerateButton(div), ...feedbackButtons(div, m.feedback));
   if (m.role === 'user') actions.append(editButton(div));
   if (actions.childNodes.length) div.append(actions); }
+// "Searched: …" under an answer whose search differs from the message asked (a follow-up's
+// standalone question), so a wrong carried query is visible.
+function showSearched(div, query) {
+  if (query) div.query = query; query = div.query; let asked = div.previousElementSibling;
+  while (asked && !asked.classList.contains('user')) asked = asked.previousElementSibling;
+  const same = s => (s || '').toLowerCase().replace(/[^\p{L}\p{N}]+/gu, ' ').trim();
+  if (!query || (asked && same(asked.content) === same(query))) return;
+  div.querySelector('.content').before(el('p', 'Searched: ' + query, 'searched muted small')); }
 function feedbackButtons(div, rating) {
   const said = el('span', '', 'muted small said'); said.setAttribute('role', 'status');
   const make = (value, label) => { const b = el('button', null, 'icon-btn thumb ' + value); b.type = 'button'; b.append(thumbIcon());
@@ -153,7 +162,7 @@ function answerEvents(bot, state) {  // docs/chat.md events → the message on s
   const on = {
     answer_start: data => { bot.dataset.id = data.messageId || ''; },
     answer_delta: data => { state.text += data.text; redraw(); },
-    sources: data => { state.sources = data.sources || []; redraw(); },
+    sources: data => { state.sources = data.sources || []; state.query = data.query; redraw(); },
     answer_end: data => { state.done = true; state.interrupted = !!data.interrupted;
       if (typeof data.content === 'string') state.text = data.content; },
     refusal: data => { state.refusal = data; state.done = true; },
@@ -164,12 +173,12 @@ function answerEvents(bot, state) {  // docs/chat.md events → the message on s
     if (follow) toBottom(); else $('jump').hidden = false; }; }
 function finishAnswer(bot, state) {
   bot.classList.remove('streaming');
-  if (state.refusal) { showMessage(bot, {role: 'assistant', content: state.refusal.message, refusal: true});
+  if (state.refusal) { showMessage(bot, {role: 'assistant', content: state.refusal.message, refusal: true, query: state.refusal.query});
     const tips = state.refusal.suggestions || [];
     if (tips.length) { const ul = el('ul', null, 'suggestions'); for (const t of tips) ul.append(el('li', t));
       bot.querySelector('.msg-actions').before(ul); }
     return; }
-  showMessage(bot, {role: 'assistant', content: state.text, sources: state.sources,
+  showMessage(bot, {role: 'assistant', content: state.text, sources: state.sources, query: state.query,
     interrupted: !state.done || state.interrupted});
   if (state.error) { bot.classList.add('failed');
     bot.querySelector('.msg-actions').before(el('p', state.error.message || 'The answer failed.', 'note warn')); } }
@@ -186,8 +195,8 @@ async function turn(path, method, payload, userEl, restore) {
     userEl.classList.remove('pending');
     if ((r.headers.get('Content-Type') || '').includes('text/event-stream')) await readEvents(r, answerEvents(bot, state));
     else { const j = await r.json(); bot.dataset.id = j.id || '';
-      Object.assign(state, {text: j.content, sources: j.sources || [], done: true});
-      if (j.guardUsed) state.refusal = {message: j.content, suggestions: []}; }
+      Object.assign(state, {text: j.content, sources: j.sources || [], query: j.query, done: true});
+      if (j.guardUsed) state.refusal = {message: j.content, suggestions: [], query: j.query}; }
     finishAnswer(bot, state);
   } catch (err) {
     if (err.name === 'AbortError') { userEl.classList.remove('pending'); finishAnswer(bot, state); }

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import Conflict, NotFound, ValidationError
-from ragchat.domain.followups import CONDENSE_SHORT, is_follow_up
+from ragchat.domain.followups import needs_condensing
 from ragchat.domain.ids import new_id
 from ragchat.domain.messages import FALLBACK_MODEL, make_title, sanitize_message
 from ragchat.domain.models import Conversation, Message, SearchFilter, SourceRef
@@ -222,7 +222,7 @@ class Turns:
         flt = SearchFilter(owner=conv.owner, collection=conv.collection, document_id=conv.document_id)
         previous = [m.content for m in acc.history if m.role == "user"]
         condensed = None
-        if previous and self.p.caller.model_id != EXTRACTIVE_MODEL and is_follow_up(acc.text, CONDENSE_SHORT):
+        if previous and self.p.caller.model_id != EXTRACTIVE_MODEL and needs_condensing(acc.text):
             condensed = condense(self.p.caller, acc.history, acc.text, deadline=acc.deadline)
         retrieval = retrieve_question(
             self.p.retriever, acc.text, flt, previous=previous, condensed=condensed, conversation_id=conv.id
