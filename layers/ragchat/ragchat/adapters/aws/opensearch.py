@@ -5,12 +5,9 @@ Mapping (created idempotently on first use): ``vector`` is a ``knn_vector`` (HNS
 ``document_id``, ``owner``, ``collection`` are ``keyword``, ``chunk_index`` ``integer``, ``enabled``
 ``boolean``; ``index.knn: true``.
 
-Why inner product: this adapter stores and queries **unit-length** vectors (it normalizes both), so
-the inner product *is* the cosine similarity, and faiss supports ``innerproduct`` on every
-OpenSearch version and on Serverless (``cosinesimil`` with faiss only arrived in 2.19). The k-NN
-plugin turns the faiss inner-product distance into a score as ``score = 1 + ip`` when ``ip >= 0``
-and ``score = 1 / (1 - ip)`` when ``ip < 0`` (OpenSearch docs, "Spaces"); :func:`score_to_cosine`
-inverts that, so ``Hit.score`` is the cosine similarity the retrieval gate expects.
+Why inner product: vectors are stored and queried unit-length, so the inner product *is* the cosine,
+and faiss supports ``innerproduct`` everywhere (``cosinesimil`` with faiss only from 2.19). The k-NN
+score is ``1 + ip`` (ip ≥ 0) or ``1 / (1 - ip)``; :func:`score_to_cosine` inverts it.
 
 Filters (owner, enabled, collection, document id) go *inside* the ``knn`` clause as an efficient
 k-NN ``filter``, so the top ``k`` are found among the allowed vectors rather than filtered after.
@@ -29,19 +26,13 @@ vector 0.7), created idempotently. If the cluster cannot create search pipelines
 the two queries and fuses them by reciprocal rank (k=60) itself. Either way each hit also carries
 ``similarity``, the exact cosine similarity computed from the stored vector, for gating.
 
-Sleeping collections (a NextGen collection group at 0 OCU): queries (``search``, ``hybrid_search``,
-``count``) retry 503/429/timeouts with backoff inside a deadline (``wakeup.WakePolicy``, each
-attempt's timeout bounded by the time left); writes try once and raise ``wakeup.VectorIndexWaking``,
-which the ingestion state machine retries
-with longer pauses. The client itself does not retry (``max_retries=0``), so the policy is the only
-retry loop.
-
-``_bulk`` partial failures raise :class:`IndexingError` naming every failed note id; nothing is
-dropped silently.
-
-Request limits (:mod:`~ragchat.adapters.aws.opensearch_bulk`): ``_bulk`` bodies of at most 5 MiB
-(a 413 splits a request in two; a Serverless flip keeps each chunk's delete and re-index together),
-``terms`` lists of at most 65,536 note ids (longer ones go in batches); a 429 is a wake-up error.
+Sleeping collections (a NextGen collection group at 0 OCU): queries retry 503/429/timeouts with
+backoff inside a deadline (``wakeup.WakePolicy``); writes try once and raise
+``wakeup.VectorIndexWaking``, which the state machine retries. The client never retries itself
+(``max_retries=0``). ``_bulk`` partial failures raise :class:`IndexingError` naming every failed note
+id. Request limits (:mod:`~ragchat.adapters.aws.opensearch_bulk`): ``_bulk`` bodies ≤ 5 MiB (a 413
+splits a request; a Serverless flip keeps each chunk's delete and re-index together), ``terms``
+lists ≤ 65,536 note ids (longer ones go in batches).
 
 READY means searchable: on Serverless (near-real-time) ``set_enabled(…, chunk_count=n)`` and
 ``delete(…, settled=True)`` wait, bounded (:mod:`ragchat.adapters.aws.opensearch_searchable`).
