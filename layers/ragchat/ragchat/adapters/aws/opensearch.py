@@ -12,13 +12,10 @@ score is ``1 + ip`` (ip ≥ 0) or ``1 / (1 - ip)``; :func:`score_to_cosine` inve
 Filters (owner, enabled, collection, document id) go *inside* the ``knn`` clause as an efficient
 k-NN ``filter``, so the top ``k`` are found among the allowed vectors rather than filtered after.
 
-Document ids: a managed domain (``es``) indexes each vector with ``_id = note id``, so a re-run
-overwrites. Serverless *vector search* collections do not accept custom document ids on index
-requests (nor upserts), so for ``aoss`` the note id is only the ``note_id`` keyword field: an upsert
-looks up the existing documents with those note ids and sends their deletes and the new documents in
-one ``_bulk``; deletes, ``delete_document`` and ``set_enabled`` likewise work from a search for the
-server ids (``set_enabled`` re-indexes the documents with the flag flipped) instead of
-``_delete_by_query``/``_update_by_query``, which the domain path uses.
+Document ids: a managed domain (``es``) indexes each vector with ``_id = note id``. Serverless vector
+collections take no custom ids (nor upserts), so for ``aoss`` the note id is the ``note_id`` field:
+upserts, deletes and ``set_enabled`` search for the server ids and send deletes and re-indexed
+documents in ``_bulk`` (the domain path uses ``_delete_by_query``/``_update_by_query``).
 
 Hybrid search: a ``hybrid`` query (``match`` on ``text`` + the filtered ``knn``) through a search
 pipeline with the ``normalization-processor`` (min-max, weighted arithmetic mean: keyword 0.3,
