@@ -325,7 +325,7 @@ def markdown(summaries: list[dict[str, Any]], rows: list[dict[str, Any]], load: 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default="all", help="grounding and/or conversation splits, comma-separated")
-    args = ap.parse_args(argv)
+    args = ap.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
     wanted = set(args.sets.split(",")) if args.sets != "all" else {"grounding", *SPLITS}
     stand_in = StandIn()
     log = logging.getLogger("ragchat")
@@ -350,4 +350,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -12,8 +12,8 @@ from moto import mock_aws
 from ragchat.adapters.aws.ssm_calibration import SsmCalibration
 from ragchat.adapters.local.calibration_file import FileCalibration
 from ragchat.config import load_settings
-from ragchat.domain.answerability import Coefficients
-from ragchat.domain.models import VectorRecord
+from ragchat.domain.answerability import CALIBRATED, Coefficients, decide_reader
+from ragchat.domain.models import SearchFilter, VectorRecord
 from ragchat.services.calibration import Calibrator, LabelledQuestion, probe
 from ragchat.services.retrieval import Retriever
 
@@ -196,3 +196,30 @@ def test_with_the_stacks_parameter_named_the_chat_reads_the_coefficients_from_ss
         assert container.retriever.calibration == fitted
     finally:
         container.close()
+
+
+def test_calibration_never_replaces_a_built_in_extractive_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedder with built-in coefficients keeps its extractive model and cutoff (they were chosen
+    under a SQuAD 2.0 check calibrate does not run: on MiniLM a dev-only refit stored 0.39 over the
+    built-in 0.45); only the reader cutoff may change, and only when it is no worse on the dev set."""
+    built_in = Coefficients(0.35, -2.0, {"passage": 6.0, "sentence_coverage": 1.5}, 0.61, 0.05)
+    monkeypatch.setitem(CALIBRATED, "fake-embedder", built_in)
+    store = FileCalibration(tmp_path / "answerability.json")
+    result = Calibrator(_retriever(), store, model_id="fake-embedder", owner=OWNER).run(QUESTIONS)
+    c = Coefficients.from_json(store.load()["fake-embedder"])
+    assert (c.threshold, c.intercept, dict(c.weights), c.cutoff) == (0.35, -2.0, dict(built_in.weights), 0.61)
+    # the reader policy refuses every off-topic dev question and lets through at least as many
+    # answerable ones as the built-in reader cutoff did
+    assert result.figures["reader"]["off_topic"][0] == 0
+    retriever = _retriever()
+    old = sum(
+        decide_reader(
+            retriever.retrieve(q.question, SearchFilter(owner=OWNER)).decision.signals, 0.35, built_in
+        ).answer
+        for q in QUESTIONS
+        if q.kind == "answerable"
+    )
+    assert result.figures["reader"]["answerable"][0] >= old
+    assert "built-in fit kept" in result.figures["note"]

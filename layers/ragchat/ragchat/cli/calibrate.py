@@ -90,6 +90,8 @@ def print_figures(result: Calibration, where: str) -> None:
     weights = ", ".join(f"{k} {v:+.3f}" for k, v in c.weights.items())
     typer.echo(f"fitted at MIN_SIMILARITY {c.threshold:.2f}: intercept {c.intercept:+.3f}, {weights}")
     typer.echo(f"cutoffs: extractive {c.cutoff:.2f}, reader (Claude) {c.reader_cutoff:.2f}")
+    if result.figures.get("note"):
+        typer.echo(str(result.figures["note"]))
     for policy in ("extractive", "reader"):
         f = result.figures[policy]
         a, off, near = f["answerable"], f["off_topic"], f["near_topic"]

@@ -11,6 +11,14 @@ Cohere with AWS credentials — with the title-prefixed passages embedded, and i
 - the reader policy's cutoff (:func:`~ragchat.domain.answerability.fit_reader_cutoff`): every
   off-topic question refused, everything above it let through.
 
+Calibration never makes a mode worse than its built-in fit. An embedder with built-in coefficients
+(:data:`~ragchat.domain.answerability.CALIBRATED`, MiniLM) keeps its extractive model and cutoff:
+they were chosen by ``bench/bench_grounding.py --select`` under a SQuAD 2.0 balanced-accuracy
+constraint this command does not run (on MiniLM the dev-only cutoff would be 0.39, where SQuAD wants
+0.45). Only the reader cutoff is refitted, on the built-in model's probabilities, and kept only when
+it lets through at least as many answerable dev questions and no more off-topic ones than the
+built-in reader cutoff.
+
 The coefficients are stored in the :class:`~ragchat.ports.CalibrationStore` the deployed
 functions read (an SSM parameter or the data directory's file), with the figures.
 """
@@ -22,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.answerability import (
+    CALIBRATED,
     Coefficients,
     Signals,
     decide,
@@ -124,6 +133,40 @@ def fit(signals: Sequence[Signals], kinds: Sequence[str], threshold: float) -> C
     return Coefficients(threshold, fitted.intercept, fitted.weights, cutoff, reader)
 
 
+def keep_built_in(
+    signals: Sequence[Signals], kinds: Sequence[str], built_in: Coefficients
+) -> tuple[Coefficients, str]:
+    """The built-in extractive fit with the reader cutoff refitted on its probabilities, unless the
+    refit lets through fewer answerable or more off-topic dev questions than the built-in one; and
+    what was kept, in words."""
+    p = [probability(s, built_in, built_in.threshold) for s in signals]
+    refit = fit_reader_cutoff(
+        [v for v, k in zip(p, kinds, strict=True) if k == "answerable"],
+        [v for v, k in zip(p, kinds, strict=True) if k == "off_topic"],
+        built_in.cutoff,
+    )
+    old = built_in.reader_cutoff if built_in.reader_cutoff is not None else built_in.cutoff
+
+    def passed(cut: float, kind: str) -> int:
+        return sum(v >= cut for v, k in zip(p, kinds, strict=True) if k == kind)
+
+    better = passed(refit, "answerable") >= passed(old, "answerable") and passed(
+        refit, "off_topic"
+    ) <= passed(old, "off_topic")
+    reader = refit if better else old
+    note = (
+        "extractive: the built-in fit kept (its cutoff is checked against SQuAD 2.0 by "
+        "bench/bench_grounding.py, which this command does not run); reader cutoff "
+        + (
+            f"refitted on it: {reader:.2f}"
+            if better
+            else f"built-in {old:.2f} kept (the refit {refit:.2f} was worse)"
+        )
+    )
+    kept = Coefficients(built_in.threshold, built_in.intercept, built_in.weights, built_in.cutoff, reader)
+    return kept, note
+
+
 def figures(signals: Sequence[Signals], kinds: Sequence[str], c: Coefficients) -> dict[str, Any]:
     """Per policy and kind: ``[questions let through, questions]`` (answerable: answered; the others:
     let through to the model, i.e. not refused)."""
@@ -150,8 +193,13 @@ class Calibrator:
         threshold = self.retriever.settings.similarity_threshold
         signals = measure(self.retriever, self.owner, questions)
         kinds = [q.kind for q in questions]
-        coefficients = fit(signals, kinds, threshold)
+        built_in = CALIBRATED.get(self.model_id)
+        if built_in is None:
+            coefficients, note = fit(signals, kinds, threshold), "both policies fitted on the dev set"
+        else:
+            coefficients, note = keep_built_in(signals, kinds, built_in)
         result = Calibration(self.model_id, coefficients, figures(signals, kinds, coefficients))
+        result.figures["note"] = note
         result.figures["questions"] = len(questions)
         if save:
             self.store.save(self.model_id, result.entry())
