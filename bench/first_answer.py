@@ -36,8 +36,6 @@ def main() -> None:
         passed = {k: v for k, v in os.environ.items() if k in wanted}
         env = {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive", **passed}
         box = Container(load_settings(env))
-        # as in `ragchat serve`: where its worker warms evidence, a question does not embed it
-        box.passage_vectors.defer_unwarmed = box.evidence_warmer is not None
         box.embedder.embed_documents(["warm-up"])
         doc = box.ingestion.submit("bench", body=body, filename="ingest.md")
         started = time.perf_counter()

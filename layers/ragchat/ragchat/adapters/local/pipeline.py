@@ -208,7 +208,7 @@ class InlineIngestionLauncher:
         done = True
         try:
             done = self._warmer(*key, self._upload_waiting)
-        except Exception:  # a refinement: questions answer by the top-1 rule and words meanwhile
+        except Exception:  # a question embeds what it reaches meanwhile
             logger.exception("evidence.warm_error", extra={"documentId": key[1]})
         with self._cond:
             self._warming = False
