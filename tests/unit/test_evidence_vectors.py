@@ -20,6 +20,7 @@ from ragchat.config import load_settings
 from ragchat.domain import answerability
 from ragchat.domain.models import Document, DocumentStatus, VectorRecord
 from ragchat.services.evidence import EvidenceWarmer, chunk_evidence_texts
+from ragchat.services.ingest_runner import SlicedRunner
 
 from tests.fakes import FakeEmbedder, OneBatchSteps
 from tests.unit.evidence_docs import GUIDE, POLICY, QUESTIONS
@@ -232,7 +233,7 @@ def test_warming_yields_to_an_upload_and_resumes_after_it() -> None:
             events.append(f"ingest {document_id}")
             return super().split(owner, document_id)
 
-    launcher = InlineIngestionLauncher(lambda: Steps(), warmer=warmer)  # type: ignore[arg-type, return-value]
+    launcher = InlineIngestionLauncher(lambda: Steps(), runner=SlicedRunner(), warmer=warmer)  # type: ignore[arg-type, return-value]
     try:
         launcher.warm([(OWNER, "old")])
         assert warming.wait(10)
