@@ -7,7 +7,10 @@ READY, then, with ``--wait-warm``, for its evidence vectors too; then
 asks three questions (the first one again last) and prints each one's time. Not written to
 ``bench/results/`` (a diagnostic: run it both ways, alternated).
 
-Usage: ``python bench/first_answer.py [--wait-warm]``.
+``--pdf-pages N``: a generated N-page PDF (``tests/pdfs.book_pdf``) instead of the sample document,
+asked about its pages (issue 31 item 4: the first answer at READY on a 1,000-page PDF).
+
+Usage: ``python bench/first_answer.py [--wait-warm] [--pdf-pages N]``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ QUESTIONS = [
     "How are documents split into chunks?",
 ]
 
+PDF_QUESTIONS = [
+    "What did the committee review on page 500?",
+    "What did the committee review?",
+    "What did the committee review on page 500?",
+]
+
 
 def main() -> None:
     from ragchat.bootstrap import Container
@@ -36,10 +45,18 @@ def main() -> None:
         passed = {k: v for k, v in os.environ.items() if k in wanted}
         env = {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive", **passed}
         box = Container(load_settings(env))
-        # as in `ragchat serve`: where its worker warms evidence, a question does not embed it
-        box.passage_vectors.defer_unwarmed = box.evidence_warmer is not None
         box.embedder.embed_documents(["warm-up"])
-        doc = box.ingestion.submit("bench", body=body, filename="ingest.md")
+        questions = QUESTIONS
+        if "--pdf-pages" in sys.argv:
+            sys.path.insert(0, str(ROOT))
+            from tests.pdfs import book_pdf
+
+            pages = int(sys.argv[sys.argv.index("--pdf-pages") + 1])
+            pdf = book_pdf(pages)
+            doc = box.ingestion.submit_file("bench", data=pdf, filename="book.pdf")
+            questions = PDF_QUESTIONS
+        else:
+            doc = box.ingestion.submit("bench", body=body, filename="ingest.md")
         started = time.perf_counter()
         while box.documents.get_document("bench", doc.id).status.value not in ("READY", "FAILED"):
             time.sleep(0.01)
@@ -47,7 +64,7 @@ def main() -> None:
         if "--wait-warm" in sys.argv:
             box.launcher.wait_warm(120)
             print(f"evidence stored after {time.perf_counter() - started:.2f} s", flush=True)
-        for question in QUESTIONS:
+        for question in questions:
             asked = time.perf_counter()
             result = box.ask.ask("bench", question)
             ms = (time.perf_counter() - asked) * 1000

@@ -278,3 +278,10 @@ def test_only_public_powertools_apis_are_used() -> None:
         if name.startswith("aws_lambda_powertools") and any(part.startswith("_") for part in name.split("."))
     ]
     assert wrong == []
+
+
+def test_the_local_worker_receives_its_sliced_runner_from_the_bootstrap() -> None:
+    """``SlicedRunner`` is per call only in ``run_to_end``; the worker's runner is built by the
+    composition root (issue 31 item 5)."""
+    builders = {str(path.relative_to(PACKAGE)) for path in modules() if constructions(path, {"SlicedRunner"})}
+    assert builders == {"services/ingest_runner.py", "bootstrap/ingestion.py"}

@@ -91,7 +91,6 @@ def test_on_demand_embeds_no_evidence_for_chunks_nobody_asked_about(tmp_path: Pa
         _ingest(box)
         assert box.evidence_warmer is None
         assert warm_unwarmed(box) == 0  # `ragchat serve` queues nothing either
-        assert not box.passage_vectors.defer_unwarmed
         assert not set(_counting(box).documents) & _every_evidence_text(box)
         assert _chunks_with_evidence(box) == set()
 

@@ -20,6 +20,7 @@ from ragchat.config import load_settings
 from ragchat.domain import answerability
 from ragchat.domain.models import Document, DocumentStatus, VectorRecord
 from ragchat.services.evidence import EvidenceWarmer, chunk_evidence_texts
+from ragchat.services.ingest_runner import SlicedRunner
 
 from tests.fakes import FakeEmbedder, OneBatchSteps
 from tests.unit.evidence_docs import GUIDE, POLICY, QUESTIONS
@@ -232,7 +233,7 @@ def test_warming_yields_to_an_upload_and_resumes_after_it() -> None:
             events.append(f"ingest {document_id}")
             return super().split(owner, document_id)
 
-    launcher = InlineIngestionLauncher(lambda: Steps(), warmer=warmer)  # type: ignore[arg-type, return-value]
+    launcher = InlineIngestionLauncher(lambda: Steps(), runner=SlicedRunner(), warmer=warmer)  # type: ignore[arg-type, return-value]
     try:
         launcher.warm([(OWNER, "old")])
         assert warming.wait(10)
@@ -293,32 +294,37 @@ class _HeldWarmer:
 
 
 @pytest.mark.usefixtures("calibrated")
-def test_the_first_question_at_ready_embeds_only_itself_and_answers_from_the_right_document(
+def test_the_first_question_at_ready_embeds_what_it_reaches_and_answers_as_once_warmed(
     tmp_path: Path,
 ) -> None:
-    """Asked before the document's evidence vectors are stored, a question embeds nothing but itself
-    (no passage or sentence on the request: the top-1 rule decides and the answer quotes by words);
-    it is answered from the right document. Once the evidence lands, answers are by meaning again,
-    still embedding nothing but the question."""
+    """Asked before the document's evidence vectors are stored (its warmer held back), as `ragchat
+    serve` runs, a question embeds the passages and sentences it reaches itself and stores them: it
+    is answered by meaning, from the right document, with the answer the warmed document gives (no
+    top-1-and-words fallback at READY, issue 31). The warmer then skips what that question stored,
+    and asked again the question embeds nothing but itself."""
     with _container(tmp_path) as box:
         launcher = box.launcher
         assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
         held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]
         launcher._warmer = held
-        box.passage_vectors.defer_unwarmed = True  # as `ragchat serve` sets it (its worker warms)
+        warm_unwarmed(box)  # as `ragchat serve` starts (its worker warms)
         _ingest(box)
         embedder = box.embedder
         assert isinstance(embedder, _Counting)
         embedder.batches.clear()
-        first = box.ask.ask(OWNER, "How long do I have to hand in an expense report?")
+        question = "How long do I have to hand in an expense report?"
+        first = box.ask.ask(OWNER, question)
         assert not first.guard_used
         assert "30 days" in first.answer
         assert first.sources and "expense" in (first.sources[0].title or "").lower()
-        assert embedder.batches == []  # only the question (embed_query) was embedded
+        on_request = {t for b in embedder.batches for t in b}
+        assert on_request  # the hits' passages and sentences, embedded for this answer
+        embedder.batches.clear()
         held.released.set()
         assert launcher.wait_warm(30)
+        assert not on_request & {t for b in embedder.batches for t in b}  # not embedded twice
         embedder.batches.clear()
-        assert not box.ask.ask(OWNER, "Where can I leave my bike?").guard_used
+        assert box.ask.ask(OWNER, question).answer == first.answer
         assert embedder.batches == []
 
 

@@ -165,7 +165,7 @@ def test_a_document_deleted_before_its_turn_is_dropped_quietly() -> None:
 def gated() -> Iterator[tuple[World, GatedEmbedder, InlineIngestionLauncher, IngestionService]]:
     embedder = GatedEmbedder()
     w = World(embedder)
-    launcher = InlineIngestionLauncher(lambda: w.steps, coalesce_texts=8)
+    launcher = InlineIngestionLauncher(lambda: w.steps, runner=SlicedRunner(coalesce_texts=8))
     service = IngestionService(w.docs, w.blobs, launcher, w.settings)
     yield w, embedder, launcher, service
     launcher.close(timeout=0)

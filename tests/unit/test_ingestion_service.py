@@ -12,7 +12,7 @@ from ragchat.domain.context import chunk_header, embedding_text
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
 from ragchat.domain.ids import note_id, stable_document_id
 from ragchat.domain.models import Document, DocumentStatus, SearchFilter
-from ragchat.services.ingest_runner import run_to_end
+from ragchat.services.ingest_runner import SlicedRunner, run_to_end
 from ragchat.services.ingestion import IngestionService, IngestSteps, human_error
 
 from tests.fakes import (
@@ -82,7 +82,7 @@ def many_paragraphs(n: int) -> str:
 # ------------------------------------------------------------------------------ happy path
 def test_document_goes_from_pending_to_ready_through_the_inline_pipeline() -> None:
     w = World()
-    launcher = InlineIngestionLauncher(lambda: w.steps)
+    launcher = InlineIngestionLauncher(lambda: w.steps, runner=SlicedRunner())
     service = IngestionService(w.docs, w.blobs, launcher, w.settings, clock=w.clock)
     try:
         doc = service.submit(OWNER, body=TEXT, collection="biology")
@@ -379,7 +379,9 @@ def test_run_many_fails_only_the_document_that_fails() -> None:
 
 def test_the_inline_launcher_embeds_queued_documents_together() -> None:
     w = World()
-    launcher = InlineIngestionLauncher(lambda: w.steps, max_documents_per_run=3)
+    launcher = InlineIngestionLauncher(
+        lambda: w.steps, runner=SlicedRunner(max_new_per_round=3), max_documents_per_run=3
+    )
     service = IngestionService(w.docs, w.blobs, launcher, w.settings, clock=w.clock)
     with launcher._cond:  # hold the worker back until everything is queued
         ids = [service.submit(OWNER, body=f"Note number {i} about topic {i}.").id for i in range(7)]

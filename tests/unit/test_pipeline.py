@@ -9,6 +9,7 @@ import pytest
 from ragchat.adapters.local.extractive import ExtractiveChatModel
 from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest
+from ragchat.services.ingest_runner import SlicedRunner
 
 from tests.fakes import OneBatchSteps
 
@@ -49,7 +50,7 @@ class RecordingSteps(OneBatchSteps):
 @pytest.fixture
 def launcher_and_steps() -> Any:
     steps = RecordingSteps(block="A")
-    launcher = InlineIngestionLauncher(lambda: steps)  # type: ignore[arg-type, return-value]
+    launcher = InlineIngestionLauncher(lambda: steps, runner=SlicedRunner())  # type: ignore[arg-type, return-value]
     yield launcher, steps
     steps.release.set()
     launcher.close()
@@ -94,7 +95,7 @@ def test_restart_while_running_runs_once_more_afterwards_never_concurrently(
 
 def test_a_failing_run_does_not_stop_the_worker() -> None:
     steps = RecordingSteps(fail="A")
-    launcher = InlineIngestionLauncher(lambda: steps)  # type: ignore[arg-type, return-value]
+    launcher = InlineIngestionLauncher(lambda: steps, runner=SlicedRunner())  # type: ignore[arg-type, return-value]
     try:
         launcher.start("u", "A")
         launcher.start("u", "B")
@@ -107,7 +108,7 @@ def test_a_failing_run_does_not_stop_the_worker() -> None:
 
 def test_resume_queues_documents_left_over_by_a_crash() -> None:
     steps = RecordingSteps()
-    launcher = InlineIngestionLauncher(lambda: steps)  # type: ignore[arg-type, return-value]
+    launcher = InlineIngestionLauncher(lambda: steps, runner=SlicedRunner())  # type: ignore[arg-type, return-value]
     try:
         launcher.resume([("u", "A"), ("v", "B")])
         assert launcher.wait_idle(WAIT)
@@ -117,7 +118,7 @@ def test_resume_queues_documents_left_over_by_a_crash() -> None:
 
 
 def test_closed_launcher_refuses_new_work() -> None:
-    launcher = InlineIngestionLauncher(lambda: RecordingSteps())  # type: ignore[arg-type, return-value]
+    launcher = InlineIngestionLauncher(lambda: RecordingSteps(), runner=SlicedRunner())  # type: ignore[arg-type, return-value]
     launcher.close()
     with pytest.raises(RuntimeError):
         launcher.start("u", "A")

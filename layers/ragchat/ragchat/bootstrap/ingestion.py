@@ -27,9 +27,13 @@ class IngestionRoot(Models):
 
             arn = required(self.settings.state_machine_arn, "STATE_MACHINE_ARN")
             return StepFunctionsLauncher(arn, self._client("stepfunctions"))
-        from ragchat.adapters.local.pipeline import InlineIngestionLauncher
+        from ragchat.adapters.local.pipeline import MAX_DOCUMENTS_PER_RUN, InlineIngestionLauncher
+        from ragchat.services.ingest_runner import SlicedRunner
 
-        launcher = InlineIngestionLauncher(lambda: self.ingest_steps, warmer=self.evidence_warmer)
+        runner = SlicedRunner(max_new_per_round=MAX_DOCUMENTS_PER_RUN)
+        launcher = InlineIngestionLauncher(
+            lambda: self.ingest_steps, runner=runner, warmer=self.evidence_warmer
+        )
         self._opened(launcher.close)
         return launcher
 

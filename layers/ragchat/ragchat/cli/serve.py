@@ -116,9 +116,8 @@ def warm_unwarmed(container: Container) -> int:
     warm = getattr(container.launcher, "warm", None)
     if warmer is None or warm is None:
         return 0
-    # From now on every READY document's evidence is queued here: a question that finds some not
-    # stored yet answers without it (words, top-1 rule) rather than embedding it on the request.
-    container.passage_vectors.defer_unwarmed = True
+    # A question that reaches evidence not stored yet embeds and stores it itself (same vectors, same
+    # answer as once warmed); the warmer skips what is stored.
     pending = warmer.pending()
     warm(pending)
     return len(pending)

@@ -55,10 +55,3 @@ class ModelError(RagchatError):
     """The chat model failed after its retries."""
 
     status = 502
-
-
-class EvidencePending(Exception):  # a state, not a failure: no HTTP status
-    """A question's passages or sentences come from chunks whose evidence vectors are not stored yet
-    (their document just turned READY; ``ragchat.services.evidence`` embeds them in the background).
-    The request does not embed them itself: the decision falls back to the top-1 rule and the
-    extractive answer to words until they land."""

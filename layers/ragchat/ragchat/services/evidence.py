@@ -8,8 +8,10 @@ depend only on a chunk's text and its document's title, so once a document is RE
 ingestion worker embeds them when it has nothing else to do (:class:`EvidenceWarmer`, a document at a
 time, in batches, yielding to new uploads) and keeps them in the ``EvidenceStore``, read by chunk at
 question time (:class:`~ragchat.services.retrieval.PassageVectors`). A question that reaches a
-document not warmed yet (just READY, or renamed) does not embed them on the request: it is decided by
-the top-1 rule and answered by words until they are stored.
+chunk not warmed yet (its document just READY, or renamed) embeds the missing texts itself and stores
+them under the chunk, as ``on_demand`` does below: an answer at READY is the answer once warmed (no
+top-1-and-words fallback while evidence is missing; that rule is kept only for
+``ANSWERABILITY=similarity``, which reads no evidence).
 
 With ``EVIDENCE_WARMING=on_demand`` there is no warmer: nothing is embedded for chunks nobody asks
 about. A question embeds the missing texts of the chunks it reaches and stores them under their chunk

@@ -36,7 +36,7 @@ from ragchat.domain.answerability import (
     evidence_passages,
 )
 from ragchat.domain.citations import strip_citations
-from ragchat.domain.errors import EvidencePending, TransientError, ValidationError
+from ragchat.domain.errors import TransientError, ValidationError
 from ragchat.domain.models import Hit, SearchFilter
 from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
 
@@ -107,10 +107,11 @@ class PassageVectors:
     before embeds nothing new. Bounded (least recently used out first) and safe across the server's
     threads. With an ``EvidenceStore`` (local), texts not in memory are first looked up among the
     vectors precomputed for the chunks they come from (``chunk_ids``; ``ragchat.services.evidence``).
-    When a text is missing and some of those chunks' documents are not warmed yet (just READY, or
-    renamed, and the background warmer has not stored their vectors), the call raises
-    :class:`EvidencePending` instead of embedding them on the request: the callers answer without
-    them (top-1 rule, words). Without a store, texts not in memory are embedded."""
+    A text still missing (its document just turned READY and the background warmer has not reached
+    it, or it was renamed) is embedded on the request and stored under its chunk: a question at READY
+    is decided and answered with the vectors it would read once the warmer is done (issue 31: no
+    answer at reduced quality while evidence is missing). Without a store, texts not in memory are
+    embedded."""
 
     def __init__(
         self, embedder: Embedder, size: int = PASSAGE_CACHE_SIZE, *, store: EvidenceStore | None = None
@@ -118,11 +119,6 @@ class PassageVectors:
         self._embedder = embedder
         self._size = max(0, size)
         self._store = store
-        # True where a background warmer in this process will store the missing evidence (``ragchat
-        # serve``): a question then answers without it instead of embedding it on the request. False
-        # in a one-shot process (``ragchat ask`` after ``ragchat ingest``): nobody else will embed
-        # them, so the question does, and answers by meaning.
-        self.defer_unwarmed = False
         self._vectors: OrderedDict[str, list[float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -131,8 +127,8 @@ class PassageVectors:
     ) -> list[list[float]]:
         """The vectors of ``passages``, in order. ``owners``: gives the chunk each text comes from
         (called only when a text has to be embedded here); a text embedded here is stored under it
-        (``EVIDENCE_WARMING=on_demand``, or nobody warms), so the next question on that chunk reads
-        it, as it reads a warmed one."""
+        (whatever ``EVIDENCE_WARMING`` says: the warmer skips what is stored), so the next question
+        on that chunk reads it, as it reads a warmed one."""
         with self._lock:
             known = {p: self._vectors[p] for p in passages if p in self._vectors}
             for p in known:
@@ -147,8 +143,6 @@ class PassageVectors:
             self._remember(stored)
             known.update(stored)
             missing = [p for p in missing if p not in stored]
-            if missing and self.defer_unwarmed and self._unwarmed(chunk_ids):
-                raise EvidencePending(f"{len(missing)} texts of chunks not warmed yet")
         if missing:
             fresh = self._embedder.embed_documents(missing)
             embedded = dict(zip(missing, fresh, strict=True))
@@ -175,16 +169,6 @@ class PassageVectors:
         except Exception as exc:
             logger.warning("evidence.write_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
             return {}
-
-    def _unwarmed(self, chunk_ids: Sequence[str]) -> bool:
-        """Whether some of ``chunk_ids`` do not have all their evidence stored yet (a failed read
-        counts as warmed: the texts are embedded, as without a store)."""
-        assert self._store is not None
-        try:
-            return bool(set(chunk_ids) - self._store.warmed_chunks(chunk_ids))
-        except Exception as exc:
-            logger.warning("evidence.read_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
-            return False
 
     def similarities(
         self,
@@ -394,15 +378,10 @@ class Retriever:
             chunks = [h.id for h in vector_hits[:EVIDENCE_CHUNKS]]
             owners = partial(passage_owners, vector_hits, titles)
             if passages:
-                try:
-                    passage_scores = self._retry_once(
-                        "embed_passages",
-                        lambda: self.passage_vectors.similarities(query, passages, chunks, owners),
-                    )
-                except EvidencePending as pending:
-                    # the chunks' passages are not embedded yet: the top-1 rule decides until they are
-                    logger.info("evidence.pending", extra={"step": "decision", "detail": str(pending)})
-                    coefficients = None
+                passage_scores = self._retry_once(
+                    "embed_passages",
+                    lambda: self.passage_vectors.similarities(query, passages, chunks, owners),
+                )
             timings["answerability"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
         documents = [h.document_id for h in vector_hits]
@@ -429,12 +408,9 @@ class Retriever:
             return None
         chunks = [h.id for h in hits[:EVIDENCE_CHUNKS]]
         owners = partial(passage_owners, hits, titles)
-        try:
-            scores = self._retry_once(
-                "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks, owners)
-            )
-        except EvidencePending:
-            return None  # not embedded yet: as if there were no passages
+        scores = self._retry_once(
+            "embed_passages", lambda: self.passage_vectors.similarities(query, passages, chunks, owners)
+        )
         return max(scores)
 
     def _titles(self, owner: str, hits: list[Hit]) -> list[str | None] | None:

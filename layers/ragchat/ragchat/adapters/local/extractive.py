@@ -18,7 +18,6 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
-from ragchat.domain.errors import EvidencePending
 from ragchat.domain.models import Completion, Hit, ModelRequest
 
 logger = logging.getLogger("ragchat.extractive")
@@ -68,8 +67,6 @@ class ExtractiveChatModel:
                 relevance = self._relevance(question, request.question_vector, hits, titles)
                 text = extractive_answer(question, hits, relevance=relevance, titles=titles)
                 return Completion(text=text, model=self.model_id)
-            except EvidencePending:  # the sentences' vectors are not stored yet: words until they are
-                logger.info("extractive: sentence vectors not stored yet; BM25 only")
             except Exception as exc:  # by meaning is a refinement: BM25 still answers
                 reason = f"{type(exc).__name__}: {exc}"
                 logger.warning("extractive: sentence relevance failed (%s); BM25 only", reason)

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from ragchat.services.ingest_runner import COALESCE_TEXTS, SlicedRunner
+from ragchat.services.ingest_runner import SlicedRunner
 
 if TYPE_CHECKING:
     from ragchat.services.ingest_steps import IngestSteps
@@ -50,16 +50,18 @@ class InlineIngestionLauncher:
         self,
         steps_factory: Callable[[], IngestSteps],
         *,
+        runner: SlicedRunner,
         max_documents_per_run: int = MAX_DOCUMENTS_PER_RUN,
-        coalesce_texts: int = COALESCE_TEXTS,
         warmer: Warmer | None = None,
     ) -> None:
+        """``runner``: the worker's rounds (built by the composition root, with at most
+        ``max_documents_per_run`` new documents per round)."""
         self._steps_factory = steps_factory
         self._warmer = warmer
         self._warm: deque[Key] = deque()  # documents whose evidence vectors are still to embed
         self._warming = False
         self._max_per_run = max(1, int(max_documents_per_run))
-        self._runner = SlicedRunner(coalesce_texts=coalesce_texts, max_new_per_round=self._max_per_run)
+        self._runner = runner
         self._queue: deque[Key] = deque()
         self._queued: set[Key] = set()
         self._running: set[Key] = set()
@@ -208,7 +210,7 @@ class InlineIngestionLauncher:
         done = True
         try:
             done = self._warmer(*key, self._upload_waiting)
-        except Exception:  # a refinement: questions answer by the top-1 rule and words meanwhile
+        except Exception:  # a question embeds what it reaches meanwhile
             logger.exception("evidence.warm_error", extra={"documentId": key[1]})
         with self._cond:
             self._warming = False
