@@ -13,3 +13,14 @@ import pytest
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow ones first
+
+
+@pytest.fixture(autouse=True)
+def aws_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS's request limits on every botocore client a test creates (moto- or Stubber-backed): a
+    request past one fails as the service would (``tests/aws_contracts/limits.py``)."""
+    from botocore import handlers
+
+    from tests.aws_contracts.limits import LIMIT_HOOK
+
+    monkeypatch.setattr(handlers, "BUILTIN_HANDLERS", [*handlers.BUILTIN_HANDLERS, LIMIT_HOOK])
