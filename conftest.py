@@ -8,6 +8,8 @@ It lives at the repository root, not in ``tests/``: a conftest there would put `
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -16,11 +18,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def aws_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+def aws_limits() -> Iterator[None]:
     """AWS's request limits on every botocore client a test creates (moto- or Stubber-backed): a
     request past one fails as the service would (``tests/aws_contracts/limits.py``)."""
-    from botocore import handlers
+    from tests.aws_contracts.hooks import session_handler
+    from tests.aws_contracts.limits import before_parameter_build
 
-    from tests.aws_contracts.limits import LIMIT_HOOK
-
-    monkeypatch.setattr(handlers, "BUILTIN_HANDLERS", [*handlers.BUILTIN_HANDLERS, LIMIT_HOOK])
+    with session_handler("before-parameter-build", before_parameter_build):
+        yield

@@ -3,7 +3,7 @@
 * ``check_lambda_payload``: Lambda's 6 MB synchronous invocation payload, request and response
   (API Gateway → Lambda events in ``Stack.handler``, Step Functions → Lambda in the task patch).
 * ``check_state_io``: Step Functions' 256 KB state input/output (the task patch).
-* ``LIMIT_HOOK``, a botocore ``before-parameter-build`` handler that the root ``conftest.py`` adds to
+* ``before_parameter_build``, a botocore handler that the root ``conftest.py`` adds to
   every botocore session a test creates (moto-backed or Stubber-backed clients alike):
   DynamoDB 400 KB items, ``BatchWriteItem`` 25 requests / 16 MB, ``BatchGetItem`` 100 keys,
   ``TransactWriteItems`` 100 actions / 4 MB; Step Functions ``StartExecution`` input 256 KB; SQS and
@@ -46,7 +46,9 @@ BEDROCK_BODY = 25_000_000
 def _exceeded(operation: str, message: str) -> Exception:
     from botocore.exceptions import ClientError
 
-    return ClientError({"Error": {"Code": "ValidationException", "Message": f"AWS limit: {message}"}}, operation)
+    return ClientError(
+        {"Error": {"Code": "ValidationException", "Message": f"AWS limit: {message}"}}, operation
+    )
 
 
 class LambdaPayloadTooLarge(AssertionError):
@@ -167,7 +169,9 @@ def _bedrock(operation: str, params: Mapping[str, Any]) -> None:
                 raise _exceeded(operation, f"Titan V2 input of {len(text):,} characters > {TITAN_V2_CHARS:,}")
             pieces = len(_TOKENISH.findall(text))
             if pieces > TITAN_V2_TOKENS:
-                raise _exceeded(operation, f"Titan V2 input of at least {pieces:,} tokens > {TITAN_V2_TOKENS:,}")
+                raise _exceeded(
+                    operation, f"Titan V2 input of at least {pieces:,} tokens > {TITAN_V2_TOKENS:,}"
+                )
     if operation in ("Converse", "ConverseStream") and _size(params) > BEDROCK_BODY:
         raise _exceeded(operation, f"request > {BEDROCK_BODY:,} bytes")
 
@@ -192,6 +196,3 @@ def check_request(prefix: str, operation: str, params: Mapping[str, Any]) -> Non
 
 def before_parameter_build(params: Mapping[str, Any], model: Any, **_: Any) -> None:
     check_request(model.service_model.signing_name, model.name, params)
-
-
-LIMIT_HOOK = ("before-parameter-build", before_parameter_build)

@@ -29,7 +29,12 @@ _ACTIONS = {
     ("bedrock", "Converse"): "bedrock:InvokeModel",
     ("bedrock", "ConverseStream"): "bedrock:InvokeModelWithResponseStream",
 }
-_TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+_TRANSACT = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
 
 
 def _table(region: str, name: str, index: str | None = None) -> str:
@@ -48,7 +53,9 @@ def _dynamodb(operation: str, params: Mapping[str, Any], region: str) -> list[Re
             out.append(Request(f"dynamodb:{action}", _table(region, body["TableName"]), {}))
         return out
     if "TableName" in params:
-        return [Request(f"dynamodb:{operation}", _table(region, params["TableName"], params.get("IndexName")), {})]
+        return [
+            Request(f"dynamodb:{operation}", _table(region, params["TableName"], params.get("IndexName")), {})
+        ]
     raise Unmapped(f"dynamodb:{operation}")
 
 
@@ -104,7 +111,11 @@ def _sqs(operation: str, params: Mapping[str, Any], region: str) -> list[Request
 def _secrets(operation: str, params: Mapping[str, Any], region: str) -> list[Request]:
     secret = params["SecretId"]
     # a name resolves to the secret's full ARN: the name and AWS's six random characters
-    arn = secret if secret.startswith("arn:") else f"arn:aws:secretsmanager:{region}:{ACCOUNT}:secret:{secret}-AbCdEf"
+    arn = (
+        secret
+        if secret.startswith("arn:")
+        else f"arn:aws:secretsmanager:{region}:{ACCOUNT}:secret:{secret}-AbCdEf"
+    )
     return [Request(f"secretsmanager:{operation}", arn, {})]
 
 

@@ -31,7 +31,9 @@ from tests.aws_contracts.policy import statements_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account, and the one test_template deploys to
-STACK_ID = f"arn:aws:cloudformation:{{region}}:{ACCOUNT}:stack/ragchat-dev/1b2c3d4e-aaaa-bbbb-cccc-000011112222"
+STACK_ID = (
+    f"arn:aws:cloudformation:{{region}}:{ACCOUNT}:stack/ragchat-dev/1b2c3d4e-aaaa-bbbb-cccc-000011112222"
+)
 _ARN_KINDS = {
     "AWS::Lambda::Function": "arn:aws:lambda:{region}:{account}:function:{name}",
     "AWS::SQS::Queue": "arn:aws:sqs:{region}:{account}:{name}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,8 +73,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
 
     roles = iam_roles()
     checker = IamChecker(roles.statements, REGION) if roles else None
-    if checker is not None:
-        checker.install(monkeypatch)
+    checks = checker.installed() if checker is not None else contextlib.nullcontext()
 
     def invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
         payload = json.loads(event) if isinstance(event, str) else (event or {})
@@ -94,7 +94,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
 
     monkeypatch.setattr(LambdaFunction, "_invoke_lambda", invoke_in_process)
 
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+    with checks, mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         session = boto3.session.Session(region_name=REGION)
         create_tables(
             session.client("dynamodb"),
@@ -160,7 +160,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         built.append(container)
         functions = dict(roles.functions_by_area) if roles else {}
         try:
-            yield Stack(container, embedder, sfn, s3, state_machine_arn, invocations, functions)
+            yield Stack(container, embedder, sfn, s3, state_machine_arn, invocations, functions, checker)
         finally:
             container.close()
         if checker is not None:

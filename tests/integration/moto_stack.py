@@ -41,6 +41,8 @@ from tests.aws_contracts.limits import check_lambda_payload
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
 
+    from tests.aws_contracts.iam import IamChecker
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 REGION = "us-east-1"
@@ -78,6 +80,7 @@ class Stack:
     state_machine_arn: str
     invocations: list[dict[str, Any]] = field(default_factory=list)
     functions: dict[str, str] = field(default_factory=dict)  # area -> the template's function id
+    iam: IamChecker | None = None  # None without the SAM virtualenv outside CI
 
     def handler(self, area: str) -> Callable[[dict[str, Any], Any], Any]:
         """The function's handler, called as API Gateway or S3 would: its AWS calls act as the
