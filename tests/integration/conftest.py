@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.aws_contracts.policy import Request
+from tests.aws_contracts.roles import ACCOUNT, Roles
 from tests.integration.moto_stack import (
     BUCKET,
     COUNTERS,
@@ -22,6 +25,26 @@ from tests.integration.moto_stack import (
 )
 
 
+def iam_roles() -> Roles | None:
+    """The roles of the translated template, resolved to the names of the stack below (its tables,
+    bucket, state machine and step function); ``None`` without the SAM virtualenv outside CI."""
+    from tests.aws_contracts.roles import resolve_template, roles_of, translated_template
+
+    template = translated_template()
+    if template is None:
+        return None
+    machine_arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE}"
+    physical = {
+        "DocumentsTable": TABLES["documents"],
+        "ConversationsTable": TABLES["conversations"],
+        "CountersTable": COUNTERS,
+        "DocumentsBucket": BUCKET,
+        "IngestStateMachine": machine_arn,
+        "IngestStepsFunction": STEPS_FUNCTION,
+    }
+    return roles_of(resolve_template(template, REGION, physical), template["Resources"])
+
+
 @pytest.fixture
 def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     import boto3
@@ -31,6 +54,8 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
+    from tests.aws_contracts.iam import IamChecker, acting_as
+    from tests.aws_contracts.limits import check_lambda_payload, check_state_io
     from tests.fakes import FakeEmbedder
 
     for name, value in {
@@ -46,19 +71,30 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     steps_handler = load_function("ingest_steps").lambda_handler.with_container(lambda: built[0])
     invocations: list[dict[str, Any]] = []
 
+    roles = iam_roles()
+    checker = IamChecker(roles.statements, REGION) if roles else None
+    checks = checker.installed() if checker is not None else contextlib.nullcontext()
+
     def invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
         payload = json.loads(event) if isinstance(event, str) else (event or {})
         invocations.append(payload)
         assert self.function_name == STEPS_FUNCTION, self.function_name
+        if checker is not None and roles is not None:  # the state machine's role invokes the task
+            checker.check(roles.state_machine, Request("lambda:InvokeFunction", self.function_arn, {}))
+        check_state_io("ingest step input", payload)
+        check_lambda_payload("ingest step request", payload)
         try:
-            result = steps_handler(payload, None)
+            with acting_as(roles.functions_by_area["ingest_steps"] if roles else "ingest_steps"):
+                result = steps_handler(payload, None)
         except Exception as exc:  # the Lambda runtime's unhandled-error shape
             return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}), True, ""
+        check_lambda_payload("ingest step response", result)
+        check_state_io("ingest step result", result)
         return json.dumps(result), False, ""
 
     monkeypatch.setattr(LambdaFunction, "_invoke_lambda", invoke_in_process)
 
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+    with checks, mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         session = boto3.session.Session(region_name=REGION)
         create_tables(
             session.client("dynamodb"),
@@ -122,7 +158,10 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         embedder = FakeEmbedder(dimension=64)
         container = Container(settings, embedder=embedder)
         built.append(container)
+        functions = dict(roles.functions_by_area) if roles else {}
         try:
-            yield Stack(container, embedder, sfn, s3, state_machine_arn, invocations)
+            yield Stack(container, embedder, sfn, s3, state_machine_arn, invocations, functions, checker)
         finally:
             container.close()
+        if checker is not None:
+            checker.assert_all_allowed()

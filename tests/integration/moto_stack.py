@@ -15,6 +15,13 @@ How the pieces meet
   folder (the OpenSearch adapter is covered by the contract suite).
 * Each ``functions/<area>/app.py`` is loaded fresh per test (by file path): the test calls the very
   handler object the function exports, over the container of that test.
+* IAM: every AWS call a handler makes runs as its function's role in the translated template, the
+  step handler's as ``IngestStepsFunction``'s, the state machine's Lambda invocations as its own role
+  (``tests/aws_contracts/iam.py``); a call the deployed role would deny raises AccessDenied and fails
+  the test. The bucket and state machine have the names the template gives them (stage ``dev``, the
+  test account), so the template's ARNs are the test's.
+* Limits: a handler's event and response are held to Lambda's 6 MB synchronous payload
+  (``tests/aws_contracts/limits.py``).
 """
 
 from __future__ import annotations
@@ -28,16 +35,22 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tests.aws_contracts.iam import acting_as
+from tests.aws_contracts.limits import check_lambda_payload
+
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
+
+    from tests.aws_contracts.iam import IamChecker
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 REGION = "us-east-1"
 TABLES = {"documents": "ragchat-test-documents", "conversations": "ragchat-test-conversations"}
 COUNTERS = "ragchat-test-counters"
-BUCKET = "ragchat-test-documents-bucket"
-STATE_MACHINE = "ragchat-test-ingest"
+# the template's names for stage dev in account 123456789012 (tests/aws_contracts/roles.py's stack id)
+BUCKET = "ragchat-dev-documents-123456789012-1b2c3d4e"
+STATE_MACHINE = "ragchat-dev-ingest"
 STEPS_FUNCTION = "ragchat-test-ingest-steps"
 
 
@@ -66,11 +79,24 @@ class Stack:
     s3: Any
     state_machine_arn: str
     invocations: list[dict[str, Any]] = field(default_factory=list)
+    functions: dict[str, str] = field(default_factory=dict)  # area -> the template's function id
+    iam: IamChecker | None = None  # None without the SAM virtualenv outside CI
 
     def handler(self, area: str) -> Callable[[dict[str, Any], Any], Any]:
+        """The function's handler, called as API Gateway or S3 would: its AWS calls act as the
+        function's role, its event and response within Lambda's synchronous payload limit."""
         exported = load_function(area).lambda_handler
-        handler: Callable[[dict[str, Any], Any], Any] = exported.with_container(lambda: self.container)
-        return handler
+        inner: Callable[[dict[str, Any], Any], Any] = exported.with_container(lambda: self.container)
+        principal = self.functions.get(area, area)
+
+        def invoke(event: dict[str, Any], context: Any) -> Any:
+            check_lambda_payload(f"{principal} request", event)
+            with acting_as(principal):
+                response = inner(event, context)
+            check_lambda_payload(f"{principal} response", response)
+            return response
+
+        return invoke
 
     def executions(self) -> list[dict[str, Any]]:
         resp = self.sfn.list_executions(stateMachineArn=self.state_machine_arn)
