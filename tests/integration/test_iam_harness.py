@@ -15,11 +15,22 @@ from tests.integration.moto_stack import Stack, load_event
 
 
 def without_action(template: dict[str, Any], role: str, action: str) -> dict[str, Any]:
+    """The template with ``action`` taken out of every policy ``role`` has: its inline policies and the
+    template's managed policies it attaches (``ManagedPolicyArns: [!Ref …]``)."""
     mutated = copy.deepcopy(template)
+    resources = mutated["Resources"]
+    properties = resources[role]["Properties"]
+    documents = [policy["PolicyDocument"] for policy in properties.get("Policies", [])]
+    for arn in properties.get("ManagedPolicyArns", []):
+        name = arn.get("Ref") if isinstance(arn, dict) else None
+        if name in resources and resources[name]["Type"] == "AWS::IAM::ManagedPolicy":
+            documents.append(resources[name]["Properties"]["PolicyDocument"])
     dropped = 0
-    for policy in mutated["Resources"][role]["Properties"]["Policies"]:
-        statements = policy["PolicyDocument"]["Statement"]
+    for document in documents:
+        statements = document["Statement"]
         for statement in statements if isinstance(statements, list) else [statements]:
+            if "Action" not in statement:  # a NotAction statement grants nothing named here
+                continue
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             dropped += action in actions
             statement["Action"] = [a for a in actions if a != action]
