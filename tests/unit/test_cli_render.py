@@ -107,7 +107,7 @@ def test_the_ingest_summary_never_cuts_a_path_title_or_id() -> None:
         IngestOutcome("/tmp/edited.txt", "READY", "D3", 2, title="Edited", new_version=True),
     ]
     out = StringIO()
-    console = Console(file=out, width=80, color_system=None)
+    console = Console(file=out, width=110, color_system=None)  # the table (80 columns: blocks)
     assert _print_summary(console, outcomes) == 1
     columns = table_columns(out.getvalue())
     expected = {0: path, 1: LONG_TITLE, 4: "DVERYLONGDOCUMENTID0000001", 5: "unchanged: already ingested"}
