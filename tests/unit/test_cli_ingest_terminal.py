@@ -52,3 +52,21 @@ def test_a_folder_reports_its_unsupported_files_as_skipped(run, tmp_path: Path) 
 def test_help_states_the_size_limit_before_anything_is_sent() -> None:
     result = CliRunner().invoke(app, ["ingest", "--help"], env={"COLUMNS": "200"})
     assert "Files up to 21.8 MB each" in result.output
+
+
+def test_refusal_and_unknown_collection_have_their_own_exit_codes(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    note = tmp_path / "hours.md"
+    note.write_text("# Opening hours\n\nThe office opens at 8:30 on weekdays.\n")
+    assert run(str(note), "--collection", "finance").exit_code == 0
+    env = {"COLUMNS": "80", "RAGCHAT_DATA_DIR": str(tmp_path / "data")}
+
+    def ask(*args: str):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(app, ["ask", *args], env=env)
+
+    answered = ask("When does the office open?", "--collection", "finance")
+    assert answered.exit_code == 0 and "8:30" in answered.output
+    refused = ask("What is the capital of Mongolia?")
+    assert refused.exit_code == 3, refused.output
+    unknown = ask("When does the office open?", "--collection", "finanse")
+    assert unknown.exit_code == 4
+    assert 'no collection named "finanse" (your collections: finance)' in unknown.output

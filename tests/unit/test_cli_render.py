@@ -152,7 +152,7 @@ def test_a_command_run_in_process_leaves_logging_as_it_found_it(monkeypatch: pyt
 
     def answer(question: str, collection: str | None) -> Answer:
         seen.append(logging.root.manager.disable)  # quiet while the command runs
-        return Answer("Nothing.", [], True, {})
+        return Answer("Nothing.", [], False, {})
 
     monkeypatch.setattr(ask_module, "ask_local", answer)
     before = logging.root.manager.disable
