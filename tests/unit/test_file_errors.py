@@ -61,3 +61,16 @@ def test_the_upload_form_says_the_same_sentence(tmp_path: Path) -> None:
     ticket = json.loads(presign(api, {"filename": "empty.txt"})["body"])
     res = post_file(api, ticket, b"")
     assert res["statusCode"] == 400 and error(res) == EMPTY_FILE
+
+
+def test_the_add_page_states_the_limit_and_checks_it_before_sending() -> None:
+    api = make_api({"MAX_UPLOAD_BYTES": str(LIMIT)})
+    page = api.call("GET", "/write", principal=None)["body"]
+    config = json.loads(page.split('id="ragchat-config">', 1)[1].split("</script>", 1)[0])
+    assert config["maxUploadBytes"] == str(LIMIT)
+    assert "id=file-limit" in page
+    script = (Path(__file__).parents[2] / "layers/ragchat/ragchat/web/write.js").read_text()
+    # the same sentence as the API's, and the progress bar reset after any refusal
+    assert "'The file is too large (' + megabytes(file.size) + '): the limit is '" in script
+    assert "'Files up to ' + megabytes(LIMIT)" in script
+    assert ".catch(err => { resetProgress();" in script
