@@ -191,7 +191,7 @@ def test_an_oversized_body_is_refused_with_413_not_a_reset() -> None:
         with connect(served) as sock:
             sock.sendall(head.encode() + body)
             status, _, answer = parse(read_all(sock))
-    assert status == 413 and "Payload too large" in json.loads(answer)["error"]
+    assert status == 413 and "The file is too large" in json.loads(answer)["error"]
 
 
 def test_clients_still_sending_take_no_slot() -> None:

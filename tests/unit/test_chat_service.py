@@ -551,7 +551,7 @@ def test_export_markdown_and_json() -> None:
     rig.say(c, "Why is the sky blue?")
     conv, messages = rig.chat.conversations.transcript(OWNER, c)
     md = export_markdown(conv, messages)
-    assert md.startswith("# Sky talk") and "## User" in md and "## Assistant" in md and "- `n-" in md
+    assert md.startswith("# Sky talk") and "## User" in md and "## Assistant" in md and "## Sources" in md
     data = json.loads(json.dumps(conversation_export_json(conv, messages)))
     assert data["id"] == c and [m["role"] for m in data["messages"]] == ["user", "assistant"]
     assert data["messages"][1]["sources"][0]["id"].startswith("n-")

@@ -107,7 +107,7 @@ def test_the_ingest_summary_never_cuts_a_path_title_or_id() -> None:
         IngestOutcome("/tmp/edited.txt", "READY", "D3", 2, title="Edited", new_version=True),
     ]
     out = StringIO()
-    console = Console(file=out, width=80, color_system=None)
+    console = Console(file=out, width=110, color_system=None)  # the table (80 columns: blocks)
     assert _print_summary(console, outcomes) == 1
     columns = table_columns(out.getvalue())
     expected = {0: path, 1: LONG_TITLE, 4: "DVERYLONGDOCUMENTID0000001", 5: "unchanged: already ingested"}
@@ -152,7 +152,7 @@ def test_a_command_run_in_process_leaves_logging_as_it_found_it(monkeypatch: pyt
 
     def answer(question: str, collection: str | None) -> Answer:
         seen.append(logging.root.manager.disable)  # quiet while the command runs
-        return Answer("Nothing.", [], True, {})
+        return Answer("Nothing.", [], False, {})
 
     monkeypatch.setattr(ask_module, "ask_local", answer)
     before = logging.root.manager.disable

@@ -120,7 +120,7 @@ def test_chat_answer_stored_message_and_export_carry_title_and_page() -> None:
     assert exported["messages"][-1]["sources"][0]["title"] == "Sky handbook"
     assert exported["messages"][-1]["sources"][0]["page"] == 3
     md = export_markdown(conv, rig.store.list_messages(OWNER, c).items)
-    assert "- `n-sky` — Sky handbook, p. 3: The sky appears blue" in md
+    assert "[^1]: Sky handbook, p. 3 — “The sky appears blue" in md
 
 
 def test_a_renamed_document_shows_its_new_title_in_new_answers() -> None:
@@ -181,7 +181,7 @@ def test_markdown_export_of_older_messages_without_title() -> None:
     conv = Conversation(id="c1", owner=OWNER, title="T")
     msg = Message(id="m1", conversation_id="c1", owner=OWNER, role="assistant", content="A",
                   sources=[SourceRef("n1", "old text")])  # fmt: skip
-    assert "- `n1`: old text" in export_markdown(conv, [msg])
+    assert "[^1]: `n1` — “old text”" in export_markdown(conv, [msg])
     assert json.loads(json.dumps(conversation_export_json(conv, [msg])))["messages"][0]["sources"] == [
         {"id": "n1", "documentId": None, "title": None, "text": "old text"}
     ]

@@ -24,6 +24,7 @@ from ragchat.api.errors import error_event_response, register_error_handlers
 from ragchat.api.limits import LIMITS_CHECKED, refuse_before_body
 from ragchat.api.security_headers import swagger_headers
 from ragchat.domain.errors import RateLimited
+from ragchat.domain.file_errors import too_large
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -67,8 +68,7 @@ class RagchatResolver(APIGatewayRestResolver):
         if size > self.body_limit:
             return error_event_response(
                 413,
-                f"Payload too large: {size} bytes (limit {self.body_limit} bytes); "
-                "send a larger file with POST /uploads",
+                too_large(size, self.body_limit) + " Send a larger file with POST /uploads.",
             )
         problem = body_problem(event)
         if problem is not None:

@@ -88,7 +88,8 @@ _WRITE_BODY = """<div class=cards><section class="card wide collection">
 <div class=actions><button class="btn primary">Add note</button></div></form></section>
 <section class=card aria-labelledby=upload-h><h2 id=upload-h>Upload a file</h2>
 <form id=u class=stack><label for=file class=label>File <span class=muted>(@UPLOAD_LIST@)</span></label>
-<input id=file type=file accept="@UPLOAD_ACCEPT@">
+<input id=file type=file accept="@UPLOAD_ACCEPT@" aria-describedby=file-limit>
+<p id=file-limit class=muted></p>
 <div class=actions><button class="btn primary" id=upload>Upload</button></div></form></section></div>"""
 
 _DOCUMENTS_BODY = """<section class=card><div class=toolbar>
@@ -252,9 +253,11 @@ def router(container: Container) -> APIGatewayRouter:
 
     def config() -> dict[str, str]:
         settings = container.settings
-        return page_config(
+        shown = page_config(
             settings.page_auth, client_id=settings.cognito_client_id, region=settings.aws_region
         )
+        # the size limit the Add page states before anything is sent (the upload grant's limit)
+        return {**shown, "maxUploadBytes": str(container.uploads.max_bytes)}
 
     def page(name: str) -> Response[str]:
         # No principal needed: the shell is the same for everyone (see the module docstring).

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragchat.cli.common import (
+    EXIT_REFUSED,
+    EXIT_UNKNOWN_COLLECTION,
     ApiOption,
     TokenOption,
     VerboseOption,
@@ -33,6 +35,23 @@ def ask_local(question: str, collection: str | None) -> Answer:
         "guardUsed": result.guard_used,
     }
     return Answer(result.answer, sources_of(raw["sources"]), result.guard_used, raw)
+
+
+def local_collections() -> set[str]:
+    """The collections of the local documents (every page of the list)."""
+    container = build_container()
+    owner, found, cursor = container.settings.local_principal, set(), None
+    while True:
+        page = container.documents.list_documents(owner, limit=100, cursor=cursor)
+        found |= {str(d.collection) for d in page.items if d.collection}
+        if not (cursor := page.cursor):
+            return found
+
+
+def unknown_collection(collection: str, existing: set[str]) -> str:
+    """The error for a ``--collection`` no document is in, naming the ones there are."""
+    names = ", ".join(sorted(existing)) if existing else "none yet"
+    return f'no collection named "{collection}" (your collections: {names})'
 
 
 def print_answer(answer: Answer) -> None:
@@ -68,9 +87,17 @@ def ask(
                 answer = ApiClient(api, api_token_for(api, token)).ask(question, collection=collection)
             else:
                 answer = ask_local(question, collection)
+            if answer.guard_used and collection:
+                existing = (
+                    ApiClient(api, api_token_for(api, token)).collections() if api else local_collections()
+                )
+                if collection not in existing:
+                    raise fail(unknown_collection(collection, existing), EXIT_UNKNOWN_COLLECTION)
         except (ApiError, RagchatError) as exc:
             raise fail(exc.message) from None
     if as_json:
         typer.echo(json.dumps(answer.raw, indent=2, ensure_ascii=False))
     else:
         print_answer(answer)
+    if answer.guard_used:  # refused: nothing found that answers (the reply says what was missing)
+        raise typer.Exit(EXIT_REFUSED)

@@ -196,6 +196,17 @@ class ApiClient:
         )
 
     # ---------------------------------------------------------------- chat
+    def collections(self) -> set[str]:
+        """The collections the caller's documents are in (``GET /documents``, every page)."""
+        found: set[str] = set()
+        cursor: str | None = None
+        while True:
+            data = self._json("GET", "/documents", query={"limit": "100", "cursor": cursor})
+            found |= {str(d["collection"]) for d in data.get("items", []) if d.get("collection")}
+            cursor = data.get("cursor")
+            if not cursor:
+                return found
+
     def create_conversation(
         self, *, collection: str | None = None, document_id: str | None = None, persona: str | None = None
     ) -> str:

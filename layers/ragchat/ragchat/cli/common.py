@@ -41,6 +41,15 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show log l
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
+# Exit codes (docs/usage.md): 1 a file failed or a request went wrong; 2 a path given does not exist
+# (as for any other bad argument); 3 ``ask`` refused (nothing found that answers); 4 an unknown
+# ``--collection``.
+EXIT_FAILED = 1
+EXIT_MISSING = 2
+EXIT_REFUSED = 3
+EXIT_UNKNOWN_COLLECTION = 4
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``error: message`` on stderr; the caller raises the returned ``typer.Exit``."""
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 import typer
 
 from ragchat.cli.common import (
+    EXIT_FAILED,
+    EXIT_MISSING,
     SUPPORTED,
     SUPPORTED_LIST,
     ApiOption,
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 
 UNCHANGED = "unchanged: already ingested"
 NEW_VERSION = "new version: replaces the earlier one"
+MISSING = "no such file or folder"
+LONG_PATH = 30  # a longer path shows its folder and its file name on lines of their own
+WIDE = 110  # narrower terminals get one block of lines per file instead of a table
 
 
 @dataclass
@@ -48,13 +53,17 @@ class IngestOutcome:
     new_version: bool = False
 
 
-def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome]]:
-    """Files to ingest (folders recursively, supported types only) and the paths rejected outright."""
+def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome], list[Path]]:
+    """Files to ingest (folders recursively, supported types only), the paths rejected outright and
+    the files a folder held that are not a supported type (reported as skipped, by name)."""
     files: list[Path] = []
     rejected: list[IngestOutcome] = []
+    skipped: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED)
+            inside = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            files += [p for p in inside if p.suffix.lower() in SUPPORTED]
+            skipped += [p for p in inside if p.suffix.lower() not in SUPPORTED]
         elif path.is_file():
             if path.suffix.lower() in SUPPORTED:
                 files.append(path)
@@ -62,7 +71,7 @@ def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome]]:
                 error = f"unsupported type ({SUPPORTED_LIST})"
                 rejected.append(IngestOutcome(str(path), "FAILED", error=error))
         else:
-            rejected.append(IngestOutcome(str(path), "FAILED", error="no such file or folder"))
+            rejected.append(IngestOutcome(str(path), "FAILED", error=MISSING))
     seen: set[Path] = set()
     unique = []
     for f in files:
@@ -70,7 +79,7 @@ def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome]]:
         if resolved not in seen:
             seen.add(resolved)
             unique.append(f)
-    return unique, rejected
+    return unique, rejected, skipped
 
 
 def file_source(path: Path) -> str:
@@ -186,34 +195,64 @@ def _note(outcome: IngestOutcome) -> str:
     return UNCHANGED if outcome.duplicate else NEW_VERSION if outcome.new_version else ""
 
 
-def _print_summary(console: Console, outcomes: list[IngestOutcome]) -> int:
-    """The summary table; returns how many did not end READY."""
+def _file_cell(path: str) -> str:
+    """A long path as its folder, then its file name on a line of its own: a narrow column folds the
+    folder if it must, never the name (unless the name alone is wider than the column)."""
+    folder, sep, name = path.rpartition("/")
+    return f"{folder}{sep}\n{name}" if sep and folder and len(path) > LONG_PATH else path
+
+
+def _print_blocks(console: Console, outcomes: list[IngestOutcome], notes: list[str]) -> None:
+    """The summary for a narrow terminal: per file, its status, name, chunks and id on one line (each
+    a whole token), then its folder, title and note; lines wrap between words, never inside an id."""
+    from rich.markup import escape
+
+    for o, note in zip(outcomes, notes, strict=True):
+        folder, _, name = o.path.rpartition("/")
+        colour = "green" if o.status == "READY" else "red"
+        chunks = f"{o.chunks} chunk" + "s" * (o.chunks != 1)
+        head = f"[{colour}]{o.status}[/] {escape(name)}" + (
+            f"  {chunks}  {o.document_id}" if o.document_id else ""
+        )
+        console.print(head, overflow="fold")
+        for label, value in (("in", folder + "/" if folder else ""), ("title", o.title), ("note", note)):
+            if value:
+                console.print(f"  {label}: " + escape(value), overflow="fold")
+
+
+def _print_summary(console: Console, outcomes: list[IngestOutcome], skipped: list[Path] = ()) -> int:  # type: ignore[assignment]
+    """The summary table; returns how many did not end READY. Ids, statuses and counts are never
+    split: their columns do not wrap, and the id column is as wide as the longest id."""
     from rich.markup import escape
     from rich.table import Table
 
     notes = [o.error or _note(o) for o in outcomes]
     table = Table(title="Ingestion summary")
-    # Long paths, titles, ids and reasons wrap onto more lines rather than being cut with "…"; the
-    # Note column is there when a file has one.
+    id_width = max((len(o.document_id) for o in outcomes), default=0)
     table.add_column("File", overflow="fold")
     table.add_column("Title", overflow="fold")
-    table.add_column("Status", overflow="fold")
-    table.add_column("Chunks", overflow="fold", justify="right")
-    table.add_column("Document id", overflow="fold")
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Chunks", no_wrap=True, justify="right")
+    table.add_column("Document id", no_wrap=True, min_width=max(id_width, 2))
     if any(notes):
         table.add_column("Note", overflow="fold")
     for o, note in zip(outcomes, notes, strict=True):
         colour = "green" if o.status == "READY" else "red"
-        cells = [escape(o.path), escape(o.title), f"[{colour}]{o.status}[/]", str(o.chunks), o.document_id]
-        table.add_row(*cells, *([escape(note)] if any(notes) else []))
-    console.print(table)
+        cells = [escape(_file_cell(o.path)), escape(o.title), f"[{colour}]{o.status}[/]", str(o.chunks)]
+        table.add_row(*cells, o.document_id, *([escape(note)] if any(notes) else []))
+    if outcomes and console.width >= WIDE:
+        console.print(table)
+    elif outcomes:
+        _print_blocks(console, outcomes, notes)
     failed = sum(1 for o in outcomes if o.status != "READY")
     unchanged = sum(1 for o in outcomes if o.duplicate and o.status == "READY")
     versions = sum(1 for o in outcomes if o.new_version and o.status == "READY")
     told = [f"{unchanged} unchanged"] if unchanged else []
     told += [f"{versions} new version" + "s" * (versions > 1)] if versions else []
     ready = f"{len(outcomes) - failed} ready" + (f" ({', '.join(told)})" if told else "")
-    console.print(f"{ready}, {failed} failed", markup=False)
+    names = ", ".join(p.name for p in skipped)
+    tail = f", {len(skipped)} skipped (unsupported: {names})" if skipped else ""
+    console.print(f"{ready}, {failed} failed{tail}", markup=False)
     return failed
 
 
@@ -232,15 +271,20 @@ def ingest(
     verbose: VerboseOption = False,
 ) -> None:
     """Ingest files and folders; waits for each, then prints READY/FAILED with reasons. A changed
-    file ingested again replaces its document; an unchanged one is left as it is ("unchanged")."""
+    file ingested again replaces its document; an unchanged one is left as it is ("unchanged").
+    Files up to {limit} each (MAX_BODY_BYTES / 1.2); a folder's other files are listed as skipped."""
     from rich.console import Console
 
     from ragchat.cli.client import ApiClient
 
     console = Console()
-    files, outcomes = collect_files(paths)
+    files, outcomes, skipped = collect_files(paths)
+    missing = [o.path for o in outcomes if o.error == MISSING]
+    if missing:  # said at once, before anything is sent: no progress bar, no table
+        raise fail("no such file or folder: " + ", ".join(missing), code=EXIT_MISSING)
     if not files and not outcomes:
-        raise fail(f"nothing to ingest (no {SUPPORTED_LIST} files found)")
+        names = f" (skipped: {', '.join(p.name for p in skipped)})" if skipped else ""
+        raise fail(f"nothing to ingest (no {SUPPORTED_LIST} files found){names}")
     with quiet_logging(verbose):
         backend: IngestBackend
         if api:
@@ -248,8 +292,20 @@ def ingest(
         else:
             backend = LocalIngest(build_container())
         try:
-            outcomes += _ingest_all(console, backend, files, collection, timeout)
+            if files:  # only unsupported files given: no 0/0 progress bar
+                outcomes += _ingest_all(console, backend, files, collection, timeout)
         finally:
             backend.close()
-    if _print_summary(console, outcomes):
-        raise typer.Exit(1)
+    if _print_summary(console, outcomes, skipped):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _default_limit() -> str:
+    """The default size limit, as ``--help`` states it (the configuration's default, no env read)."""
+    from ragchat.config import Settings
+    from ragchat.domain.file_errors import megabytes
+
+    return megabytes(int(Settings.model_fields["max_body_bytes"].default / 1.2))
+
+
+ingest.__doc__ = (ingest.__doc__ or "").replace("{limit}", _default_limit())

@@ -141,6 +141,12 @@ def strip_citations(text: str) -> str:
     return re.sub(r"[ \t]{2,}", " ", body).strip()
 
 
+def strip_sources_line(text: str) -> str:
+    """Text without its trailing ``Sources:`` line (the tags stay)."""
+    body, _, _ = _split_trailing_sources(text, set())
+    return body.rstrip()
+
+
 def strip_citation_tags(text: str) -> str:
     without = CITATION_RE.sub("", text)
     return _WS.sub(" ", without).strip()

@@ -100,7 +100,23 @@ def plain_text(sentence: str) -> str:
     for i in range(0, len(parts), 2):
         for _ in range(2):  # nested emphasis (***both***)
             parts[i] = _EMPHASIS.sub(_emphasised, parts[i])
-    return " ".join("".join(parts).split())
+    return _STRAY_MARKS.sub("", " ".join("".join(parts).split())).strip()
+
+
+# emphasis marks left over where a sentence split ran through "**Tools.** AWS credentials…"
+_STRAY_MARKS = re.compile(
+    r"^(?:\*{1,3}|_{2,3}|~~)(?=\s)|(?<=\s)(?:\*{1,3}|_{2,3}|~~)$|(?<=[.!?:;,])(?:\*{1,3}|_{2,3}|~~)(?=\s|$)"
+)
+SUMMARY_NOTE = (
+    "Summaries need a model (the Claude answer mode); without one, here are the passages that match best:"
+)
+_SUMMARY_ASK = re.compile(r"\b(summari[sz]e|summary|overview|tl;?dr)\b", re.IGNORECASE)
+
+
+def _mid_sentence(pos: int, sentence: str) -> bool:
+    """A passage's first sentence that starts in lower case began before the passage did (a chunk
+    boundary ran through it): quoted, it would read "transitions; t3.small.search…"."""
+    return pos == 0 and sentence[:1].islower()
 
 
 def _emphasised(match: re.Match[str]) -> str:
@@ -273,7 +289,7 @@ def extractive_answer(
         _Candidate(rank, pos, plain, Counter(tokens(plain)), meaning=titled(plain, row, title_of(hit)))
         for rank, hit in enumerate(ranked)
         for pos, (sentence, row) in enumerate(_split(strip_citations(hit.text)))
-        if (plain := plain_text(sentence))
+        if (plain := plain_text(sentence)) and not _mid_sentence(pos, plain)
     ]
     if not candidates:
         return GUARD_REPLY
@@ -287,6 +303,8 @@ def extractive_answer(
         f"{truncate_at_word(c.text, MAX_SENTENCE_CHARS)} [source: {ranked[c.hit_rank].id}]" for c in chosen
     ]
     used = list(dict.fromkeys(ranked[c.hit_rank].id for c in chosen))
+    if _SUMMARY_ASK.search(question):  # a quote is not a summary: say what would make one
+        parts.insert(0, SUMMARY_NOTE)
     return with_sources_line(" ".join(parts), used)
 
 

@@ -17,6 +17,7 @@ from aws_lambda_powertools import Logger
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
 from ragchat.domain.extraction import PDF, PRIMARY_EXTENSIONS
+from ragchat.domain.file_errors import EMPTY_FILE, too_large
 from ragchat.domain.ids import new_id
 from ragchat.domain.intake import (
     MAX_METADATA_BYTES,
@@ -96,7 +97,7 @@ def _raw_body(body: bytes | str | None, max_body_bytes: int, limit_bytes: int) -
         raise ValidationError("text must be a string")
     raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
     if len(raw) * 1.2 > max_body_bytes:
-        raise PayloadTooLarge(f"Document is too large (limit {limit_bytes / (1024 * 1024):.1f} MiB)")
+        raise PayloadTooLarge(too_large(len(raw), limit_bytes))
     return raw
 
 
@@ -104,7 +105,7 @@ def _checked_text(raw: bytes, content_type: str) -> str | None:
     """The body as text (``None`` for a PDF). A PDF small enough is parsed now: unreadable → 400."""
     if content_type == "application/pdf":
         if not raw.strip():
-            raise ValidationError("Document body is empty")
+            raise ValidationError(EMPTY_FILE)
         if len(raw) <= INLINE_PDF_CHECK_BYTES:
             from ragchat.domain.extraction import check_pdf
 

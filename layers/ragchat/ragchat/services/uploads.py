@@ -32,6 +32,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, Forbidden, PayloadTooLarge, RagchatError, ValidationError
+from ragchat.domain.file_errors import EMPTY_FILE, too_large
 from ragchat.domain.ids import new_id
 from ragchat.domain.models import Document
 from ragchat.domain.uploads import (
@@ -187,7 +188,7 @@ class UploadService:
         if self.claims.get(grant_claim_key(grant.key), now=self.clock()) > 0:
             raise Conflict(USED)
         if declared_bytes is not None and declared_bytes > grant.max_bytes + FORM_OVERHEAD_BYTES:
-            raise PayloadTooLarge(f"Upload is too large (limit {grant.max_bytes} bytes)")
+            raise PayloadTooLarge(too_large(declared_bytes, grant.max_bytes))
         return grant
 
     def receive_local(self, token: str, content_type: str, body: bytes) -> Accepted:
@@ -204,9 +205,9 @@ class UploadService:
         if declared is not None and declared != grant.content_type:
             raise Forbidden(f"Content-Type must be {grant.content_type} for this upload")
         if len(data) > grant.max_bytes:
-            raise PayloadTooLarge(f"Upload is too large (limit {grant.max_bytes} bytes)")
+            raise PayloadTooLarge(too_large(len(data), grant.max_bytes))
         if len(data) < grant.min_bytes:
-            raise ValidationError("Empty upload: the file part has no content")
+            raise ValidationError(EMPTY_FILE)
         self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
         try:
             return self._accept(grant.key, data, grant.metadata, source="api", stored_key=None)

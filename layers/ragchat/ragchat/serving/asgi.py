@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from email.message import Message
 from typing import TYPE_CHECKING, Any
 
+from ragchat.domain.file_errors import too_large
 from ragchat.serving.events import Gateway, response_body, response_headers
 
 if TYPE_CHECKING:
@@ -338,5 +339,5 @@ def _framing_problem(headers: Message, length: int | None, limit: int) -> tuple[
     if length is None or length < 0:
         return 400, {"error": "Invalid Content-Length"}
     if length > limit:
-        return 413, {"error": f"Payload too large: {length} bytes (limit {limit} bytes)"}
+        return 413, {"error": too_large(length, limit) + " Send a larger file with POST /uploads."}
     return None

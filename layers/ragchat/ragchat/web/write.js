@@ -40,14 +40,22 @@ async function upload(file) {
   const url = new URL(grant.url, location.href), same = url.origin === location.origin;
   const reply = await send('POST', url.href, form, same ? authHeaders() : {});
   return {...reply, documentId: grant.documentId}; }
+// The size limit, stated before anything is sent, in the words the API uses (domain/file_errors.py).
+const LIMIT = Number(CONFIG.maxUploadBytes || 0);
+function megabytes(n) { const mb = n / 1e6; return (mb < 0.1 ? mb.toFixed(2) : mb.toFixed(1)) + ' MB'; }
+function resetProgress() { progress.value = 0; progress.hidden = true; }
+if (LIMIT) $('file-limit').textContent = 'Files up to ' + megabytes(LIMIT) + '.';
 $('u').onsubmit = e => { e.preventDefault();
   const file = $('file').files[0]; if (!file) { show('Choose a file first.', 'error'); return; }
+  if (LIMIT && file.size > LIMIT) { resetProgress();
+    show('The file is too large (' + megabytes(file.size) + '): the limit is ' + megabytes(LIMIT) + '.', 'error'); return; }
+  if (!file.size) { resetProgress(); show('The file is empty.', 'error'); return; }
   const button = $('upload'); button.disabled = true; progress.value = 0; progress.hidden = false;
   show('Uploading… 0 %');
   upload(file).then(r => { progress.value = 100;  // the same bytes again: the document as it was
     if (r.duplicate) show('Already uploaded, unchanged: ' + (r.title || file.name) + ' (' + r.status + ').', 'ok');
     else follow(r.documentId, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : ''); })
-    .catch(err => show(describe(err), 'error')).finally(() => { button.disabled = false; }); };
+    .catch(err => { resetProgress(); show(describe(err), 'error'); }).finally(() => { button.disabled = false; }); };
 function start() { api('/openapi.json').then(doc => { presigned = !!((doc.paths || {})['/uploads'] || {}).post; })
   .catch(() => {}); }
 boot();

@@ -1,0 +1,76 @@
+"""One vocabulary for a refused file (issue 33, item 7): the same plain sentence, sizes in MB with the
+limit named, whichever door the file came through — ``POST /documents`` (what ``ragchat ingest --api``
+sends), the ingestion service (what ``ragchat ingest`` runs locally) and the page's ``POST /uploads``
+form."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragchat.adapters.local.files import FileBlobStore
+from ragchat.domain.errors import PayloadTooLarge, ValidationError
+from ragchat.domain.file_errors import EMPTY_FILE, limit_note, megabytes, too_large
+
+from tests.unit.api_support import make_api
+from tests.unit.test_direct_uploads import post_file, presign
+
+LIMIT = 2_000_000  # MAX_BODY_BYTES 2_400_000 / 1.2
+ENV = {"MAX_BODY_BYTES": "2400000", "MAX_UPLOAD_BYTES": str(LIMIT)}
+BIG = b"x" * 2_500_000
+SENTENCE = "The file is too large (2.5 MB): the limit is 2.0 MB."
+
+
+def error(response: dict[str, Any]) -> str:
+    return str(json.loads(response["body"])["error"])
+
+
+def test_sizes_read_in_megabytes_never_raw_bytes() -> None:
+    assert megabytes(31_457_315) == "31.5 MB"
+    assert megabytes(21_779_797) == "21.8 MB"
+    assert megabytes(20_000) == "0.02 MB"
+    assert too_large(31_457_315, 21_779_797) == "The file is too large (31.5 MB): the limit is 21.8 MB."
+    assert limit_note(21_779_797) == "Files up to 21.8 MB."
+
+
+def test_post_documents_says_the_same_sentence(tmp_path: Path) -> None:
+    api = make_api(ENV)
+    res = api.call("POST", "/documents", raw_body=BIG, headers={"Content-Type": "text/plain"})
+    assert res["statusCode"] == 413
+    assert error(res).startswith(SENTENCE)  # followed by the hint to use POST /uploads
+    assert "bytes" not in error(res)
+
+
+def test_the_local_ingestion_says_the_same_sentence() -> None:
+    api = make_api(ENV)
+    with pytest.raises(PayloadTooLarge) as refused:
+        api.container.ingestion.submit_file("u", data=BIG, filename="big.txt", source="cli")
+    assert refused.value.message == SENTENCE
+    with pytest.raises(ValidationError) as empty:
+        api.container.ingestion.submit_file("u", data=b"", filename="empty.pdf", source="cli")
+    assert empty.value.message == EMPTY_FILE
+
+
+def test_the_upload_form_says_the_same_sentence(tmp_path: Path) -> None:
+    api = make_api({"MAX_UPLOAD_BYTES": str(LIMIT)}, blobs=FileBlobStore(tmp_path))
+    ticket = json.loads(presign(api, {"filename": "big.txt"})["body"])
+    res = post_file(api, ticket, BIG)
+    assert res["statusCode"] == 413 and error(res) == SENTENCE
+    ticket = json.loads(presign(api, {"filename": "empty.txt"})["body"])
+    res = post_file(api, ticket, b"")
+    assert res["statusCode"] == 400 and error(res) == EMPTY_FILE
+
+
+def test_the_add_page_states_the_limit_and_checks_it_before_sending() -> None:
+    api = make_api({"MAX_UPLOAD_BYTES": str(LIMIT)})
+    page = api.call("GET", "/write", principal=None)["body"]
+    config = json.loads(page.split('id="ragchat-config">', 1)[1].split("</script>", 1)[0])
+    assert config["maxUploadBytes"] == str(LIMIT)
+    assert "id=file-limit" in page
+    script = (Path(__file__).parents[2] / "layers/ragchat/ragchat/web/write.js").read_text()
+    # the same sentence as the API's, and the progress bar reset after any refusal
+    assert "'The file is too large (' + megabytes(file.size) + '): the limit is '" in script
+    assert "'Files up to ' + megabytes(LIMIT)" in script
+    assert ".catch(err => { resetProgress();" in script
