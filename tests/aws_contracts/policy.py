@@ -13,7 +13,7 @@ condition on an *Allow* statement into a *Deny*. This one follows the documented
   ``ForAnyValue:``/``ForAllValues:`` set qualifiers; a missing key fails a positive operator and
   satisfies a negated one (``StringNotEquals`` ...), as AWS evaluates them.
 
-``tests/aws_contracts/test_policy.py`` checks it on AWS's documented examples.
+``tests/integration/test_aws_contracts.py`` checks it on AWS's documented examples.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def test_ingest_folder_reports_ready_and_failed(tmp_path: Path):
     assert status["bees.txt"] == (True, False)
     assert status["page.html"] == (True, False)
     assert status["broken.pdf"] == (False, True)
-    assert "ignored.bin" not in out.stdout
+    assert "skipped (unsupported: ignored.bin)" in out.stdout  # named, never dropped silently
     assert "3 ready, 1 failed" in out.stdout
     assert log_lines(out.stdout + out.stderr) == []  # no --verbose: the table, no log lines
 

@@ -9,6 +9,7 @@ Replayed against a real ``ragchat serve`` started as ``make run`` starts it (no 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -84,7 +85,9 @@ def test_a_client_without_the_runs_token_gets_401_on_every_data_route(tmp_path: 
         cli = str(Path(sys.executable).with_name("ragchat"))
         asked = [cli, "ask", "--api", server.url, "--json", "What is the lighthouse?"]
         done = subprocess.run(asked, env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
+        # signed in: the empty knowledge base refuses (exit 3), where a missing token exits 1 with a 401
+        assert done.returncode == 3, done.stderr
+        assert json.loads(done.stdout)["guardUsed"] is True
         # another data dir (another account's view): no token, 401
         env["RAGCHAT_DATA_DIR"] = str(tmp_path / "elsewhere")
         done = subprocess.run(asked, env=env, capture_output=True, text=True, timeout=120)

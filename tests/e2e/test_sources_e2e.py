@@ -49,7 +49,8 @@ def test_pdf_answers_carry_title_and_page_everywhere(server: Server, pdf_doc: st
     stored = server.request("GET", f"/chat/conversations/{conv}").json()["messages"][-1]
     assert stored["sources"] == turn.json()["sources"]
     md = server.request("GET", f"/chat/conversations/{conv}/export?format=markdown").body.decode()
-    assert f"- `{first['id']}` — Lighthouse manual, p. 2: " in md
+    assert "Lighthouse manual, p. 2 — “The Fresnel lens" in md  # a footnote with title and page
+    assert "[source:" not in md
 
     sse = server.request(
         "POST",

@@ -19,6 +19,8 @@ import pytest
 from ragchat.domain.models import DocumentStatus, SearchFilter
 from ragchat.services.ingestion import IngestSteps
 
+from tests.aws_contracts.iam import acting_as
+
 OWNER = "alice"
 DOC = "doc-reupload"
 V1 = "Version one is about the Eiffel Tower in Paris, completed in 1889 for the fair."
@@ -114,10 +116,17 @@ def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LauncherRig]
         container.close()
 
 
+def reupload(c: Any, text: str) -> None:
+    """The user's re-upload, made by the notes API while a step runs: on AWS it is the notes function's
+    role that writes the new body and starts the run, not the step function's (the IAM harness checks)."""
+    with acting_as("NotesApiFunction"):
+        c.ingestion.submit(OWNER, text=text, title="v2", document_id=DOC)
+
+
 def test_a_reupload_while_ingesting_ends_with_the_newest_content_ready(rig: LauncherRig) -> None:
     c = rig.container
     steps: GatedSteps = c.ingest_steps
-    steps.during_first_embed = lambda: c.ingestion.submit(OWNER, text=V2, title="v2", document_id=DOC)
+    steps.during_first_embed = lambda: reupload(c, V2)
     c.ingestion.submit(OWNER, text=V1, title="v1", document_id=DOC)
     # moto's executions and the local worker run in their own threads: wait for every run to close
     rig.wait_idle()
@@ -192,7 +201,7 @@ def test_a_stale_runs_late_writes_never_show(rig: LauncherRig, late_after: str) 
     c = rig.container
     steps = StaleSteps(c.documents, c.blobs, c.embedder, c.index, c.settings, late_after=late_after)
     c.ingest_steps = steps
-    steps.reupload = lambda: c.ingestion.submit(OWNER, text=V2, title="v2", document_id=DOC)
+    steps.reupload = lambda: reupload(c, V2)
     c.ingestion.submit(OWNER, text=V1, title="v1", document_id=DOC)
     rig.wait_idle()
     rig.wait_idle()
