@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 import psutil
+from benchdata import results_dir
 from real_vectors import real_vectors
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 K = 10
 CANDIDATES = 64
 

@@ -26,10 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchdata import models_path, results_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # ``tests.pdfs`` makes the PDF, also when run_all.py loads this file
     sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 OWNER = "bench"
 NOTE = "Ferns reproduce with spores rather than seeds."
 
@@ -38,7 +40,7 @@ def _container(tmp: str) -> Any:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
-    model_dir = str(load_settings().models_path)
+    model_dir = str(models_path())
     settings = load_settings(
         {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": model_dir, "RAGCHAT_CHAT_MODEL": "extractive"}
     )

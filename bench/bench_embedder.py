@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, models_path, results_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir() / "scifact"
 
 
@@ -38,12 +38,6 @@ def machine_info() -> dict[str, Any]:
         "onnxruntime": onnxruntime.__version__,
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
-
-
-def models_path() -> Path:
-    from ragchat.config import load_settings
-
-    return load_settings().models_path
 
 
 def load_passages(limit: int | None = None) -> list[str]:

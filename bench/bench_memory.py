@@ -27,8 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchdata import results_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 LINE = "The committee reviewed the budget, the plan and the schedule for the coming year. "
 
 

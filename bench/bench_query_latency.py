@@ -35,11 +35,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, cache_dir, models_path, results_dir
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-RESULTS = BENCH_DIR / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir()
 NAME = "query_latency"
 CHUNKS_PER_DOC = 50
@@ -53,12 +53,6 @@ def _pct(values: list[float], p: float) -> float:
     k = (len(ordered) - 1) * p / 100
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def _models_path() -> Path:
-    from ragchat.config import load_settings
-
-    return load_settings().models_path
 
 
 def _load_corpus(n: int) -> list[str]:
@@ -87,7 +81,7 @@ def _settings_env(data_dir: Path) -> dict[str, str]:
     }
     return env | {
         "RAGCHAT_DATA_DIR": str(data_dir),
-        "RAGCHAT_MODEL_DIR": str(_models_path()),
+        "RAGCHAT_MODEL_DIR": str(models_path()),
         "RAGCHAT_CHAT_MODEL": "extractive",
     }
 
@@ -98,7 +92,7 @@ def _base_evidence(texts: list[str], embedder: Any, passages: bool, sentences: b
     from ragchat.services.evidence import chunk_evidence_texts
 
     kind = f"{int(passages)}{int(sentences)}"
-    cache = REPO / ".ragchat" / "bench-cache" / f"scifact-evidence-{len(texts)}-{kind}.npz"
+    cache = cache_dir() / f"scifact-evidence-{len(texts)}-{kind}.npz"
     if cache.is_file():
         loaded = np.load(cache)
         return [loaded[f"t{i}"] for i in range(len(texts))]
@@ -207,7 +201,7 @@ def _measure(data_dir: Path, queries: list[str], n_queries: int, warmup: int) ->
     env = {
         **os.environ,
         "RAGCHAT_DATA_DIR": str(data_dir),
-        "RAGCHAT_MODEL_DIR": str(_models_path()),
+        "RAGCHAT_MODEL_DIR": str(models_path()),
         "RAGCHAT_CHAT_MODEL": "extractive",
     }
     env.pop("ANTHROPIC_API_KEY", None)
@@ -319,13 +313,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     queries = _load_queries()
     random.Random(7).shuffle(queries)
     # The base embeddings are cached (under the gitignored .ragchat/) so re-runs skip the slow part.
-    cache = REPO / ".ragchat" / "bench-cache" / f"scifact-base-{len(texts)}.npy"
+    cache = cache_dir() / f"scifact-base-{len(texts)}.npy"
     embed_s = 0.0
     if cache.is_file():
         vectors = np.load(cache)
         print(f"loaded {len(texts)} base embeddings from {cache}", flush=True)
     else:
-        embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+        embedder = OnnxMiniLMEmbedder.from_cache(models_path())
         t0 = time.perf_counter()
         vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
         embed_s = time.perf_counter() - t0

@@ -15,8 +15,10 @@ import time
 import traceback
 from pathlib import Path
 
+from benchdata import results_dir
+
 BENCH_DIR = Path(__file__).resolve().parent
-RESULTS = BENCH_DIR / "results"
+RESULTS = results_dir()
 README = BENCH_DIR.parent / "docs" / "benchmarks.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
