@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import random
+import secrets
 import socket
 import statistics
 import subprocess
@@ -35,7 +36,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir, cache_dir, models_path, results_dir
+from benchdata import bench_data_dir, cache_dir, models_path, results_dir, smoke
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -205,7 +206,9 @@ def _measure(data_dir: Path, queries: list[str], n_queries: int, warmup: int) ->
         "RAGCHAT_CHAT_MODEL": "extractive",
     }
     env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("RAGCHAT_API_TOKEN", None)
+    token = secrets.token_urlsafe(32)  # the server requires one (without it, it makes its own per run)
+    env["RAGCHAT_API_TOKEN"] = token
+    auth = {"Authorization": f"Bearer {token}"}
     log = (data_dir / "serve.log").open("wb")
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("ragchat")), "serve", "--port", str(port)],
@@ -233,7 +236,7 @@ def _measure(data_dir: Path, queries: list[str], n_queries: int, warmup: int) ->
         def one(text: str) -> tuple[float, dict[str, Any]]:
             path = "/?" + urllib.parse.urlencode({"text": text})
             t0 = time.perf_counter()
-            conn.request("GET", path)
+            conn.request("GET", path, headers=auth)
             resp = conn.getresponse()
             body = resp.read()
             ms = (time.perf_counter() - t0) * 1000
@@ -300,6 +303,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--base", type=int, default=500, help="distinct SciFact texts embedded for real")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
+    if smoke():  # tiny data: the run proves the code path, its figures mean nothing
+        parser.set_defaults(sizes="300", base=12, queries=4, warmup=1)
     args = parser.parse_args(argv if argv is not None else [])
     load_at_start = round(os.getloadavg()[0], 2)
     sizes = [int(s) for s in args.sizes.split(",") if s]

@@ -32,7 +32,9 @@ def models_path() -> Path:
 
 
 def results_dir() -> Path:
-    return Path(os.environ.get("RAGCHAT_BENCH_RESULTS") or REPO / "bench" / "results")
+    path = Path(os.environ.get("RAGCHAT_BENCH_RESULTS") or REPO / "bench" / "results")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def smoke() -> bool:
