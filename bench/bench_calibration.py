@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_scifact import _models_path, embed_cached
-from benchdata import bench_data_dir
+from bench_scifact import embed_cached
+from benchdata import bench_data_dir, models_path, results_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir() / "squad2-dev.json"
 COMPARE = (0.35, 0.40, 0.65)  # the previous placeholder, the default, the seeds' (768-d BGE)
 
@@ -169,7 +169,7 @@ def squad_signals() -> list[tuple[list[dict[str, Any]], Any]]:
 
     articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
     paragraphs, para_article, questions, q_article, _, q_answerable = load_squad(articles)
-    embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+    embedder = OnnxMiniLMEmbedder.from_cache(models_path())
     p_vecs = embed_cached(embedder, indexed_texts(articles, paragraphs, para_article), "squad-paragraphs")
     q_vecs = embed_cached(embedder, questions, "squad-questions")
     table = passage_table(embedder, paragraphs, [articles[a]["title"] for a in para_article])
@@ -247,7 +247,7 @@ def main() -> None:
     articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
     paragraphs, para_article, questions, q_article, q_para, q_answerable = load_squad(articles)
 
-    embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+    embedder = OnnxMiniLMEmbedder.from_cache(models_path())
     started = time.perf_counter()
     p_vecs = embed_cached(embedder, indexed_texts(articles, paragraphs, para_article), "squad-paragraphs")
     q_vecs = embed_cached(embedder, questions, "squad-questions")

@@ -32,9 +32,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, models_path, results_dir
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir() / "scifact"
 REPO = Path(__file__).resolve().parents[1]
 N_CHUNKS = 10_000
@@ -158,7 +158,7 @@ def main() -> None:
 
     RESULTS.mkdir(exist_ok=True)
     load_at_start = round(os.getloadavg()[0], 2)
-    models = Path(os.environ.get("RAGCHAT_MODEL_DIR") or REPO / ".ragchat" / "models")
+    models = models_path()
     chunks, queries = _corpus()
     relevant_docs = set().union(*(r for _, r in queries))
     with tempfile.TemporaryDirectory(prefix="bench-chat-") as tmp:

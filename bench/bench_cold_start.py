@@ -18,8 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchdata import results_dir
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 RUNS = 5
 
 ENV = {

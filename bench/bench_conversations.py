@@ -43,9 +43,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchdata import models_path, results_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "conversations"
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 OWNER = "bench"
 SPLITS = ("dev", "test", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")
 FOLLOW_UPS = ("ellipsis", "pronoun", "shift", "two_part", "unknown", "offtopic")
@@ -62,7 +64,7 @@ def build(tmp: str, extra: str | None = None) -> tuple[Any, dict[str, str]]:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
-    models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
+    models = str(models_path())
     passed = ("RAGCHAT_", "CHUNK_", "EVIDENCE_", "PRECOMPUTE_", "EMBEDDER_")
     env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}

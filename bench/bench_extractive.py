@@ -21,14 +21,13 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, models_path, results_dir
 from ragchat.domain.extractive import extractive_answer
 from ragchat.domain.models import Hit
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir() / "squad2-dev.json"
 
 
@@ -53,11 +52,11 @@ MARGINS = (0.05, 0.10, 0.15, 0.20)
 def _relevances(cases: list[tuple[str, list[Hit], list[str]]]) -> list[Any] | None:
     """For each case, a ``relevance`` callable over MiniLM vectors (``None``: no prepared model)."""
     try:
-        from bench_scifact import _models_path, embed_cached
+        from bench_scifact import embed_cached
         from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
         from ragchat.domain.extractive import relevance_texts
 
-        embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+        embedder = OnnxMiniLMEmbedder.from_cache(models_path())
     except Exception as exc:  # no model: the BM25 rows only
         print(f"by meaning skipped: {exc}", flush=True)
         return None

@@ -42,10 +42,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from benchdata import models_path, results_dir
 from grounding_set import Question, documents, questions
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 OWNER = "bench"
 # Chosen by ``--select``: each set of signals fitted on dev with its SQuAD-checked cutoff; the set
 # answering the most dev answerable questions with every off-topic and ≥ half the near-topic ones
@@ -66,7 +67,7 @@ def build(tmp: str, precision: str | None = None) -> Any:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
-    models = str(load_settings().models_path)
+    models = str(models_path())
     passed = (
         "RAGCHAT_",
         "AWS_",

@@ -29,9 +29,10 @@ import urllib.request
 from pathlib import Path
 
 from bench_cold_start import ENV as COLD_START_ENV
+from benchdata import models_path, results_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 RUNS = 5
 POLL_S = 0.005
 TIMEOUT_S = 120.0
@@ -76,7 +77,7 @@ def time_to_ready(env: dict[str, str]) -> float:
 
 
 def variants(data_dir: Path) -> dict[str, dict[str, str]]:
-    models = os.environ.get("RAGCHAT_MODEL_DIR") or str(ROOT / ".ragchat" / "models")
+    models = str(models_path())
     base = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     return {
         "local": {

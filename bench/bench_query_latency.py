@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import random
+import secrets
 import socket
 import statistics
 import subprocess
@@ -35,11 +36,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, cache_dir, models_path, results_dir, smoke
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-RESULTS = BENCH_DIR / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir()
 NAME = "query_latency"
 CHUNKS_PER_DOC = 50
@@ -53,12 +54,6 @@ def _pct(values: list[float], p: float) -> float:
     k = (len(ordered) - 1) * p / 100
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def _models_path() -> Path:
-    from ragchat.config import load_settings
-
-    return load_settings().models_path
 
 
 def _load_corpus(n: int) -> list[str]:
@@ -87,7 +82,7 @@ def _settings_env(data_dir: Path) -> dict[str, str]:
     }
     return env | {
         "RAGCHAT_DATA_DIR": str(data_dir),
-        "RAGCHAT_MODEL_DIR": str(_models_path()),
+        "RAGCHAT_MODEL_DIR": str(models_path()),
         "RAGCHAT_CHAT_MODEL": "extractive",
     }
 
@@ -98,7 +93,7 @@ def _base_evidence(texts: list[str], embedder: Any, passages: bool, sentences: b
     from ragchat.services.evidence import chunk_evidence_texts
 
     kind = f"{int(passages)}{int(sentences)}"
-    cache = REPO / ".ragchat" / "bench-cache" / f"scifact-evidence-{len(texts)}-{kind}.npz"
+    cache = cache_dir() / f"scifact-evidence-{len(texts)}-{kind}.npz"
     if cache.is_file():
         loaded = np.load(cache)
         return [loaded[f"t{i}"] for i in range(len(texts))]
@@ -207,11 +202,13 @@ def _measure(data_dir: Path, queries: list[str], n_queries: int, warmup: int) ->
     env = {
         **os.environ,
         "RAGCHAT_DATA_DIR": str(data_dir),
-        "RAGCHAT_MODEL_DIR": str(_models_path()),
+        "RAGCHAT_MODEL_DIR": str(models_path()),
         "RAGCHAT_CHAT_MODEL": "extractive",
     }
     env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("RAGCHAT_API_TOKEN", None)
+    token = secrets.token_urlsafe(32)  # the server requires one (without it, it makes its own per run)
+    env["RAGCHAT_API_TOKEN"] = token
+    auth = {"Authorization": f"Bearer {token}"}
     log = (data_dir / "serve.log").open("wb")
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("ragchat")), "serve", "--port", str(port)],
@@ -239,7 +236,7 @@ def _measure(data_dir: Path, queries: list[str], n_queries: int, warmup: int) ->
         def one(text: str) -> tuple[float, dict[str, Any]]:
             path = "/?" + urllib.parse.urlencode({"text": text})
             t0 = time.perf_counter()
-            conn.request("GET", path)
+            conn.request("GET", path, headers=auth)
             resp = conn.getresponse()
             body = resp.read()
             ms = (time.perf_counter() - t0) * 1000
@@ -306,6 +303,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--base", type=int, default=500, help="distinct SciFact texts embedded for real")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
+    if smoke():  # tiny data: the run proves the code path, its figures mean nothing
+        parser.set_defaults(sizes="300", base=12, queries=4, warmup=1)
     args = parser.parse_args(argv if argv is not None else [])
     load_at_start = round(os.getloadavg()[0], 2)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -319,13 +318,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     queries = _load_queries()
     random.Random(7).shuffle(queries)
     # The base embeddings are cached (under the gitignored .ragchat/) so re-runs skip the slow part.
-    cache = REPO / ".ragchat" / "bench-cache" / f"scifact-base-{len(texts)}.npy"
+    cache = cache_dir() / f"scifact-base-{len(texts)}.npy"
     embed_s = 0.0
     if cache.is_file():
         vectors = np.load(cache)
         print(f"loaded {len(texts)} base embeddings from {cache}", flush=True)
     else:
-        embedder = OnnxMiniLMEmbedder.from_cache(_models_path())
+        embedder = OnnxMiniLMEmbedder.from_cache(models_path())
         t0 = time.perf_counter()
         vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
         embed_s = time.perf_counter() - t0

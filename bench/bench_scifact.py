@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, models_path, results_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir() / "scifact"
 CACHE = Path(tempfile.gettempdir()) / "ragchat-bench-cache"
 PUBLISHED_NDCG10 = 0.645
@@ -46,18 +46,12 @@ PRECISIONS = ("fp32", "int8")
 CACHE_HITS: set[str] = set()
 
 
-def _models_path() -> Path:
-    from ragchat.config import load_settings
-
-    return load_settings().models_path
-
-
 def embed_cached(embedder: Any, texts: Sequence[str], label: str) -> Any:
     """Embed ``texts`` (float32 array), caching the result by model + texts in the temp folder."""
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import model_dir
 
-    manifest = json.loads((model_dir(_models_path()) / "manifest.json").read_text(encoding="utf-8"))
+    manifest = json.loads((model_dir(models_path()) / "manifest.json").read_text(encoding="utf-8"))
     # the cache is keyed by the model file the embedder loaded (fp32 export or int8 model)
     model_sha = manifest["int8"]["sha256"] if embedder.precision == "int8" else manifest["onnx_sha256"]
     digest = hashlib.sha256(model_sha.encode())
@@ -153,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     doc_ids, doc_texts, queries, qrels = load()
     qids = [q for q in queries if q in qrels]
     precision = args.precision or load_settings().embedder_precision
-    embedder = OnnxMiniLMEmbedder.from_cache(_models_path(), precision=precision)
+    embedder = OnnxMiniLMEmbedder.from_cache(models_path(), precision=precision)
     started = time.perf_counter()
     q_vecs = embed_cached(embedder, [queries[q] for q in qids], "scifact-queries")
     by_precision = _previous_runs()  # keep what was measured earlier with the other modes/precision

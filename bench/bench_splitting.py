@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, results_dir
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 DATA = bench_data_dir() / "scifact" / "corpus.jsonl"
 CHUNK, OVERLAP = 1000, 100
 

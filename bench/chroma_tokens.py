@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchdata import models_path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MAX_TOKENS = 256  # what MiniLM reads of one text (the embedder truncates there, on both sides)
@@ -29,7 +31,7 @@ def count(n_docs: int) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
     settings = load_settings()
-    tokenizer = Tokenizer.from_file(str(model_dir(settings.models_path) / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(model_dir(models_path()) / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
 

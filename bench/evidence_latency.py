@@ -29,8 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchdata import bench_data_dir, models_path, results_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = results_dir()
 sys.path.insert(0, str(ROOT / "bench"))
 MODES = ("on_demand", "background")
 
@@ -38,7 +40,6 @@ MODES = ("on_demand", "background")
 def _data(n_docs: int) -> tuple[list[dict[str, str]], list[str]]:
     """``n_docs`` abstracts (those the first test claims cite, then the corpus in order) and those
     claims."""
-    from benchdata import bench_data_dir
 
     base = bench_data_dir() / "scifact"
     corpus = {}
@@ -79,7 +80,7 @@ def _phase(mode: str, n_docs: int) -> dict[str, Any]:
     from ragchat.config import load_settings
 
     docs, questions = _data(n_docs)
-    models = str(load_settings().models_path)
+    models = str(models_path())
     with tempfile.TemporaryDirectory(prefix="ragchat-bench-evidence-") as tmp:
         env = {
             "RAGCHAT_DATA_DIR": tmp,

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from benchdata import bench_data_dir
+from benchdata import bench_data_dir, cache_dir, models_path
 
 REPO = Path(__file__).resolve().parents[1]
-CACHE = REPO / ".ragchat" / "bench-cache"
+CACHE = cache_dir()
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
 
@@ -53,9 +53,8 @@ def real_vectors(limit: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.fl
         loaded = np.load(path)
         return loaded["base"], loaded["queries"]
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
-    from ragchat.config import load_settings
 
-    embedder = OnnxMiniLMEmbedder.from_cache(load_settings().models_path)
+    embedder = OnnxMiniLMEmbedder.from_cache(models_path())
     base_texts, query_texts = _texts(limit)
     started = time.perf_counter()
     base = np.concatenate(

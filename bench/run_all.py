@@ -15,8 +15,10 @@ import time
 import traceback
 from pathlib import Path
 
+from benchdata import results_dir, smoke
+
 BENCH_DIR = Path(__file__).resolve().parent
-RESULTS = BENCH_DIR / "results"
+RESULTS = results_dir()
 README = BENCH_DIR.parent / "docs" / "benchmarks.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -29,8 +31,13 @@ def _load(path: Path):  # type: ignore[no-untyped-def]
     return module
 
 
+def benchmarks() -> list[Path]:
+    """Every benchmark ``make bench`` runs: ``bench/bench_*.py``, in name order."""
+    return sorted(BENCH_DIR.glob("bench_*.py"))
+
+
 def refresh_readme() -> None:
-    if not README.exists():
+    if smoke() or not README.exists():  # a smoke run's figures mean nothing
         return
     parts = []
     for md in sorted(RESULTS.glob("*.md")):
@@ -54,7 +61,7 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     failed = []
     if not args.readme_only:
-        for path in sorted(BENCH_DIR.glob("bench_*.py")):
+        for path in benchmarks():
             name = path.stem.removeprefix("bench_")
             if args.only and name not in args.only:
                 continue
