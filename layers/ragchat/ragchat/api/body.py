@@ -27,7 +27,9 @@ MAX_DEPTH = 64  # arrays/objects inside one another
 MAX_NUMBER_CHARS = 40  # digits, sign, point and exponent of one number
 PREFIX = "Invalid JSON body: "
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string, or an unterminated one to the end of the text (the body is then invalid JSON anyway):
+# possessive, so an unterminated string is scanned once, not once per quote inside it (issue 30).
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 

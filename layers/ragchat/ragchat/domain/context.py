@@ -18,7 +18,11 @@ from collections.abc import Sequence
 
 #: headers longer than this are cut (a heading is a line, not a paragraph)
 MAX_HEADER_CHARS = 200
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# A heading line's start; its text is the rest of the line less trailing spaces and ``#``s. The whole
+# line as one regex (``^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$``) retried the tail at every character:
+# quadratic in the line (issue 30: "# x" + " #" × 64,000 + "y" froze the server 37 s).
+_HEADING_START = re.compile(r" {0,3}#{1,6}[ \t]")
+_LINE = re.compile(r"[^\n]*+")
 _EXTENSION = re.compile(r"\.(md|markdown|txt|html?|pdf|csv|json|rst)$", re.IGNORECASE)
 _PROBE = 60  # characters of a chunk's start used to find it in the text
 
@@ -33,7 +37,9 @@ def title_words(title: str) -> str:
 def nearest_headings(text: str, chunks: Sequence[str]) -> list[str]:
     """For each chunk of ``text`` (in order), the last Markdown heading starting before the chunk
     ("" when there is none, when the chunk starts with its own heading, or when it is not found)."""
-    found = [(m.start(), m.group(2).strip()) for m in _HEADING.finditer(text)]
+    found = [
+        (m.start(), heading) for m in _LINE.finditer(text) if (heading := _heading(m.group())) is not None
+    ]
     starts = [start for start, _ in found]  # ascending: the last heading before ``at`` is a bisection
     out: list[str] = []
     cursor = 0
@@ -47,9 +53,23 @@ def nearest_headings(text: str, chunks: Sequence[str]) -> list[str]:
             continue
         cursor = at
         above = bisect.bisect_left(starts, at)  # headings starting before ``at``
-        starts_with_heading = _HEADING.match(chunk.strip()) is not None
+        starts_with_heading = _heading(chunk.strip().split("\n", 1)[0]) is not None
         out.append(found[above - 1][1] if above and not starts_with_heading else "")
     return out
+
+
+def _heading(line: str) -> str | None:
+    """The text of a Markdown ATX heading line (``## Setup ##`` → ``Setup``), ``None`` for another
+    line. Linear: one match of a bounded prefix and one strip."""
+    m = _HEADING_START.match(line)
+    if m is None:
+        return None
+    rest = line[m.end() :]
+    if not rest:
+        return None
+    rest = rest.lstrip(" \t") or " "  # spaces only: a heading with no text
+    # at least one character of text, then none of the trailing spaces and #s (a closing sequence)
+    return rest[: max(1, len(rest.rstrip(" \t#")))].strip()
 
 
 def chunk_header(title: str, heading: str = "", text: str = "") -> str:

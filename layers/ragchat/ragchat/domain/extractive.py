@@ -59,8 +59,9 @@ _ABBREVIATIONS = frozenset(
 )
 
 # End of a sentence: terminal punctuation, optional closing quotes/brackets, then whitespace.
-_BOUNDARY = re.compile(r"([.!?…]+)[\"'”’)\]]*\s+")
-_LAST_WORD = re.compile(r"(\S+)$")
+# A sentence end: starts only where a run of end marks starts, and takes it whole (possessive): from
+# every ``!`` of a run of them the old pattern scanned to the run's end (issue 30: quadratic).
+_BOUNDARY = re.compile(r"(?<![.!?…])([.!?…]++)[\"'”’)\]]*+\s+")
 _BULLET = re.compile(r"\s*(?:[-*•]|\d+[.)])\s")
 _WORD = re.compile(r"\w+")
 
@@ -203,6 +204,16 @@ def _labelled(header: list[str], row: str) -> str:
     return "| " + " | ".join(f"{h}: {c}" if h and c else c for h, c in zip(header, cells, strict=True)) + " |"
 
 
+def _last_word(text: str, start: int, end: int) -> str:
+    """The last run of non-space characters of ``text[start:end]`` when it reaches ``end`` ("" when
+    ``text[end - 1]`` is a space). Walks back from ``end`` only: a search from ``start`` (``(\\S+)$``)
+    re-read the whole sentence at every abbreviation, quadratic in a sentence of them."""
+    at = end
+    while at > start and not text[at - 1].isspace():
+        at -= 1
+    return text[at:end]
+
+
 def _split_segment(segment: str) -> list[str]:
     out: list[str] = []
     start = 0
@@ -214,8 +225,7 @@ def _split_segment(segment: str) -> list[str]:
         if following.islower():
             continue
         if match.group(1) == ".":
-            word_match = _LAST_WORD.search(segment, start, match.start())
-            word = word_match.group(1).lower().lstrip("(\"'") if word_match else ""
+            word = _last_word(segment, start, match.start()).lower().lstrip("(\"'")
             if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
                 continue
         out.append(segment[start:end].strip())

@@ -20,7 +20,9 @@ _QUESTION_WORDS = (
     "should|may|must|has|have"
 )
 _SPLIT = re.compile(
-    rf"(?<=\?)\s+(?=\S)|\s*,?\s+and\s+(?:also\s+)?(?=(?:{_QUESTION_WORDS})\b)",
+    # possessive, and starting where the spaces start: ``\s*,?\s+`` split every run of spaces every
+    # way (cubic: 1,000 spaces took 8 s; issue 30)
+    rf"(?<=\?)\s++(?=\S)|(?<!\s)(?:\s*+,\s++|\s++)and\s++(?:also\s++)?(?=(?:{_QUESTION_WORDS})\b)",
     re.IGNORECASE,
 )
 _MIN_WORDS = 3  # a part must have at least this many words ("and how soon?" qualifies the first part)
