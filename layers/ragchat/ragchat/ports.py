@@ -23,6 +23,7 @@ from ragchat.domain.models import (
     VectorRecord,
 )
 from ragchat.domain.uploads import PresignedUpload, UploadGrant
+from ragchat.domain.workspaces import Membership, Role, Workspace
 
 
 @runtime_checkable
@@ -131,6 +132,39 @@ class ConversationStore(Protocol):
         stored; ``None`` when the message is not in the caller's conversation. Changes nothing else
         (not the conversation's ``updated_at``: rating an answer does not reorder the list)."""
         ...
+
+
+@runtime_checkable
+class WorkspaceStore(Protocol):
+    """Shared workspaces and their members. Personal workspaces are implicit (id = user id) and are
+    never stored here. Reads are strongly consistent: a removed member loses access at once."""
+
+    def create_workspace(self, workspace: Workspace, owner: str) -> Workspace:
+        """Store a new workspace with ``owner`` as its first member (role owner); returns it as
+        stored (timestamps set)."""
+        ...
+
+    def get_workspace(self, workspace_id: str) -> Workspace | None: ...
+
+    def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None: ...
+
+    def delete_workspace(self, workspace_id: str) -> bool:
+        """Remove the workspace and all its memberships (its documents are the caller's job)."""
+        ...
+
+    def memberships(self, user_id: str) -> list[Membership]:
+        """The shared workspaces ``user_id`` belongs to, with role and workspace name."""
+        ...
+
+    def membership(self, workspace_id: str, user_id: str) -> Membership | None: ...
+
+    def members(self, workspace_id: str) -> list[Membership]: ...
+
+    def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
+        """Add ``user_id`` or change their role."""
+        ...
+
+    def remove_member(self, workspace_id: str, user_id: str) -> bool: ...
 
 
 @runtime_checkable

@@ -99,11 +99,19 @@ class VectorRecord:
 
 @dataclass(slots=True, frozen=True)
 class SearchFilter:
-    """Confines a search to one owner's enabled notes, optionally to a collection or a document."""
+    """Confines a search to enabled notes of one owner (a workspace id), or of several with
+    ``owners`` (the workspaces a question searches), optionally to a collection or a document."""
 
     owner: str
     collection: str | None = None
     document_id: str | None = None
+    owners: tuple[str, ...] = ()
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """The owners (workspace ids) a search may return notes of: ``owners``, else ``(owner,)``.
+        Every vector index confines search and hybrid search to exactly these."""
+        return self.owners or (self.owner,)
 
 
 @dataclass(slots=True)
@@ -121,6 +129,8 @@ class Hit:
     # hybrid hits from the local index: the vector similarity, even for keyword-only matches).
     # Similarity gating reads ``similarity if similarity is not None else score``.
     similarity: float | None = None
+    # The owner (workspace id) of the note, when the index knows it (a search over several).
+    owner: str | None = None
 
 
 @dataclass(slots=True)
