@@ -55,7 +55,7 @@ def _conversations() -> list[dict[str, Any]]:
     return [c for c in convs if c["id"] in CONVERSATION_IDS]
 
 
-def _container(data: Path) -> Any:
+def _container(data: Path, inline: str) -> Any:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
@@ -64,6 +64,7 @@ def _container(data: Path) -> Any:
             "RAGCHAT_DATA_DIR": str(data),
             "RAGCHAT_MODEL_DIR": str(models_path()),
             "RAGCHAT_CHAT_MODEL": "extractive",
+            "EVIDENCE_INLINE_CHUNKS": inline,
         }
     )
     return Container(settings)
@@ -101,13 +102,16 @@ def _answers(container: Any, grounding: list[str], conversations: list[dict[str,
     return out
 
 
-def test_answers_at_ready_equal_answers_after_warming(tmp_path: Path) -> None:
+# "16" (the default): the small documents are READY with their evidence, the others without;
+# "0": every document is READY without it, asked on the on-demand path
+@pytest.mark.parametrize("inline", ["16", "0"])
+def test_answers_at_ready_equal_answers_after_warming(tmp_path: Path, inline: str) -> None:
     from ragchat.cli.serve import warm_unwarmed
 
     grounding, conversations = _grounding_questions(), _conversations()
     assert len(grounding) >= 20 and sum(len(c["turns"]) for c in conversations) >= 20
 
-    at_ready = _container(tmp_path)
+    at_ready = _container(tmp_path, inline)
     try:
         assert at_ready.evidence_warmer is not None  # the default: evidence is warmed in the background
         at_ready.launcher._warmer = _NotYet()
@@ -125,7 +129,7 @@ def test_answers_at_ready_equal_answers_after_warming(tmp_path: Path) -> None:
     finally:
         at_ready.close()
 
-    later = _container(tmp_path)  # the server started again, an hour later
+    later = _container(tmp_path, inline)  # the server started again, an hour later
     try:
         assert warm_unwarmed(later) == len(GROUNDING_DOCS) + len(wanted)
         assert later.launcher.wait_warm(300)

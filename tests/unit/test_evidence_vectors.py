@@ -297,12 +297,12 @@ class _HeldWarmer:
 def test_the_first_question_at_ready_embeds_what_it_reaches_and_answers_as_once_warmed(
     tmp_path: Path,
 ) -> None:
-    """Asked before the document's evidence vectors are stored (its warmer held back), as `ragchat
-    serve` runs, a question embeds the passages and sentences it reaches itself and stores them: it
-    is answered by meaning, from the right document, with the answer the warmed document gives (no
-    top-1-and-words fallback at READY, issue 31). The warmer then skips what that question stored,
-    and asked again the question embeds nothing but itself."""
-    with _container(tmp_path) as box:
+    """Asked before the document's evidence vectors are stored (a document too big to get them before
+    READY, its warmer held back), as `ragchat serve` runs, a question embeds the passages and sentences
+    it reaches itself and stores them: it is answered by meaning, from the right document, with the
+    answer the warmed document gives (no top-1-and-words fallback at READY, issue 31). The warmer then
+    skips what that question stored, and asked again the question embeds nothing but itself."""
+    with _container(tmp_path, EVIDENCE_INLINE_CHUNKS="0") as box:
         launcher = box.launcher
         assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
         held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]
@@ -333,9 +333,9 @@ def test_without_a_warmer_a_question_embeds_the_missing_evidence_and_answers_by_
     tmp_path: Path,
 ) -> None:
     """A one-shot process (``ragchat ask`` after ``ragchat ingest``, which exits before warming) has
-    nobody to store the evidence later: the question embeds what it needs, as before, and the
-    answer is the one a warmed document gives."""
-    with _container(tmp_path) as box:
+    nobody to store the evidence later: for a document too big to get it before READY, the question
+    embeds what it needs, as before, and the answer is the one a warmed document gives."""
+    with _container(tmp_path, EVIDENCE_INLINE_CHUNKS="0") as box:
         launcher = box.launcher
         assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
         held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]
@@ -367,3 +367,35 @@ def test_a_chunk_is_warmed_once_its_document_is_marked_for_its_version_and_title
         assert store.warmed_chunks(every) == set(chunks[policy])
         box.documents.update_document(OWNER, policy, {"title": "Spending rules"})
         assert store.warmed_chunks(every) == set()  # renamed: its passages are not those stored
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_a_small_document_is_ready_with_its_evidence_and_answers_at_once_as_a_big_one_later(
+    tmp_path: Path,
+) -> None:
+    """A note or a short file (at most ``EVIDENCE_INLINE_CHUNKS`` chunks) gets its passages' and
+    sentences' vectors in its own ingestion pass, before READY (issue 31): with no warmer ever
+    running, the first question at READY embeds nothing but itself, and its answer is the one the
+    on-demand path gives."""
+    question = "How long do I have to hand in an expense report?"
+    answers = []
+    for inline in ("16", "0"):
+        with _container(tmp_path / inline, EVIDENCE_INLINE_CHUNKS=inline) as box:
+            launcher = box.launcher
+            assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
+            launcher._warmer = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]  # never runs
+            _ingest(box)
+            embedder = box.embedder
+            assert isinstance(embedder, _Counting)
+            embedder.batches.clear()
+            result = box.ask.ask(OWNER, question)
+            assert not result.guard_used and "30 days" in result.answer
+            if inline == "16":
+                assert embedder.batches == []  # every vector it reads was stored before READY
+            else:
+                assert embedder.batches != []
+            named = result.answer
+            for s in result.sources:  # document ids differ between the two stores
+                named = named.replace(s.id, f"{s.title}#{s.id.split('-')[1][:5]}")
+            answers.append(named)
+    assert answers[0] == answers[1]

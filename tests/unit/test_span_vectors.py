@@ -88,7 +88,9 @@ def test_with_pooled_sentences_a_document_is_ready_with_its_sentences_and_chunk_
             with box._sqlite.read() as conn:
                 rows = conn.execute("SELECT COUNT(*) FROM evidence_vectors").fetchone()[0]
                 vectors[mode] = conn.execute("SELECT vector FROM vectors").fetchone()[0]
-            assert rows == (3 if mode == "pooled_sentences" else 0)  # its three sentences
+            # pooled: its three sentences; embedded (a small document): its three sentences and two
+            # passages, embedded alone in the chunk's own embedder call
+            assert rows == (3 if mode == "pooled_sentences" else 5)
             result = box.ask.ask("local", "How long do I have to hand in an expense report?")
             assert not result.guard_used and "30 days" in result.answer
     assert vectors["embedded"] == vectors["pooled_sentences"]

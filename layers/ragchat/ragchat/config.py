@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     # background ("background"), or only for the chunks a question reaches, on that question, and
     # stored for the next one ("on_demand": nothing embedded for chunks nobody asks about)
     evidence_warming: Literal["background", "on_demand"] = Field("background", alias="EVIDENCE_WARMING")
+    # with "background": a document of at most this many chunks gets them before READY, in its own pass
+    evidence_inline_chunks: int = Field(16, ge=0, alias="EVIDENCE_INLINE_CHUNKS")
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
 
     # --- backends ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ragchat.bootstrap.models import Models
 if TYPE_CHECKING:
     from ragchat.ports import IngestionLauncher
     from ragchat.services.documents import DocumentService
-    from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, Pool
+    from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, InlineEvidence, Pool
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.uploads import UploadService
 
@@ -61,21 +61,27 @@ class IngestionRoot(Models):
         passages = self.settings.answerability == "calibrated" and model_id in CALIBRATED
         return passages, self.extractive_by_meaning()
 
-    def _ingest_evidence(self) -> IngestEvidence | None:
-        """Evidence vectors pooled from the ingestion pass (``EVIDENCE_VECTORS=pooled``, local MiniLM
-        with the evidence store); ``None`` otherwise."""
+    def _ingest_evidence(self) -> IngestEvidence | InlineEvidence | None:
+        """Evidence vectors made in the ingestion pass, before READY (local, with the evidence
+        store): pooled from it (``EVIDENCE_VECTORS=pooled|pooled_sentences``, MiniLM), or, by
+        default (``embedded``), embedded alone in the same call for small documents; ``None``
+        otherwise."""
         from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
         store, embedder = self.evidence_store, self.embedder
         passages, sentences = self._evidence_kinds()
         mode = self.settings.evidence_vectors
+        if store is None or not (passages or sentences):
+            return None
+        if mode == "embedded":
+            if self.settings.evidence_warming == "on_demand" or not self.settings.evidence_inline_chunks:
+                return None  # nothing embedded for chunks nobody asks about
+            from ragchat.services.evidence import InlineEvidence
+
+            most = self.settings.evidence_inline_chunks
+            return InlineEvidence(embedder, store, passages=passages, sentences=sentences, max_chunks=most)
         passages = passages and mode == "pooled"  # with "pooled_sentences" the warmer embeds them
-        if (
-            store is None
-            or mode == "embedded"
-            or not isinstance(embedder, OnnxMiniLMEmbedder)
-            or not (passages or sentences)
-        ):
+        if not isinstance(embedder, OnnxMiniLMEmbedder) or not (passages or sentences):
             return None
         from ragchat.adapters.local.span_vectors import chunks_and_pooled
         from ragchat.services.evidence import IngestEvidence

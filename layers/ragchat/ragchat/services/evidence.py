@@ -13,6 +13,9 @@ them under the chunk, as ``on_demand`` does below: an answer at READY is the ans
 top-1-and-words fallback while evidence is missing; that rule is kept only for
 ``ANSWERABILITY=similarity``, which reads no evidence).
 
+A document of at most ``EVIDENCE_INLINE_CHUNKS`` chunks (a note, a short file) gets its evidence
+in its own ingestion call, before READY (:class:`InlineEvidence`): its first question embeds only itself.
+
 With ``EVIDENCE_WARMING=on_demand`` there is no warmer: nothing is embedded for chunks nobody asks
 about. A question embeds the missing texts of the chunks it reaches and stores them under their chunk
 (:class:`~ragchat.services.retrieval.PassageVectors`, ``owners``), then answers with them as stored,
@@ -195,38 +198,32 @@ class EvidenceWarmer:
         return ran
 
 
-class IngestEvidence:
-    """Evidence vectors pooled from the ingestion's own model pass (``EVIDENCE_VECTORS=pooled``,
-    local): the pass that embeds a batch's chunks also gives their passages' and sentences' vectors,
-    which are stored with the chunks' vectors, before the document is READY. The texts that cannot
-    be pooled (past the chunk's 256-token truncation) are left to :class:`EvidenceWarmer`, after
-    READY: embedding them here would delay READY."""
+class _HeldEvidence:
+    """Evidence vectors made in a batch's model pass, held by chunk text until :meth:`put` stores
+    them under the notes written for those chunks."""
 
-    def __init__(self, pool: PoolPass, store: EvidenceStore, *, passages: bool, sentences: bool) -> None:
-        self.pool = pool
+    def __init__(self, store: EvidenceStore, *, passages: bool, sentences: bool) -> None:
         self.store = store
         self.passages = passages
         self.sentences = sentences
         self._pending: OrderedDict[str, list[tuple[str, list[float]]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def embed(self, texts: list[str], chunk_texts: Sequence[str], titles: Sequence[str]) -> list[list[float]]:
-        """The chunks' vectors (``texts``: as embedded); their pooled evidence waits for :meth:`put`."""
-        wanted = [
+    def _wanted(self, chunk_texts: Sequence[str], titles: Sequence[str]) -> list[list[str]]:
+        return [
             chunk_evidence_texts(text, title, passages=self.passages, sentences=self.sentences)
             for text, title in zip(chunk_texts, titles, strict=True)
         ]
-        out = self.pool(list(zip(texts, wanted, strict=True)))
+
+    def _hold(self, text: str, vectors: list[tuple[str, list[float]]]) -> None:
         with self._lock:
-            for text, want, (_, pooled) in zip(texts, wanted, out, strict=True):
-                self._pending[text] = [(w, v) for w, v in zip(want, pooled, strict=True) if v is not None]
-                self._pending.move_to_end(text)
+            self._pending[text] = vectors
+            self._pending.move_to_end(text)
             while len(self._pending) > _PENDING:  # a batch that failed before its write
                 self._pending.popitem(last=False)
-        return [vector for vector, _ in out]
 
     def put(self, note_ids: Sequence[str], texts: Sequence[str]) -> None:
-        """Store the pooled evidence of the chunks just written (``texts``: as embedded)."""
+        """Store the evidence of the chunks just written (``texts``: as embedded)."""
         rows: dict[str, list[tuple[str, list[float]]]] = {}
         with self._lock:
             for note_id, text in zip(note_ids, texts, strict=True):
@@ -235,3 +232,75 @@ class IngestEvidence:
                     rows[note_id] = found
         if rows:
             self.store.put(rows)
+
+
+class IngestEvidence(_HeldEvidence):
+    """Evidence vectors pooled from the ingestion's own model pass (``EVIDENCE_VECTORS=pooled``,
+    local): the pass that embeds a batch's chunks also gives their passages' and sentences' vectors,
+    which are stored with the chunks' vectors, before the document is READY. The texts that cannot
+    be pooled (past the chunk's 256-token truncation) are left to :class:`EvidenceWarmer`, after
+    READY: embedding them here would delay READY."""
+
+    def __init__(self, pool: PoolPass, store: EvidenceStore, *, passages: bool, sentences: bool) -> None:
+        super().__init__(store, passages=passages, sentences=sentences)
+        self.pool = pool
+
+    def embed(
+        self,
+        texts: list[str],
+        chunk_texts: Sequence[str],
+        titles: Sequence[str],
+        sizes: Sequence[int] | None = None,
+    ) -> list[list[float]]:
+        """The chunks' vectors (``texts``: as embedded); their pooled evidence waits for :meth:`put`.
+        Pooling costs a mean per text, so every chunk's is kept (``sizes`` is not read)."""
+        want = self._wanted(chunk_texts, titles)
+        out = self.pool(list(zip(texts, want, strict=True)))
+        for text, w, (_, pooled) in zip(texts, want, out, strict=True):
+            self._hold(text, [(t, v) for t, v in zip(w, pooled, strict=True) if v is not None])
+        return [vector for vector, _ in out]
+
+
+class InlineEvidence(_HeldEvidence):
+    """Evidence vectors of small documents embedded alone (``EVIDENCE_VECTORS=embedded``, the
+    default), in the same embedder call as their chunks, and stored with them before READY (issue
+    31). A note or a short file is then asked at READY with every vector a question reads already
+    stored: its first answer costs what later ones do, and the warmer finds nothing left to do. A
+    bigger document (more than ``max_chunks`` chunks, ``EVIDENCE_INLINE_CHUNKS``) is READY without them,
+    so READY stays fast; a question embeds what it reaches and the warmer the rest. The vectors are
+    the ones the warmer or a question would store (the same texts, embedded alone; the embedder pads
+    per length bucket, so sharing a call changes nothing)."""
+
+    def __init__(
+        self, embedder: Embedder, store: EvidenceStore, *, passages: bool, sentences: bool, max_chunks: int
+    ) -> None:
+        super().__init__(store, passages=passages, sentences=sentences)
+        self.embedder = embedder
+        self.max_chunks = max_chunks
+
+    def embed(
+        self,
+        texts: list[str],
+        chunk_texts: Sequence[str],
+        titles: Sequence[str],
+        sizes: Sequence[int] | None = None,
+    ) -> list[list[float]]:
+        """The chunks' vectors (``texts``: as embedded), from one embedder call that also embeds the
+        evidence of the chunks of small documents (``sizes``: each chunk's document's chunk count;
+        unknown: none); that waits for :meth:`put`."""
+        known = sizes if sizes is not None else [self.max_chunks + 1] * len(texts)
+        flags = [n <= self.max_chunks for n in known]
+        want = self._wanted(
+            [c for c, f in zip(chunk_texts, flags, strict=True) if f],
+            [t for t, f in zip(titles, flags, strict=True) if f],
+        )
+        extra = list(dict.fromkeys(t for w in want for t in w))
+        vectors = self.embedder.embed_documents([*texts, *extra]) if texts or extra else []
+        if len(vectors) != len(texts) + len(extra):
+            raise RuntimeError(f"Embedder returned {len(vectors)} vectors for {len(texts) + len(extra)}")
+        found = dict(zip(extra, vectors[len(texts) :], strict=True))
+        chosen = iter(want)
+        for text, flag in zip(texts, flags, strict=True):
+            if flag:
+                self._hold(text, [(t, found[t]) for t in next(chosen)])
+        return list(vectors[: len(texts)])

@@ -76,6 +76,12 @@ def _title(s: _Slice) -> str:
     return str(getattr(s.doc, "title", "") or "")
 
 
+def _size(s: _Slice) -> int:
+    """How many chunks the slice's document has (small ones get their evidence before READY)."""
+    plan = s.job.plan
+    return int(plan.get("chunkCount") or 0) if plan is not None else 1 << 30
+
+
 class SlicedRunner:
     """Runs documents (``(owner, document_id)``) round by round; not thread-safe (one worker)."""
 
@@ -176,9 +182,10 @@ class SlicedRunner:
     def _store(self, steps: IngestSteps, slices: list[_Slice]) -> None:
         chunks = [c for s in slices for c in s.chunks]
         titles = [_title(s) for s in slices for _ in s.chunks]
+        sizes = [_size(s) for s in slices for _ in s.chunks]
         texts = embedding_texts(chunks)
         try:
-            vectors = steps.embed(texts, chunks, titles) if texts else []
+            vectors = steps.embed(texts, chunks, titles, sizes) if texts else []
         except Exception:
             logger.warning("ingest.coalesced_embed_failed", extra={"batches": len(slices)})
         else:
@@ -194,7 +201,8 @@ class SlicedRunner:
                 # A failed shared call: embed this batch on its own, the error belongs to one document.
                 mine = s.vectors
                 if mine is None:
-                    mine = steps.embed(embedding_texts(s.chunks), s.chunks, [_title(s)] * len(s.chunks))
+                    n = len(s.chunks)
+                    mine = steps.embed(embedding_texts(s.chunks), s.chunks, [_title(s)] * n, [_size(s)] * n)
                 stored = steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
                 self._end(steps, job, EMBED_INDEX, exc)

@@ -40,7 +40,7 @@ from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_MET
 if TYPE_CHECKING:
     from ragchat.config import Settings
     from ragchat.ports import BlobStore, DocumentStore, Embedder, Metrics, VectorIndex
-    from ragchat.services.evidence import IngestEvidence
+    from ragchat.services.evidence import IngestEvidence, InlineEvidence
 
 logger = Logger(service="ragchat", child=True)
 
@@ -101,7 +101,7 @@ class IngestSteps:
         *,
         batch_size: int = BATCH_SIZE,
         metrics: Metrics = NO_METRICS,
-        evidence: IngestEvidence | None = None,
+        evidence: IngestEvidence | InlineEvidence | None = None,
     ) -> None:
         """``evidence``: evidence vectors pooled from the chunks' own model pass (local,
         ``EVIDENCE_VECTORS=pooled``), stored with each batch."""
@@ -355,13 +355,16 @@ class IngestSteps:
         texts: list[str],
         chunks: Sequence[dict[str, Any]] | None = None,
         titles: Sequence[str] | None = None,
+        sizes: Sequence[int] | None = None,
     ) -> list[list[float]]:
-        """The vectors of ``texts`` (the chunks as embedded). With pooled evidence and the
-        ``chunks`` and their documents' ``titles``, the same pass gives their evidence vectors."""
+        """The vectors of ``texts`` (the chunks as embedded). With the ``chunks`` and their
+        documents' ``titles``, the same pass gives their evidence vectors: pooled
+        (``EVIDENCE_VECTORS=pooled``), or embedded alone for the chunks of small documents
+        (``sizes``: each chunk's document's chunk count; unknown: none of them)."""
         vectors: list[list[float]] | None = None
         if self.evidence is not None and chunks is not None and titles is not None:
             try:
-                vectors = self.evidence.embed(texts, [str(c["text"]) for c in chunks], titles)
+                vectors = self.evidence.embed(texts, [str(c["text"]) for c in chunks], titles, sizes)
             except Exception as exc:  # a refinement: the chunks are embedded, the warmer does the rest
                 logger.warning("evidence.pool_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
         if vectors is None:
