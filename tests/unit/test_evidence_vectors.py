@@ -20,7 +20,7 @@ from ragchat.config import load_settings
 from ragchat.domain import answerability
 from ragchat.domain.models import Document, DocumentStatus, VectorRecord
 from ragchat.services.evidence import EvidenceWarmer, chunk_evidence_texts
-from ragchat.services.ingest_runner import SlicedRunner
+from ragchat.services.ingest_runner import SlicedRunner, run_to_end
 
 from tests.fakes import FakeEmbedder, OneBatchSteps
 from tests.unit.evidence_docs import GUIDE, POLICY, QUESTIONS
@@ -399,3 +399,28 @@ def test_a_small_document_is_ready_with_its_evidence_and_answers_at_once_as_a_bi
                 named = named.replace(s.id, f"{s.title}#{s.id.split('-')[1][:5]}")
             answers.append(named)
     assert answers[0] == answers[1]
+
+
+@pytest.mark.usefixtures("calibrated")
+def test_a_bulk_load_of_small_documents_is_ready_without_waiting_for_their_evidence(tmp_path: Path) -> None:
+    """Evidence before READY is for a note added while nothing else ingests: documents ingested in
+    the same embedder call count together, so a bulk load of small files (here 20, run as one
+    `ragchat ingest` runs them) is READY at the chunks' own cost, and the warmer stores their
+    evidence afterwards; the one note added later gets its own before READY."""
+    from tests.fakes import FakeLauncher
+
+    with _container(tmp_path) as box:
+        box.__dict__["launcher"] = FakeLauncher()  # nothing runs on submit: the bulk is run at once
+        for i in range(20):
+            text = f"Room {i} of the harbour office opens at {i + 7}:00. Keys are at the front desk."
+            box.ingestion.submit_file(OWNER, data=text.encode(), filename=f"room-{i}.txt")
+        run_to_end(box.ingest_steps, box.launcher.started)
+        with box._sqlite.read() as conn:
+            assert conn.execute("SELECT COUNT(*) FROM evidence_vectors").fetchone()[0] == 0
+            assert conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == 20
+        box.launcher.started.clear()
+        box.ingestion.submit_file(OWNER, data=POLICY.encode(), filename="expense-policy.md")
+        run_to_end(box.ingest_steps, box.launcher.started)
+        with box._sqlite.read() as conn:
+            rows = conn.execute("SELECT DISTINCT chunk_id FROM evidence_vectors").fetchall()
+        assert rows and all(str(r[0]).startswith(box.launcher.started[0][1]) for r in rows)

@@ -266,7 +266,8 @@ class InlineEvidence(_HeldEvidence):
     default), in the same embedder call as their chunks, and stored with them before READY (issue
     31). A note or a short file is then asked at READY with every vector a question reads already
     stored: its first answer costs what later ones do, and the warmer finds nothing left to do. A
-    bigger document (more than ``max_chunks`` chunks, ``EVIDENCE_INLINE_CHUNKS``) is READY without them,
+    bigger document (more than ``max_chunks`` chunks, ``EVIDENCE_INLINE_CHUNKS``; locally, counted
+    over all the documents ingested in the same call, so a bulk load is not slowed) is READY without them,
     so READY stays fast; a question embeds what it reaches and the warmer the rest. The vectors are
     the ones the warmer or a question would store (the same texts, embedded alone; the embedder pads
     per length bucket, so sharing a call changes nothing)."""

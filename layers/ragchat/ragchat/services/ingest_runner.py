@@ -77,7 +77,7 @@ def _title(s: _Slice) -> str:
 
 
 def _size(s: _Slice) -> int:
-    """How many chunks the slice's document has (small ones get their evidence before READY)."""
+    """How many chunks the slice's document has."""
     plan = s.job.plan
     return int(plan.get("chunkCount") or 0) if plan is not None else 1 << 30
 
@@ -182,7 +182,10 @@ class SlicedRunner:
     def _store(self, steps: IngestSteps, slices: list[_Slice]) -> None:
         chunks = [c for s in slices for c in s.chunks]
         titles = [_title(s) for s in slices for _ in s.chunks]
-        sizes = [_size(s) for s in slices for _ in s.chunks]
+        # small documents get their evidence in this call only when the call is small: a note added
+        # while nothing else ingests, not each of a bulk load's thousands (READY stays fast there)
+        total = sum({id(s.job): _size(s) for s in slices}.values())
+        sizes = [total for s in slices for _ in s.chunks]
         texts = embedding_texts(chunks)
         try:
             vectors = steps.embed(texts, chunks, titles, sizes) if texts else []
