@@ -4,11 +4,13 @@ error bodies, SSE framing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from ragchat.domain.models import VectorRecord
 from ragchat.domain.prompts import GUARD_REPLY
 
+from tests.fakes import FakeChatModel
 from tests.unit.api_support import Api, make_api
 
 
@@ -273,3 +275,22 @@ def test_conversations_are_searched_by_title_over_http() -> None:
     assert [c["title"] for c in _body(res)["items"]] == ["Budget follow-up", "Quarterly budget"]
     too_long = api.call("GET", "/chat/conversations", query={"q": "x" * 201})
     assert too_long["statusCode"] == 400
+
+
+def test_a_persona_that_cannot_take_effect_is_said_so_when_the_conversation_starts(tmp_path: Path) -> None:
+    """The extractive answerer quotes the documents: a persona's role paragraph cannot change that, so
+    the reply says so instead of accepting it in silence (issue 33 item 9); with a language model
+    writing the answers there is nothing to say."""
+    personas = tmp_path / "personas.json"
+    personas.write_text(json.dumps({"teacher": "You are a patient teacher."}))
+    env = {"RAGCHAT_PERSONAS_FILE": str(personas)}
+    extractive = _api(env)
+    said = _body(extractive.call("POST", "/chat/conversations", body={"persona": "teacher"}))
+    assert said["persona"] == "teacher"
+    assert "teacher" in said["notice"] and "language model" in said["notice"]
+    assert _body(extractive.call("POST", "/chat/conversations", body={}))["notice"] is None
+    listed = _body(extractive.call("GET", "/chat/conversations"))["items"]
+    assert all(c["notice"] is None for c in listed)  # said once, when made
+    with_model = make_api(env, chat_model=FakeChatModel())
+    made = _body(with_model.call("POST", "/chat/conversations", body={"persona": "teacher"}))
+    assert made["persona"] == "teacher" and made["notice"] is None

@@ -132,7 +132,7 @@ def test_a_conversation_round_trip_and_its_markdown_export(tmp_path: Path) -> No
     api = make_api()
     client = client_for(api)
     client.upload(write(tmp_path, "bees.txt", BEES))
-    conv = client.create_conversation(collection=None, persona=None)
+    conv = client.create_conversation(collection=None, persona=None)["id"]
     reply = client.send_message(conv, "How do honey bees tell each other where flowers are?")
     assert "waggle dance" in reply.content and reply.sources
     transcript = client.export(conv)

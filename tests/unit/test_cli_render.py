@@ -62,6 +62,7 @@ def test_a_title_wider_than_the_terminal_wraps_whole() -> None:
 class FakeSession:
     def __init__(self) -> None:
         self.sent: list[str] = []
+        self.notice: str | None = None
 
     def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
         return "C1"
@@ -159,3 +160,11 @@ def test_a_command_run_in_process_leaves_logging_as_it_found_it(monkeypatch: pyt
     assert CliRunner().invoke(app, ["ask", "anything?"]).exit_code == 0
     assert seen == [logging.CRITICAL]
     assert logging.root.manager.disable == before
+
+
+def test_chat_says_once_what_the_server_said_about_the_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = FakeSession()
+    session.notice = "The persona 'teacher' changes how answers are written only when a language model"
+    monkeypatch.setattr(chat_cli, "LocalChat", lambda: session)
+    out = CliRunner().invoke(app, ["chat", "--persona", "teacher"], input="When is it open?\n").output
+    assert out.count("The persona 'teacher'") == 1

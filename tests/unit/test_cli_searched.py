@@ -60,7 +60,7 @@ def test_the_api_client_reads_the_searched_question_the_turn_returns(tmp_path: P
     api = make_api()
     client = client_for(api)
     client.upload(write(tmp_path, "bees.txt", BEES))
-    conv = client.create_conversation(collection=None, persona=None)
+    conv = client.create_conversation(collection=None, persona=None)["id"]
     client.send_message(conv, "How do honey bees tell each other where flowers are?")
     reply = client.send_message(conv, "And how do they dance?")
     assert reply.query is not None and "dance" in reply.query

@@ -30,6 +30,7 @@ from ragchat.api.schemas import (
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.export import export_markdown
 from ragchat.domain.labels import validate_collection
+from ragchat.domain.personas import persona_notice
 from ragchat.services.chat.streaming import KEEPALIVE
 
 if TYPE_CHECKING:
@@ -161,9 +162,9 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
             document_id=conv.document_id,
             persona=conv.persona,
         )
-        return Response(
-            status_code=201, content_type=content_types.APPLICATION_JSON, body=ConversationOut.of(created)
-        )
+        out = ConversationOut.of(created)
+        out.notice = persona_notice(created.persona, container.model_reads())
+        return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=out)
 
     @r.get("/chat/conversations", summary="Your conversations, newest first", tags=["chat"])
     def list_conversations(

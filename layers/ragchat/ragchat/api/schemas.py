@@ -123,6 +123,11 @@ class ConversationOut(BaseModel):
     last_summary_id: str | None = Field(alias="lastSummaryId")
     created_at: str = Field(alias="createdAt")
     updated_at: str = Field(alias="updatedAt")
+    notice: str | None = Field(
+        None,
+        description="Said once, when the conversation is made: e.g. that its persona takes effect "
+        "only when a language model writes the answers.",
+    )
 
     @classmethod
     def of(cls, conv: Conversation) -> ConversationOut:

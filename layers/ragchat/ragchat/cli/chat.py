@@ -25,11 +25,15 @@ class LocalChat:
         logging.basicConfig(level=logging.WARNING)
         self.container = build_container()
         self.owner = self.container.settings.local_principal
+        self.notice: str | None = None  # what the last ``create`` has to say (e.g. about the persona)
 
     def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
+        from ragchat.domain.personas import persona_notice
+
         conv = self.container.chat.conversations.create(
             self.owner, collection=collection, document_id=document_id, persona=persona
         )
+        self.notice = persona_notice(conv.persona, self.container.model_reads())
         return str(conv.id)
 
     def send(self, conv_id: str, text: str) -> Reply:
@@ -48,10 +52,13 @@ class LocalChat:
 class RemoteChat:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
+        self.notice: str | None = None
 
     def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
         client = self.client
-        return client.create_conversation(collection=collection, document_id=document_id, persona=persona)
+        data = client.create_conversation(collection=collection, document_id=document_id, persona=persona)
+        self.notice = str(data["notice"]) if data.get("notice") else None
+        return str(data["id"])
 
     def send(self, conv_id: str, text: str) -> Reply:
         return self.client.send_message(conv_id, text)
@@ -141,6 +148,8 @@ def _converse(
     def start() -> str:
         conv_id = session.create(collection=collection, document_id=document, persona=persona)
         typer.secho(f"conversation {conv_id}", dim=True)
+        if notice := getattr(session, "notice", None):
+            typer.secho(notice, fg=typer.colors.YELLOW)
         return conv_id
 
     try:

@@ -209,10 +209,10 @@ class ApiClient:
 
     def create_conversation(
         self, *, collection: str | None = None, document_id: str | None = None, persona: str | None = None
-    ) -> str:
+    ) -> dict[str, Any]:
+        """The conversation as created (``id``; ``notice``: what the server has to say about it)."""
         body = {"collection": collection, "documentId": document_id, "persona": persona}
-        data = self._json("POST", "/chat/conversations", payload={k: v for k, v in body.items() if v})
-        return str(data["id"])
+        return self._json("POST", "/chat/conversations", payload={k: v for k, v in body.items() if v})
 
     def send_message(self, conversation_id: str, content: str) -> Reply:
         path = f"/chat/conversations/{urllib.parse.quote(conversation_id, safe='')}/messages"

@@ -35,6 +35,18 @@ def parse_personas(data: Mapping[str, object]) -> dict[str, str]:
     return registry
 
 
+def persona_notice(name: str | None, model_writes: bool) -> str | None:
+    """What to tell whoever starts a conversation with a persona that cannot take effect: the
+    extractive answerer quotes the documents' own sentences, so a role paragraph changes nothing
+    there (``None`` when it does, or for the default persona)."""
+    if model_writes or not name or name == DEFAULT_PERSONA:
+        return None
+    return (
+        f"The persona '{name}' changes how answers are written only when a language model writes "
+        "them (RAGCHAT_CHAT_MODEL=claude); the extractive answerer quotes your documents as they are."
+    )
+
+
 def resolve_persona(registry: Mapping[str, str], name: str | None) -> str:
     """The role paragraph of a persona; unknown names are a 400."""
     key = name or DEFAULT_PERSONA
