@@ -294,3 +294,27 @@ def test_a_persona_that_cannot_take_effect_is_said_so_when_the_conversation_star
     with_model = make_api(env, chat_model=FakeChatModel())
     made = _body(with_model.call("POST", "/chat/conversations", body={"persona": "teacher"}))
     assert made["persona"] == "teacher" and made["notice"] is None
+
+
+def test_a_source_shows_the_sentence_its_answer_quotes_in_plain_text() -> None:
+    """Issue 33 item 1: a source's text was the chunk's first 160 characters, Markdown and all, cut
+    mid-word ("# Harbour guide ## Harbour rules … The fuel doc")."""
+    api = make_api()
+    _index(
+        api,
+        "n-harbour",
+        "# Harbour guide\n\n## Harbour rules\nThe harbour master is on duty from 6:00 to 22:00. Boats must "
+        "register at the office on arrival.\n\n## Fuel\n**Tools.** The fuel dock sells diesel and petrol. "
+        "Payment is by card only.\n\n- Kayaks launch from the slipway.\n- Swimming in the harbour is "
+        "forbidden for everyone.",
+    )
+    conv_id = _body(api.call("POST", "/chat/conversations", body={}))["id"]
+    res = api.call(
+        "POST",
+        f"/chat/conversations/{conv_id}/messages",
+        body={"content": "Is swimming in the harbour forbidden for everyone?"},
+    )
+    reply = _body(res)
+    assert "Swimming in the harbour is forbidden" in reply["content"]
+    (source,) = reply["sources"]
+    assert source["text"] == "…Swimming in the harbour is forbidden for everyone."

@@ -21,8 +21,6 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ragchat.domain.models import Hit, SourceRef
-
 # The one citation pattern: every module that finds, strips or streams tags uses these.
 _ID_CHAR = r"[A-Za-z0-9_-]"
 CITATION_ID = _ID_CHAR + "+"
@@ -158,12 +156,6 @@ def citation_ids(text: str) -> list[str]:
     for m in CITATION_RE.finditer(text):
         seen.setdefault(m.group(1), None)
     return list(seen)
-
-
-def source_refs(hits: Sequence[Hit], ids: Sequence[str]) -> list[SourceRef]:
-    """Stored sources: one ``{id, text ≤ 160}`` per valid id, in the order of ``ids``."""
-    by_id = {h.id: h for h in hits}
-    return [SourceRef(i, _WS.sub(" ", by_id[i].text).strip()[:SOURCE_TEXT_CHARS]) for i in ids if i in by_id]
 
 
 class CitationStreamFilter:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.citations import CitationResult, source_refs, validate_citations
+from ragchat.domain.citations import CitationResult, validate_citations
 from ragchat.domain.errors import ModelError, TransientError, ValidationError
+from ragchat.domain.excerpts import source_refs
 from ragchat.domain.messages import FALLBACK_MODEL, GUARD_MODEL, sanitize_message
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest, SearchFilter, SourceRef
 from ragchat.domain.names import not_found_sentence
@@ -156,7 +157,7 @@ class Answerer:
         )
         return Answer(
             text=result.text,
-            sources=with_documents(source_refs(hits, result.valid_ids), hits),
+            sources=with_documents(source_refs(hits, result.valid_ids, result.text), hits),
             guard_used=False,
             model=model,
             citations=result,
