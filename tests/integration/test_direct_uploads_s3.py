@@ -118,4 +118,4 @@ def test_a_replayed_presigned_post_is_refused_and_the_original_stays(stack: Stac
 def test_a_bad_upload_request_is_400_and_signs_nothing(stack: Stack) -> None:
     response = stack.handler("notes_api")(api_event("POST", "/uploads", {"filename": "setup.exe"}), None)
     assert response["statusCode"] == 400
-    assert "Unsupported" in json.loads(response["body"])["error"]
+    assert "This file type is not supported" in json.loads(response["body"])["error"]

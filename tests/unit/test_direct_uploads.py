@@ -94,9 +94,9 @@ def test_each_presign_is_a_new_key_for_the_document_its_name_says() -> None:
     [
         ({}, "filename"),
         ({"filename": "  "}, "filename"),
-        ({"filename": "setup.exe"}, "Unsupported"),
+        ({"filename": "setup.exe"}, "This file type is not supported (setup.exe): add .txt"),
         ({"filename": "README"}, "extension"),
-        ({"filename": "a.png", "contentType": "image/png"}, "Unsupported"),
+        ({"filename": "a.png", "contentType": "image/png"}, "This file type is not supported (a.png)"),
         ({"filename": "a.txt", "collection": "no spaces"}, "collection"),
         ({"filename": "a.txt", "title": "x" * 1001}, "title"),
         ({"filename": "a.txt", "owner": "bob"}, "owner"),

@@ -74,3 +74,24 @@ def test_the_add_page_states_the_limit_and_checks_it_before_sending() -> None:
     assert "'The file is too large (' + megabytes(file.size) + '): the limit is '" in script
     assert "'Files up to ' + megabytes(LIMIT)" in script
     assert ".catch(err => { resetProgress();" in script
+
+
+UNSUPPORTED = "This file type is not supported (notes.docx): add .txt, .md, .html or .pdf files."
+
+
+def test_an_unsupported_file_gets_one_sentence_at_every_door(tmp_path: Path) -> None:
+    """Issue 33 item 7: "Unsupported file type: upload …" (API), "Unsupported file 'notes.docx'.
+    Supported types: text/plain (.txt), …" (ingestion) and "unsupported type (.txt .md .html .pdf)"
+    (the terminal) said one thing three ways."""
+    from ragchat.cli.ingest import collect_files
+
+    api = make_api(ENV)
+    res = api.call("POST", "/documents", raw_body=b"PK\x03\x04", query={"filename": "notes.docx"})
+    assert res["statusCode"] == 400 and error(res) == UNSUPPORTED
+    with pytest.raises(ValidationError) as local:
+        api.container.ingestion.submit_file("u", data=b"PK\x03\x04", filename="notes.docx", source="cli")
+    assert local.value.message == UNSUPPORTED
+    docx = tmp_path / "notes.docx"
+    docx.write_bytes(b"PK\x03\x04")
+    _, (rejected,), _ = collect_files([docx])
+    assert rejected.error == UNSUPPORTED.replace(" (notes.docx)", "")  # the table names the file

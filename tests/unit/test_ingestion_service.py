@@ -293,7 +293,7 @@ def test_title_longer_than_1000_characters_is_rejected() -> None:
     [
         ({"metadata": ["not", "an", "object"]}, "metadata"),
         ({"collection": "../etc"}, "collection"),
-        ({"content_type": "image/png"}, "Unsupported"),
+        ({"content_type": "image/png"}, r"This file type is not supported \(image/png\): add \.txt"),
         ({"document_id": "bad id with spaces"}, "document id"),
     ],
 )

@@ -29,6 +29,7 @@ from ragchat.api.schemas import (
 )
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import supported_extensions, supported_type, type_for_filename
+from ragchat.domain.file_errors import unsupported_type
 from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
 from ragchat.domain.uploads import safe_filename
@@ -263,7 +264,8 @@ def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
     ctype = type_for_filename(name) or supported_type(ctype) or ""
     if not ctype:
         raise ValidationError(
-            f"Unsupported file type: upload {supported_extensions()} (name it with ?filename= or X-Filename)"
+            unsupported_type(name or None, supported_extensions())
+            + ("" if name else " Name the file with ?filename= or X-Filename.")
         )
     return name, ctype, data
 

@@ -27,6 +27,8 @@ from ragchat.cli.common import (
     fail,
     quiet_logging,
 )
+from ragchat.domain.extraction import supported_extensions
+from ragchat.domain.file_errors import unsupported_type
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -68,7 +70,7 @@ def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome], l
             if path.suffix.lower() in SUPPORTED:
                 files.append(path)
             else:
-                error = f"unsupported type ({SUPPORTED_LIST})"
+                error = unsupported_type(None, supported_extensions())
                 rejected.append(IngestOutcome(str(path), "FAILED", error=error))
         else:
             rejected.append(IngestOutcome(str(path), "FAILED", error=MISSING))

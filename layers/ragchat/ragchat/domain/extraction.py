@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ragchat.domain.errors import ValidationError
+from ragchat.domain.file_errors import unsupported_type
 
 Page = tuple[str, dict[str, Any]]
 
@@ -130,8 +131,8 @@ def detect_content_type(filename: str | None, declared: str | None) -> str:
         return from_ext
     if not ext and (base in SUPPORTED_TYPES or base in _GENERIC):
         return base if base in SUPPORTED_TYPES else TEXT
-    what = f"content type {declared!r}" if base and base not in _GENERIC else f"file {filename!r}"
-    raise ValidationError(f"Unsupported {what}. Supported types: {supported_description()}.")
+    what = declared if base and base not in _GENERIC and not filename else filename
+    raise ValidationError(unsupported_type(what, supported_extensions()))
 
 
 def extract(
