@@ -51,3 +51,17 @@ def stuck_in_c(body: bytes, job: ParseJob) -> Parsed:
     if body.startswith(b"STUCK"):
         re.match(r"(a|aa)+b", "a" * 60)
     return parse_document(body, job)
+
+
+def gated_reader(body: bytes, job: ParseJob) -> Parsed:
+    """A reader that holds ``GATE:<path>`` documents until ``<path>`` exists (an injected slow step:
+    the test opens the gate when it has seen what it waits for)."""
+    import os
+    import time
+
+    if body.startswith(b"GATE:"):
+        gate = body[5:].split(b"\n", 1)[0].decode()
+        deadline = time.monotonic() + 60
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return parse_document(body, job)
