@@ -36,7 +36,7 @@ from ragchat.domain.ids import note_id, version_tags
 from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
 from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, ParsingInterrupted
-from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, work_prefix
+from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key, work_prefix
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
 
 if TYPE_CHECKING:
@@ -295,6 +295,8 @@ class IngestSteps:
         prefix = work_prefix(document_id, version)
         batches: list[dict[str, Any]] = []
         for n, start in enumerate(range(0, len(chunks), self.batch_size)):
+            if n:  # deleted while its batches are written: stop (the runner then removes what is here)
+                self._document(owner, document_id)
             key = f"{prefix}batch-{n:05d}.json"
             payload = {
                 "owner": owner,
@@ -459,6 +461,7 @@ class IngestSteps:
         batch files go (the deletion may have raced with a batch being stored)."""
         self._remove_indexed(owner, document_id)
         self.blobs.delete_prefix(work_prefix(document_id))
+        self.blobs.delete(text_key(owner, document_id))  # a PDF's or HTML page's text, kept at the split
         logger.info("ingest.cancelled", extra={"documentId": document_id})
 
     def fail(self, owner: str, document_id: str, error: str, version: str | None = None) -> dict[str, Any]:
