@@ -132,14 +132,14 @@ class ProcessParser:
         memory_bytes: int,
         wall_seconds: float,
         parse: Parse = parse_document,
-        start_method: str = "spawn",
     ) -> None:
         """``parse``: what the child runs per document (importable by name: tests give a slow one)."""
         self.cpu_seconds = cpu_seconds
         self.memory_bytes = memory_bytes
         self.wall_seconds = wall_seconds
         self._parse = parse
-        self._context = multiprocessing.get_context(start_method)
+        # spawn: a fresh interpreter (a fork would copy the server's threads, locks and model)
+        self._context = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
         self._closed = False
         self._process: BaseProcess | None = None
