@@ -27,6 +27,7 @@ import pytest
 from ragchat.adapters.local.parse_process import Parse, ProcessParser
 from ragchat.bootstrap import Container
 from ragchat.config import load_settings
+from ragchat.domain.errors import NotFound
 from ragchat.domain.extraction import ExtractionError
 from ragchat.domain.parsing import InProcessParser, ParseJob, parse_document
 from ragchat.local_server import LocalServer
@@ -230,5 +231,20 @@ def test_a_warm_child_reads_document_after_document() -> None:
         for i in range(20):
             assert parser.parse(lambda i=i: f"note {i}".encode(), JOB).chunks[0].text == f"note {i}"
         assert parser.started == 1
+    finally:
+        parser.close()
+
+
+def test_a_missing_body_fails_that_document_only() -> None:
+    parser = child(parse=parse_document)
+
+    def gone() -> bytes:
+        raise NotFound("The document's body is missing from storage")
+
+    try:
+        assert parser.parse(lambda: b"first", JOB).chunks[0].text == "first"
+        with pytest.raises(NotFound):
+            parser.parse(gone, JOB)
+        assert [c.text for c in parser.parse(lambda: NOTE.encode(), JOB).chunks] == [NOTE]
     finally:
         parser.close()

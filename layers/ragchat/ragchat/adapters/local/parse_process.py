@@ -150,11 +150,13 @@ class ProcessParser:
         with self._lock:
             if self._closed:
                 raise ParsingInterrupted("the server is stopping")
+            data = body()  # before anything is sent: a missing body leaves the child waiting for the next
             conn = self._child()
             started = time.monotonic()
             try:
                 conn.send((job, self.cpu_seconds))
-                conn.send_bytes(body())
+                conn.send_bytes(data)
+                del data  # the child has its copy: not held here while it reads
                 if not conn.poll(self.wall_seconds):
                     logger.warning("parse.wall_limit", extra={"seconds": self.wall_seconds})
                     self._stop()
