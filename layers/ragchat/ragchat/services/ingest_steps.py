@@ -35,7 +35,7 @@ from ragchat.domain.file_errors import interrupted
 from ragchat.domain.ids import note_id, version_tags
 from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
-from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, ParsingInterrupted
+from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, ParsingInterrupted, parse_document
 from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key, work_prefix
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
 
@@ -200,6 +200,10 @@ class IngestSteps:
             headers=self.settings.chunk_headers,
             cpu_seconds=self.settings.parse_cpu_s,
         )
+
+    def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
+        """The chunks ``body`` is cut into as ``doc`` (read in this process: the benchmarks)."""
+        return parse_document(body, self.parse_job(doc)).chunks
 
     def _parse(self, doc: Document) -> Parsed:
         """Read the document's body (released once handed over) with the parser: in-process, or in
