@@ -45,7 +45,8 @@ def too_much_memory(limit_bytes: int) -> str:
 def interrupted(attempts: int) -> str:
     """Why a document is no longer resumed: its ingestion was interrupted ``attempts`` times (the
     server stopped or crashed while reading it)."""
+    times = "once" if attempts == 1 else f"{attempts} times"
     return (
-        f"Ingestion was interrupted {attempts} times (the server stopped while reading the file), "
+        f"Ingestion was interrupted {times} (the server stopped while reading the file), "
         f"so it is not tried again. {SPLIT_IT[:-1]} or upload it again to retry."
     )
