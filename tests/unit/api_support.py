@@ -53,6 +53,7 @@ def make_api(env: dict[str, str] | None = None, *, run_pipeline: bool = True, **
             "RAGCHAT_CHAT_MODEL": "extractive",
             "MIN_SIMILARITY": "0.3",
             "RAGCHAT_DATA_DIR": scratch_dir(),
+            "PARSE_ISOLATION": "off",  # read in-process (the child reader: test_parse_isolation.py)
             **(env or {}),
         }
     )

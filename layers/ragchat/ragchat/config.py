@@ -83,6 +83,9 @@ def is_anthropic_key(value: object) -> bool:
     return key.startswith("sk-") and len(key) > 3 and not any(c.isspace() for c in key)
 
 
+_NOT_ONLY_AWS = {"OPENSEARCH_ENDPOINT", "S3VECTORS_BUCKET", "ANTHROPIC_API_KEY"}  # needed locally too
+
+
 class ConfigError(ValueError):
     """Invalid configuration; the message names the offending environment variable."""
 
@@ -100,9 +103,8 @@ class Settings(BaseSettings):
     # hybrid (keyword + vector fusion) measures better on SciFact (nDCG@10 0.720 vs 0.684) and on the
     # grounding set (bench/results/scifact.md, grounding.md); S3 Vectors falls back to vector.
     retrieval_mode: Literal["vector", "hybrid"] = Field("hybrid", alias="RETRIEVAL_MODE")
-    # answer-or-refuse: the calibrated decision (compares the question with the top chunks'
-    # title-prefixed passages: more accurate; ~220 ms per SciFact question on 2 CPU cores when they are
-    # embedded at question time, ~0 once PRECOMPUTE_EVIDENCE has stored them) or the top-1 rule
+    # answer-or-refuse: the calibrated decision (the question against the top chunks' title-prefixed
+    # passages: more accurate; their vectors precomputed, see below) or the top-1 rule
     answerability: Literal["calibrated", "similarity"] = Field("calibrated", alias="ANSWERABILITY")
     # where ``ragchat calibrate`` stores the fitted answerability coefficients and the deployed
     # functions read them: an SSM parameter (the stack sets its name), else a file in the data dir
@@ -114,9 +116,8 @@ class Settings(BaseSettings):
     # local (SQLite index): embed those passages and sentences once a document is READY, in the
     # background, so a question embeds only itself (ragchat.services.evidence; ~7 KB per chunk)
     precompute_evidence: bool = Field(True, alias="PRECOMPUTE_EVIDENCE")
-    # how those vectors are made: each text embedded alone; or pooled from the chunk's own model pass
-    # during ingestion (local MiniLM; ragchat.adapters.local.span_vectors): the answer's sentences
-    # only ("pooled_sentences"; the decision's passages still embedded alone) or all ("pooled")
+    # how those vectors are made: each text embedded alone; or pooled from the chunk's own pass
+    # (local MiniLM): the answer's sentences only ("pooled_sentences") or all ("pooled")
     evidence_vectors: Literal["embedded", "pooled_sentences", "pooled"] = Field(
         "embedded", alias="EVIDENCE_VECTORS"
     )
@@ -192,6 +193,13 @@ class Settings(BaseSettings):
     # budget (bench/results/memory.md), so a larger one would only end FAILED after a minute.
     max_pdf_bytes: int = Field(20 * MiB, alias="MAX_PDF_BYTES", ge=1)
     upload_url_expires_s: int = Field(900, alias="UPLOAD_URL_EXPIRES_SECONDS", ge=60, le=7 * 24 * 3600)
+    # Reading an upload (extract, split, headers): CPU s; in a child process also memory, wall s (security.md)
+    parse_isolation: Literal["process", "off"] = Field("process", alias="PARSE_ISOLATION")
+    parse_cpu_s: float = Field(60.0, alias="PARSE_CPU_SECONDS", gt=0, le=3600)
+    parse_memory_mb: int = Field(4096, alias="PARSE_MEMORY_MB", ge=256)
+    parse_wall_s: float = Field(180.0, alias="PARSE_WALL_SECONDS", gt=0, le=4 * 3600)
+    # A document whose ingestion was interrupted this often (server killed meanwhile) is FAILED, not resumed.
+    ingest_max_attempts: int = Field(3, alias="INGEST_MAX_ATTEMPTS", ge=1, le=100)
 
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
@@ -352,11 +360,7 @@ class Settings(BaseSettings):
 
     def _why(self, missing: list[str]) -> str:
         reasons = []
-        if self.backend == "aws" and set(missing) - {
-            "OPENSEARCH_ENDPOINT",
-            "S3VECTORS_BUCKET",
-            "ANTHROPIC_API_KEY",
-        }:
+        if self.backend == "aws" and set(missing) - _NOT_ONLY_AWS:
             reasons.append("RAGCHAT_BACKEND=aws")
         if "OPENSEARCH_ENDPOINT" in missing:
             reasons.append("the vector index is OpenSearch; RAGCHAT_VECTOR_INDEX=sqlite keeps it embedded")

@@ -6,7 +6,7 @@ Adapters for the local embedded default live in ``ragchat.adapters.local`` and f
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ragchat.domain.models import (
@@ -22,6 +22,7 @@ from ragchat.domain.models import (
     SearchFilter,
     VectorRecord,
 )
+from ragchat.domain.parsing import Parsed, ParseJob
 from ragchat.domain.uploads import PresignedUpload, UploadGrant
 from ragchat.domain.workspaces import Membership, Role, Workspace
 
@@ -350,6 +351,15 @@ class IngestionLauncher(Protocol):
         is under way is not an error and does not start a second concurrent run. ``version`` names
         the content being ingested (a new one per upload): when it differs from the running one, the
         pipeline must end with the newest content READY (re-run or supersede the running one)."""
+        ...
+
+
+class DocumentParser(Protocol):
+    def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
+        """Read one uploaded document (:func:`ragchat.domain.parsing.parse_document`) whose bytes
+        ``body()`` returns (called once; not held once handed over). A document over
+        a CPU, memory or time limit raises ``ValidationError`` saying which; the next one is read
+        normally."""
         ...
 
 

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 from ragchat.bootstrap.backends import required
 from ragchat.bootstrap.models import Models
+from ragchat.domain.file_errors import MB
 
 if TYPE_CHECKING:
-    from ragchat.ports import IngestionLauncher
+    from ragchat.ports import DocumentParser, IngestionLauncher
     from ragchat.services.documents import DocumentService
     from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, InlineEvidence, Pool
+    from ragchat.services.ingest_attempts import IngestAttempts
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.uploads import UploadService
 
@@ -30,6 +32,7 @@ class IngestionRoot(Models):
         from ragchat.adapters.local.pipeline import MAX_DOCUMENTS_PER_RUN, InlineIngestionLauncher
         from ragchat.services.ingest_runner import SlicedRunner
 
+        self.parser  # noqa: B018 - made first, so it is closed after the worker (closers run newest first)
         runner = SlicedRunner(max_new_per_round=MAX_DOCUMENTS_PER_RUN)
         launcher = InlineIngestionLauncher(
             lambda: self.ingest_steps, runner=runner, warmer=self.evidence_warmer
@@ -50,7 +53,36 @@ class IngestionRoot(Models):
             self.clock,
             metrics=self.metrics,
             evidence=self._ingest_evidence(),
+            parser=self.parser,
+            attempts=self._attempts(),
         )
+
+    def _attempts(self) -> IngestAttempts | None:
+        """Runs started per document version, so a poison document is FAILED rather than resumed at
+        every start (local: the cloud's state machine never resumes)."""
+        if self.settings.backend == "aws":
+            return None
+        from ragchat.services.ingest_attempts import IngestAttempts
+
+        return IngestAttempts(self.counters, self.settings.ingest_max_attempts, self.clock)
+
+    @cached_property
+    def parser(self) -> DocumentParser:
+        """Reads uploads: locally in a child process under the ``PARSE_*`` limits (a hostile document
+        cannot hold the server); in a Lambda (its own process, bounded by its timeout) or with
+        ``PARSE_ISOLATION=off``, in this process."""
+        s = self.settings
+        if s.backend == "aws" or s.parse_isolation == "off":
+            from ragchat.domain.parsing import InProcessParser
+
+            return InProcessParser()
+        from ragchat.adapters.local.parse_process import ProcessParser
+
+        parser = ProcessParser(
+            cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
+        )
+        self._opened(parser.close)
+        return parser
 
     def _evidence_kinds(self) -> tuple[bool, bool]:
         """Which evidence vectors are kept: passages (calibrated embedder), sentences (extractive by

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ragchat.domain.errors import ValidationError
-from ragchat.domain.file_errors import unsupported_type
+from ragchat.domain.file_errors import too_slow_to_read, unsupported_type
 
 Page = tuple[str, dict[str, Any]]
 
@@ -76,11 +76,8 @@ class CpuBudget:
 
     def check(self, stage: str) -> None:
         used = self.clock() - self.started
-        if used > self.seconds:
-            raise ExtractionError(
-                f"Extraction stopped: the document used more than {self.seconds:g} s of CPU ({stage}); "
-                "split it into smaller files."
-            )
+        if used > self.seconds:  # the child reader's CPU limit says the same (domain.file_errors)
+            raise ExtractionError(too_slow_to_read(self.seconds).replace(" of CPU.", f" of CPU ({stage})."))
 
 
 def supported_description() -> str:

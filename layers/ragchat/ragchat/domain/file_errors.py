@@ -33,3 +33,28 @@ def unsupported_type(name: str | None, extensions: str) -> str:
     ``.txt, .md, .html or .pdf``); ``name``: the file's name or declared type, when known."""
     shown = f" ({name})" if name else ""
     return f"This file type is not supported{shown}: add {extensions} files."
+
+
+# Reading a file (extracting, splitting, heading its chunks) runs under limits (docs/security.md):
+# a file over one FAILS with one of these, and the next file is read normally.
+SPLIT_IT = "Split it into smaller files."
+
+
+def too_slow_to_read(cpu_seconds: float) -> str:
+    """The refusal for a file whose reading used more CPU (or wall-clock) time than allowed."""
+    return f"The file took too long to read: the limit is {cpu_seconds:g} s of CPU. {SPLIT_IT}"
+
+
+def too_much_memory(limit_bytes: int) -> str:
+    """The refusal for a file whose reading needed more memory than allowed."""
+    return f"The file needed too much memory to read: the limit is {megabytes(limit_bytes)}. {SPLIT_IT}"
+
+
+def interrupted(attempts: int) -> str:
+    """Why a document is no longer resumed: its ingestion was interrupted ``attempts`` times (the
+    server stopped or crashed while reading it)."""
+    times = "once" if attempts == 1 else f"{attempts} times"
+    return (
+        f"Ingestion was interrupted {times} (the server stopped while reading the file), "
+        f"so it is not tried again. {SPLIT_IT[:-1]} or upload it again to retry."
+    )

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound, RagchatError
+from ragchat.domain.parsing import ParsingInterrupted
 from ragchat.services.ingest_pipeline import EMBED_INDEX, FINALIZE, SPLIT, Stage, failure_message
 from ragchat.services.ingest_steps import embedding_texts
 
@@ -147,6 +148,9 @@ class SlicedRunner:
         owner, document_id = job.key
         try:
             job.plan = steps.split(owner, document_id)
+        except ParsingInterrupted:  # the server is stopping: left PROCESSING, resumed at its next start
+            job.done = True
+            return
         except Exception as exc:
             self._end(steps, job, SPLIT, exc)
             return

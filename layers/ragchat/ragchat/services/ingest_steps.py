@@ -31,16 +31,19 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, parse_iso, system_clock
 from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.file_errors import interrupted
 from ragchat.domain.ids import note_id, version_tags
 from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
-from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, work_prefix
+from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, ParsingInterrupted, parse_document
+from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key, work_prefix
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import BlobStore, DocumentStore, Embedder, Metrics, VectorIndex
+    from ragchat.ports import BlobStore, DocumentParser, DocumentStore, Embedder, Metrics, VectorIndex
     from ragchat.services.evidence import IngestEvidence, InlineEvidence
+    from ragchat.services.ingest_attempts import IngestAttempts
 
 logger = Logger(service="ragchat", child=True)
 
@@ -102,9 +105,15 @@ class IngestSteps:
         batch_size: int = BATCH_SIZE,
         metrics: Metrics = NO_METRICS,
         evidence: IngestEvidence | InlineEvidence | None = None,
+        parser: DocumentParser | None = None,
+        attempts: IngestAttempts | None = None,
     ) -> None:
         """``evidence``: evidence vectors pooled from the chunks' own model pass (local,
-        ``EVIDENCE_VECTORS=pooled``), stored with each batch."""
+        ``EVIDENCE_VECTORS=pooled``), stored with each batch. ``parser``: reads each document
+        (default: in this process). ``attempts``: counts each run's starts so a document that keeps
+        interrupting them is FAILED instead of resumed again (local)."""
+        self.attempts = attempts
+        self.parser: DocumentParser = parser if parser is not None else InProcessParser()
         self.evidence = evidence
         self.documents = documents
         self.blobs = blobs
@@ -176,53 +185,43 @@ class IngestSteps:
             self.index.delete(ids)
         self.index.delete_document(owner, document_id, tags=version_tags(ids, version))
 
+    def parse_job(self, doc: Document) -> ParseJob:
+        """How ``doc`` is read: its type, title, chunk size (or one chunk per page, capped at
+        ``MAX_UNSPLIT_CHARS``, without splitting), headers and extraction CPU budget."""
+        if self.settings.enable_text_splitting and doc.split:
+            size, overlap = self.settings.chunk_size, self.settings.chunk_overlap
+        else:
+            size, overlap = MAX_UNSPLIT_CHARS, 0
+        return ParseJob(
+            content_type=doc.content_type,
+            title=doc.title,
+            chunk_size=size,
+            overlap=overlap,
+            headers=self.settings.chunk_headers,
+            cpu_seconds=self.settings.parse_cpu_s,
+        )
+
     def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
-        """Extract the text (per content type) and cut it into chunks."""
-        from ragchat.domain.extraction import extract
+        """The chunks ``body`` is cut into as ``doc`` (read in this process: the benchmarks)."""
+        return parse_document(body, self.parse_job(doc)).chunks
 
-        return self._chunks_and_text(doc, extract(body, content_type=doc.content_type))[0]
+    def _parse(self, doc: Document) -> Parsed:
+        """Read the document's body (released once handed over) with the parser: in-process, or in
+        a child process under hard limits (``ragchat serve``)."""
 
-    def _pages(self, doc: Document) -> list[tuple[str, dict[str, Any]]]:
-        """The document's extracted pages. The body is read here and released on return, so it is
-        not held while the text is chunked (for a 500 MiB text body: 500 MB less at the peak)."""
-        from ragchat.domain.extraction import extract
+        def body() -> bytes:
+            try:
+                return self.blobs.get(doc.body_key)
+            except KeyError:
+                raise NotFound("The document's body is missing from storage") from None
 
-        try:
-            body = self.blobs.get(doc.body_key)
-        except KeyError:
-            raise NotFound("The document's body is missing from storage") from None
-        return extract(body, content_type=doc.content_type)
+        return self.parser.parse(body, self.parse_job(doc))
 
     def _keep_text(self, doc: Document, pages: list[tuple[str, dict[str, Any]]]) -> None:
         """Keep a PDF's or HTML page's extracted text (``GET /documents/{id}?include=body`` reads it
         there: no extraction on a request). Text types are their own text."""
         if doc.content_type in EXTRACTED_TYPES:
             keep_extracted_text(self.blobs, doc.owner, doc.id, pages)
-
-    def _chunks_and_text(
-        self, doc: Document, pages: list[tuple[str, dict[str, Any]]]
-    ) -> tuple[list[Chunk], str]:
-        """The chunks (blank ones dropped) and the whole extracted text (pages joined)."""
-        from ragchat.domain.splitting import split_pages
-
-        text = "\n".join(page for page, _ in pages)
-        if self.settings.enable_text_splitting and doc.split:
-            size, overlap = self.settings.chunk_size, self.settings.chunk_overlap
-        else:
-            # No splitting: one chunk per page (or the whole text), capped at MAX_UNSPLIT_CHARS.
-            size, overlap = MAX_UNSPLIT_CHARS, 0
-        chunks = split_pages(pages, content_type=doc.content_type, chunk_size=size, overlap=overlap)
-        return [c for c in chunks if c.text.strip()], text
-
-    def headers_of(self, doc: Document, text: str, chunks: list[Chunk]) -> list[str]:
-        """Each chunk's contextual header (:mod:`ragchat.domain.context`): the title and the nearest
-        Markdown heading; "" for all when ``CHUNK_HEADERS`` is off."""
-        from ragchat.domain.context import chunk_header, nearest_headings
-
-        if not self.settings.chunk_headers:
-            return [""] * len(chunks)
-        headings = nearest_headings(text, [c.text for c in chunks])
-        return [chunk_header(doc.title, h, c.text) for c, h in zip(chunks, headings, strict=True)]
 
     # ---------------------------------------------------------------- steps
     def split(self, owner: str, document_id: str, version: str | None = None) -> dict[str, Any]:
@@ -233,17 +232,21 @@ class IngestSteps:
         if doc is None:
             return self._empty_plan(owner, document_id, version)
         version = version if version is not None else doc.version
+        if self.attempts is not None and not self.attempts.begin(owner, document_id, version):
+            raise ValidationError(interrupted(self.attempts.limit))  # quarantined: FAILED, not resumed
         self.documents.update_document(
             owner, document_id, {"status": DocumentStatus.PROCESSING, "error": None}
         )
-        pages = self._pages(doc)
-        chunks, text = self._chunks_and_text(doc, pages)
-        if not chunks:
-            raise ValidationError("No text could be extracted from the document")
-        headers = self.headers_of(doc, text, chunks)
+        try:
+            parsed = self._parse(doc)
+        except ParsingInterrupted:  # a graceful stop: this start does not count
+            if self.attempts is not None:
+                self.attempts.take_back(owner, document_id, version)
+            raise
+        chunks, headers = parsed.chunks, parsed.headers
         if self._current(owner, document_id, version, "split") is None:  # re-uploaded while extracting
             return self._empty_plan(owner, document_id, version)
-        self._keep_text(doc, pages)
+        self._keep_text(doc, parsed.pages)
 
         # Write-then-swap: a replacement's notes are written beside the previous version's (their ids
         # differ by version), disabled; ``finalize`` switches them on and then removes the others.
@@ -296,6 +299,8 @@ class IngestSteps:
         prefix = work_prefix(document_id, version)
         batches: list[dict[str, Any]] = []
         for n, start in enumerate(range(0, len(chunks), self.batch_size)):
+            if n:  # deleted while its batches are written: stop (the runner then removes what is here)
+                self._document(owner, document_id)
             key = f"{prefix}batch-{n:05d}.json"
             payload = {
                 "owner": owner,
@@ -357,10 +362,8 @@ class IngestSteps:
         titles: Sequence[str] | None = None,
         sizes: Sequence[int] | None = None,
     ) -> list[list[float]]:
-        """The vectors of ``texts`` (the chunks as embedded). With the ``chunks`` and their
-        documents' ``titles``, the same pass gives their evidence vectors: pooled
-        (``EVIDENCE_VECTORS=pooled``), or embedded alone for the chunks of small documents
-        (``sizes``: each chunk's document's chunk count; unknown: none of them)."""
+        """The vectors of ``texts`` (the chunks as embedded); with the ``chunks``, ``titles`` (and
+        ``sizes``: their documents' chunk counts) the same pass gives their evidence vectors."""
         vectors: list[list[float]] | None = None
         if self.evidence is not None and chunks is not None and titles is not None:
             try:
@@ -444,6 +447,8 @@ class IngestSteps:
         if not updated.enabled and doc.enabled:  # disabled while we were switching on
             self.index.set_enabled(owner, document_id, False, tags=tags)
         self._swap(owner, document_id, version, int(chunk_count))  # only now: the new version is READY
+        if self.attempts is not None:
+            self.attempts.end(owner, document_id, version)
         self.blobs.delete_prefix(work_prefix(document_id, version))
         now = self.clock()
         extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
@@ -461,6 +466,7 @@ class IngestSteps:
         batch files go (the deletion may have raced with a batch being stored)."""
         self._remove_indexed(owner, document_id)
         self.blobs.delete_prefix(work_prefix(document_id))
+        self.blobs.delete(text_key(owner, document_id))  # a PDF's or HTML page's text, kept at the split
         logger.info("ingest.cancelled", extra={"documentId": document_id})
 
     def fail(self, owner: str, document_id: str, error: str, version: str | None = None) -> dict[str, Any]:
@@ -485,6 +491,8 @@ class IngestSteps:
             {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining},
         )
         self.blobs.delete_prefix(work_prefix(document_id, version))
+        if self.attempts is not None:
+            self.attempts.end(owner, document_id, run_version)
         logger.warning(
             "ingest.failed", extra={"documentId": document_id, "error": message, "previousKept": remaining}
         )

@@ -17,6 +17,7 @@ Private to their user whatever the umask (docs/security.md): folders are made 07
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import tempfile
@@ -54,6 +55,41 @@ def private_file(path: Path) -> Path:
     with contextlib.suppress(OSError):
         os.chmod(path, 0o600)
     return path
+
+
+# Passes of _remove_tree over a folder a writer may still be adding to (the ingestion worker writing
+# a document's batches while the document is deleted): each pass removes what the last one missed.
+_REMOVE_PASSES = 5
+
+
+def _remove_tree(directory: Path) -> int:
+    """Delete ``directory`` and everything in it; how many files went. Files that vanish meanwhile
+    are fine and files that appear meanwhile are removed by the next pass; a writer still adding
+    after :data:`_REMOVE_PASSES` passes leaves the folder (the ingestion worker notices the document is
+    gone and removes its batches itself). Never raises "Directory not empty" (issue 30, finding 8)."""
+    deleted = 0
+    for _ in range(_REMOVE_PASSES):
+        for sub in sorted(directory.rglob("*"), reverse=True):
+            try:
+                if sub.is_dir() and not sub.is_symlink():
+                    os.rmdir(sub)
+                else:
+                    sub.unlink()
+                    deleted += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+        try:
+            os.rmdir(directory)
+            return deleted
+        except FileNotFoundError:
+            return deleted
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+    return deleted
 
 
 class FileBlobStore:
@@ -94,7 +130,11 @@ class FileBlobStore:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp_name, target)
+            try:
+                os.replace(tmp_name, target)
+            except FileNotFoundError:  # its folder was removed meanwhile (a delete_prefix): make it again
+                _make_dirs(self.root, target.parent)
+                os.replace(tmp_name, target)
         except BaseException:
             Path(tmp_name).unlink(missing_ok=True)
             raise
@@ -138,16 +178,11 @@ class FileBlobStore:
             if entry in (self.root / _TMP, self.root / _SECRET):
                 continue
             if entry.is_dir() and not entry.is_symlink():
-                for sub in sorted(entry.rglob("*"), reverse=True):
-                    if sub.is_dir() and not sub.is_symlink():
-                        sub.rmdir()
-                    else:
-                        sub.unlink()
-                        deleted += 1
-                entry.rmdir()
+                deleted += _remove_tree(entry)
             else:
-                entry.unlink()
-                deleted += 1
+                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile by another caller
+                    entry.unlink()
+                    deleted += 1
         self._prune(directory)
         return deleted
 

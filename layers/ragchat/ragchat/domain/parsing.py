@@ -1,0 +1,77 @@
+"""Reading an uploaded document: its bytes → text pages → chunks → each chunk's header.
+
+This is the pure-Python, CPU-bound part of the split step (docs/ingestion.md), kept in one function
+so it can run where a hostile document cannot hold the server: ``ragchat serve`` runs it in a child
+process with hard CPU and memory limits (:mod:`ragchat.adapters.local.parse_process`); the split
+Lambda runs it in-process (its own process, bounded by the function's timeout). Plain Python: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ragchat.domain.errors import ValidationError
+from ragchat.domain.extraction import CpuBudget, Page, extract
+from ragchat.domain.models import Chunk
+
+# Content types whose extracted pages the split step keeps (PDF, HTML: their text is not their bytes).
+KEEP_PAGES = ("application/pdf", "text/html")
+
+
+class ParsingInterrupted(RuntimeError):
+    """The reader stopped because the server is stopping: the document is left as it is (resumed at
+    the next start), not failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParseJob:
+    """How to read one document (everything :func:`parse_document` needs besides its bytes)."""
+
+    content_type: str
+    title: str
+    chunk_size: int
+    overlap: int
+    headers: bool  # ``CHUNK_HEADERS``: each chunk's contextual header
+    cpu_seconds: float  # the extraction's CPU budget (checked between stages)
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A read document: its chunks (none blank) and their headers ("" each without headers); the
+    extracted pages only for the types whose text is kept (:data:`KEEP_PAGES`), else empty."""
+
+    chunks: list[Chunk]
+    headers: list[str]
+    pages: list[Page] = field(default_factory=list)
+
+
+def parse_document(body: bytes, job: ParseJob) -> Parsed:
+    """Extract, split and head one document. Raises ``ValidationError`` (an ``ExtractionError``)
+    when it holds no text or overruns its CPU budget."""
+    from ragchat.domain.context import chunk_header, nearest_headings
+    from ragchat.domain.splitting import split_pages
+
+    budget = CpuBudget(job.cpu_seconds)
+    pages = extract(body, content_type=job.content_type, budget=budget)
+    del body  # not held while the text is chunked
+    chunks = split_pages(pages, content_type=job.content_type, chunk_size=job.chunk_size, overlap=job.overlap)
+    chunks = [c for c in chunks if c.text.strip()]
+    if not chunks:
+        raise ValidationError("No text could be extracted from the document")
+    budget.check("text split")
+    headers = [""] * len(chunks)
+    if job.headers:
+        text = "\n".join(page for page, _ in pages)
+        headings = nearest_headings(text, [c.text for c in chunks])
+        headers = [chunk_header(job.title, h, c.text) for c, h in zip(chunks, headings, strict=True)]
+        budget.check("chunk headers")
+    return Parsed(chunks, headers, pages if job.content_type in KEEP_PAGES else [])
+
+
+class InProcessParser:
+    """The :class:`~ragchat.ports.DocumentParser` of the split Lambda (a process of its own, bounded
+    by its timeout), ``ragchat ingest`` with ``PARSE_ISOLATION=off`` and the tests over fakes."""
+
+    def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
+        return parse_document(body(), job)  # the bytes go to parse_document alone (it drops them)
