@@ -120,37 +120,68 @@ def _literal_patterns() -> tuple[list[Found], list[str]]:
     return found, unknown
 
 
-def _use(module_path: Path, attr: str) -> Use:
-    """How the package runs ``module.attr``: anchored when every use is ``.match(``/``.fullmatch(``
-    (in its module, and in the modules that import it by name); any other use, or the pattern handed
-    on, counts as a search."""
+def _methods(source: str, attr: str) -> set[str] | None:
+    """The methods ``source`` calls on ``attr``; None when it hands the pattern on (an argument, a
+    container, a loop): whoever receives it may search."""
     methods: set[str] = set()
-    for path, source in _SOURCES.items():
-        if path != module_path and not re.search(
-            rf"import [^\n]*\b{attr}\b|import \([^)]*\b{attr}\b", source
-        ):
-            continue
-        for m in re.finditer(rf"\b{attr}\b(?:\.(\w+)\(([^()\n]*))?", source):
-            line = source[source.rfind("\n", 0, m.start()) + 1 : source.find("\n", m.end())]
-            if m.group(1):  # a call; ``match(text, pos)`` in a loop tries many starts: a search
-                methods.add("search" if "," in (m.group(2) or "") else m.group(1))
-            elif not re.match(rf"\s*{attr}\s*=|from |import |\s*{attr},?\s*$", line):
-                return SEARCH  # handed on: whoever receives it may search with it
-    return Use(frozenset(methods)) if methods and methods <= _ANCHORED else SEARCH
+    for m in re.finditer(rf"(?<![\w.]){attr}\b(?:\.(\w+)\(([^()\n]*))?", source):
+        line = source[source.rfind("\n", 0, m.start()) + 1 : source.find("\n", m.end())]
+        if m.group(1):  # a call; ``match(text, pos)`` in a loop tries many starts: a search
+            methods.add("search" if "," in (m.group(2) or "") else m.group(1))
+        elif not re.match(rf"\s*{attr}\s*[:=]|from |import |\s*{attr},?\s*$", line):
+            return None
+    return methods
+
+
+def _qualified_uses() -> dict[str, set[str] | None]:
+    """For each name used as ``something.name`` anywhere: the methods called on it (None when it is
+    also handed on)."""
+    uses: dict[str, set[str] | None] = {}
+    for source in _SOURCES.values():
+        for m in re.finditer(r"\.([A-Za-z_]\w*)\b(?:\.(\w+)\(([^()\n]*))?(?!\s*\()", source):
+            name, method, args = m.groups()
+            known = uses.setdefault(name, set())
+            if known is not None:
+                uses[name] = None if method is None else known | {"search" if "," in args else method}
+    return uses
+
+
+_QUALIFIED = _qualified_uses()
+
+
+def _patterns_in(value: object) -> list[re.Pattern[str]]:
+    """``value`` if it is a ``str`` pattern, or the ones a list, tuple, set or dict of them holds."""
+    items = value.values() if isinstance(value, dict) else value
+    if isinstance(value, re.Pattern):
+        items = [value]
+    elif not isinstance(value, list | tuple | set | frozenset | dict):
+        return []
+    return [p for p in items if isinstance(p, re.Pattern) and isinstance(p.pattern, str)]
 
 
 def _module_patterns() -> list[Found]:
-    """Each module-level compiled pattern, in the module that assigns it (an imported one is the
-    same object, found at home)."""
-    found = []
+    """Each pattern a module holds at its top level (alone or in a container), timed as every module
+    that holds it uses it (anchored only if each use is ``match``/``fullmatch``)."""
+    where: dict[int, tuple[str, re.Pattern[str]]] = {}
+    methods: dict[int, set[str] | None] = {}
     for name in ["ragchat", *(m.name for m in pkgutil.walk_packages(ragchat.__path__, "ragchat."))]:
         module = importlib.import_module(name)
-        path = Path(module.__file__ or "")
+        source = _SOURCES.get(Path(module.__file__ or ""), "")
         for attr, value in vars(module).items():
-            if not (isinstance(value, re.Pattern) and isinstance(value.pattern, str)):
-                continue
-            if re.search(rf"^{attr}\s*[:=]", _SOURCES.get(path, ""), re.M):
-                found.append(Found(f"{name}.{attr}", value, _use(path, attr)))
+            for compiled in _patterns_in(value):
+                key = id(compiled)
+                where.setdefault(key, (f"{name}.{attr}", compiled))
+                used = _methods(source, attr) if compiled is value else None
+                if key not in methods or methods[key] is not None:
+                    methods[key] = None if used is None else (methods.get(key) or set()) | used
+                if methods[key] is not None:  # used from elsewhere as ``module.attr.method(``
+                    qualified = _QUALIFIED.get(attr, set())
+                    methods[key] = None if qualified is None else methods[key] | qualified
+    found = []
+    for key, (label, compiled) in where.items():
+        used = methods[key]
+        anchored = used is not None and used and used <= _ANCHORED
+        found.append(Found(label, compiled, Use(frozenset(used)) if anchored else SEARCH))
     return found
 
 
