@@ -17,8 +17,9 @@ few ordinary ones), and each such character followed by another one of the alpha
 that alternate); ``end`` is nothing, ``\\x00`` (which almost no class accepts) or a newline before
 it; ``spoiler`` is nothing, a space, ``\\x00`` or a newline.
 
-Every input is first timed at a few hundred characters (and, before that, at a few dozen, so an
-exponential pattern is caught before it can hang the run); the slowest ones are then timed at ``n``
+Every input is first timed at sizes growing in small steps from 8 to 128 characters (so an
+exponential pattern is caught before it can hang the run), then at 256 and 2,048; the slowest at
+the last size (or any far too slow on the way) are then timed at ``n``
 and ``8 n`` characters, with ``n`` doubled until one run takes a measurable time (the least of
 three runs: a busy machine only ever adds time), and a verdict close to the limit is measured twice.
 Linear code takes about 8× longer at ``8 n``; quadratic 64×.
@@ -37,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-TINY = 16  # characters of the first screening: an exponential pattern must not hang the run
+TINY = (8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128)  # characters of the first screenings
 SCREEN = (256, 2_048)  # characters of the next screenings (slowest at the last one timed)
 SCREEN_SLOW_S = 0.003  # an input of SCREEN characters this slow is timed at once
 TOP = 3  # inputs timed at two sizes (the slowest of the screening)
@@ -46,7 +47,7 @@ MAX_RATIO = 30.0  # linear: ~8; quadratic: ~64
 TARGET_S = 0.0005  # the first size is doubled until one run takes this long …
 MAX_START = 65_536  # … or reaches this many characters (halved while it takes 4× as long)
 FLOOR_S = 0.008  # at 8 n, a run this short is linear whatever the ratio says (timer noise)
-TINY_LIMIT_S = 0.002  # a few dozen characters that take this long: exponential
+TINY_LIMIT_S = 0.002  # so many characters that take this long: exponential (or cubic)
 
 GENERIC = " a0\n"  # ordinary characters tried besides the pattern's own
 SPOILERS = ("", " ", "\x00", "\n")
@@ -314,14 +315,11 @@ def super_linear(compiled: re.Pattern[str], use: Use = SEARCH) -> list[str]:
 
 def _super_linear(compiled: re.Pattern[str], use: Use) -> list[str]:
     made = inputs(compiled)
-    tiny = [shape for shape, make in made.items() if _seconds(compiled, use, make(TINY)) > TINY_LIMIT_S]
-    # recheck: a busy machine can stall one short run
-    tiny = [shape for shape in tiny if _least(compiled, use, made[shape](TINY)) > TINY_LIMIT_S]
-    if tiny:
-        return [
-            f"exponential? {shape!r} takes over {TINY_LIMIT_S * 1e3:.0f} ms at {TINY} chars"
-            for shape in tiny[:3]
-        ]
+    for size in TINY:  # in small steps: an exponential pattern is caught before it can hang the run
+        slow = [shape for shape, make in made.items() if _seconds(compiled, use, make(size)) > TINY_LIMIT_S]
+        slow = [shape for shape in slow if _least(compiled, use, made[shape](size)) > TINY_LIMIT_S]
+        if slow:  # linear code reads a few dozen characters in microseconds
+            return [f"{shape!r} takes over {TINY_LIMIT_S * 1e3:.0f} ms at {size} chars" for shape in slow[:3]]
     checked: set[tuple[str, str, str]] = set()
     screened: list[tuple[float, tuple[str, str, str]]] = []
     for size in SCREEN:
