@@ -243,7 +243,14 @@ MASK = "***"
 # Path segments that are secrets: the grant token of a local upload URL.
 _SECRET_PATH = re.compile(r"(/uploads/local/)[^/?#\s]+")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+")
-_QUERY = re.compile(r"(\?|&)([^=&\s#\"']+)=[^&\s#\"']*")
+# A parameter's name, then ``=`` and its value when it has one. A name without ``=`` is matched too
+# (and left as it is) so the search resumes after it: otherwise each ``?`` of a long run of them was
+# a new start that scanned the same run (issue 30: quadratic).
+_QUERY = re.compile(r"([?&])([^=&\s#\"']++)(=[^&\s#\"']*+)?")
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    return match.group(0) if match.group(3) is None else f"{match.group(1)}{match.group(2)}={MASK}"
 
 
 def redact_target(target: str) -> str:
@@ -261,7 +268,7 @@ def redact(text: str) -> str:
     """``text`` with bearer tokens, query-string values and upload tokens masked."""
     text = _BEARER.sub(rf"\1 {MASK}", text)
     text = _SECRET_PATH.sub(rf"\1{MASK}", text)
-    return _QUERY.sub(rf"\1\2={MASK}", text)
+    return _QUERY.sub(_mask_value, text)
 
 
 class RedactingFilter(logging.Filter):

@@ -15,8 +15,7 @@ from ragchat.domain.citations import CITATION_RE, SOURCES_PREFIX
 if TYPE_CHECKING:
     from ragchat.cli.client import Source
 
-_SOURCES_LINE = re.compile(r"(?:\n[ \t]*)*^" + re.escape(SOURCES_PREFIX) + r"[^\n]*\s*\Z", re.MULTILINE)
-_SPACE_BEFORE_MARK = re.compile(r"[ \t]+(\[\d+\])")
+_SPACE_BEFORE_MARK = re.compile(r"(?<![ \t])[ \t]++(\[\d+\])")  # a run entered at its start: linear
 
 
 def numbered(answer: str, sources: Sequence[Source]) -> tuple[str, list[tuple[int, Source]]]:
@@ -32,11 +31,24 @@ def numbered(answer: str, sources: Sequence[Source]) -> tuple[str, list[tuple[in
         n = order.get(match.group(1))
         return f"[{n}]" if n is not None else ""
 
-    body = _SOURCES_LINE.sub("", answer)
+    body = without_sources_line(answer)
     body = CITATION_RE.sub(mark, body)
     body = _SPACE_BEFORE_MARK.sub(r" \1", body)
     body = re.sub(r"(\[\d+\]) (?=\[\d+\])", r"\1", body)  # [1] [2] → [1][2]
     return body.strip(), [(n, by_id[i]) for i, n in order.items()]
+
+
+def without_sources_line(answer: str) -> str:
+    """``answer`` without its last non-blank line when that line starts with ``Sources: ``, nor the
+    blank lines before it. A scanner: the pattern it replaces (``(?:\\n[ \\t]*)*^Sources: …\\s*\\Z``)
+    retried a run of newlines from each of them (issue 30: quadratic)."""
+    start = answer.rstrip().rfind("\n") + 1  # where the last non-blank line starts
+    if not answer.startswith(SOURCES_PREFIX, start):
+        return answer
+    if start == 0:
+        return ""
+    head = answer[:start]  # ends with a newline: cut at the first newline of its blank tail
+    return answer[: head.find("\n", len(head.rstrip(" \t\n")))]
 
 
 def source_lines(items: Sequence[tuple[int, Source]], width: int | None = None) -> list[str]:

@@ -32,11 +32,16 @@ SOURCE_TEXT_CHARS = 160
 REMOVED_NOTE = " (Removed invalid citation)"
 SOURCES_PREFIX = "Sources: "
 
-# A tag together with the spaces before it, so removing it leaves no double space.
-_TAG_WITH_SPACE = re.compile(r"[ \t]*" + CITATION_PATTERN)
+# A tag together with the spaces before it, so removing it leaves no double space. A run of spaces
+# is entered only at its start (the lookbehind): tried from each of its spaces, a run without a tag
+# after it was scanned again from every one (issue 30: quadratic).
+TAG_WITH_SPACE_PATTERN = r"(?<![ \t])[ \t]*+" + CITATION_PATTERN
+_TAG_WITH_SPACE = re.compile(TAG_WITH_SPACE_PATTERN)
 _ID = re.compile(CITATION_ID)
 _WS = re.compile(r"\s+")
-_SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?]+)(?=[\s\"'”’)\]]|$)")
+# possessive, entered at a run's start (as above); the lookahead accepts no mark, so taking the marks
+# whole changes nothing
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"(?<![ \t])[ \t]++([.,;:!?]++)(?=[\s\"'”’)\]]|$)")
 # The model's own trailing sources block: a "Sources:" line (optionally bold / a heading) that is
 # the last non-blank line, or followed only by list items.
 # The heading of that block (matched at a line start, case-insensitive) and one of its list items.
@@ -44,8 +49,15 @@ SOURCES_HEADING = (
     r"[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?(?:sources?|citations?)[ \t]*(?::(?:\*\*|__)?|(?:\*\*|__):)"
 )
 SOURCES_ITEM = r"[ \t]*(?:[-*•]|\d+[.)])"
+# The line's rest and the items are taken whole (possessive): given back one character at a time to
+# the final ``\s*`` they made a heading followed by a long run of spaces quadratic (issue 30); the
+# block can only end where a line ends, so nothing given back could ever have matched.
 _TRAILING_SOURCES = re.compile(
-    r"(?:^|\n)" + SOURCES_HEADING + r"(?P<inline>[^\n]*)(?P<items>(?:\n" + SOURCES_ITEM + r"[^\n]*)*)\s*\Z",
+    r"(?:^|\n)"
+    + SOURCES_HEADING
+    + r"(?P<inline>[^\n]*+)(?P<items>(?:\n"
+    + SOURCES_ITEM
+    + r"[^\n]*+)*+)\s*\Z",
     re.IGNORECASE,
 )
 # Words that may appear on a sources line without being ids.

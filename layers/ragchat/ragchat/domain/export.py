@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ragchat.domain.citations import CITATION_PATTERN, SOURCE_TEXT_CHARS, strip_sources_line
+from ragchat.domain.citations import SOURCE_TEXT_CHARS, TAG_WITH_SPACE_PATTERN, strip_sources_line
 from ragchat.domain.models import Conversation, Message, SourceRef
 
 _ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system-summary": "Summary"}
-_TAG = re.compile(r"[ \t]*" + CITATION_PATTERN)
+_TAG = re.compile(TAG_WITH_SPACE_PATTERN)
 
 
 def snippet(text: str, *, limit: int = SOURCE_TEXT_CHARS) -> str:

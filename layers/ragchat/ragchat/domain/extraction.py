@@ -194,7 +194,9 @@ _LINE = "br,div,li,tr,dt,dd,figcaption,summary,caption,option,label"
 _CELL = "td,th"
 # Markers (private-use characters) inserted around block elements before whitespace is collapsed.
 _PARA_MARK, _LINE_MARK = "\ue000", "\ue001"
-_MARKS = re.compile(r"[ \ue000\ue001]*[\ue000\ue001][ \ue000\ue001]*")
+# A run of spaces and markers holding at least one marker, taken whole from the run's start (spaces,
+# then a marker): ``[ M]*[M][ M]*`` tried every start of a run of spaces (issue 30: quadratic).
+_MARKS = re.compile(r"(?<![ \ue000\ue001]) *+[\ue000\ue001][ \ue000\ue001]*+")
 
 
 # Elements that never have content (no closing tag to wait for).

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from ragchat.domain.citations import strip_citations, with_sources_line
 from ragchat.domain.context import title_words
+from ragchat.domain.markdown_marks import unemphasise, unlink
 from ragchat.domain.models import Hit
 from ragchat.domain.prompts import GUARD_REPLY, truncate_at_word
 
@@ -68,12 +69,13 @@ _WORD = re.compile(r"\w+")
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}(\s|$)")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-# emphasis marks; underscores only at word edges (CommonMark: ``MAX_BODY_BYTES`` is one word)
-_EMPHASIS = re.compile(r"(\*\*|\*|~~)(?=\S)(.+?)(?<=\S)\1|(?<!\w)(__|_)(?=\S)(.+?)(?<=\S)\3(?!\w)")
+# possessive throughout: ``\s*\|?\s*`` split a run of spaces every way (issue 30: quadratic); each
+# part is followed by something it cannot match, so nothing given back could ever have helped
+_TABLE_RULE = re.compile(r"^\s*+\|?+\s*+:?+-{2,}+:?+\s*+(?:\|\s*+:?+-{2,}+:?+\s*+)*+\|?+\s*+$")
 _CODE = re.compile(r"`+([^`]*)`+")
-_QUOTE = re.compile(r"^(\s*>)+\s?")
+# quote markers: the leading run of spaces and ``>`` up to its last ``>`` (``^(\s*>)+`` kept a
+# backtracking frame per marker: memory and time grew faster than the run)
+_QUOTE = re.compile(r"^[\s>]*>\s?")
 NEAR_DUPLICATE = 0.8  # share of common words (Jaccard) above which two sentences say the same
 # By meaning (``relevance`` given): the weight of the normalised BM25 added to the similarity, and
 # how far below the best score a sentence may be and still be quoted.
@@ -95,12 +97,12 @@ def plain_text(sentence: str) -> str:
     text = _QUOTE.sub("", sentence)
     if _TABLE_ROW.match(text):
         text = "; ".join(c for c in _cells(text) if c)
-    text = _LINK.sub(r"\1", text)
+    text = unlink(text)
     # a code span's text is kept as written: the even parts are prose, the odd ones code
     parts = _CODE.split(text)
     for i in range(0, len(parts), 2):
         for _ in range(2):  # nested emphasis (***both***)
-            parts[i] = _EMPHASIS.sub(_emphasised, parts[i])
+            parts[i] = unemphasise(parts[i])  # underscores only at word edges: MAX_BODY_BYTES is one word
     return _STRAY_MARKS.sub("", " ".join("".join(parts).split())).strip()
 
 
@@ -118,10 +120,6 @@ def _mid_sentence(pos: int, sentence: str) -> bool:
     """A passage's first sentence that starts in lower case began before the passage did (a chunk
     boundary ran through it): quoted, it would read "transitions; t3.small.search…"."""
     return pos == 0 and sentence[:1].islower()
-
-
-def _emphasised(match: re.Match[str]) -> str:
-    return match.group(2) if match.group(1) else match.group(4)
 
 
 def split_sentences(text: str) -> list[str]:

@@ -96,7 +96,8 @@ _EXISTENTIAL = re.compile(
 )
 #: the thing an existential question asks for: "is there a café …", "are there any lockers …"
 _EXISTS_WHAT = re.compile(
-    r"\b(?:is|are|isn't|aren't|will|would|could|can)\s+there\s+(?:a|an|any|some|one|anywhere|somewhere)?\s*"
+    # possessive spaces: ``\s+`` then ``\s*`` around the optional word split a run of spaces every way
+    r"\b(?:is|are|isn't|aren't|will|would|could|can)\s+there\s++(?:a|an|any|some|one|anywhere|somewhere)?\s*+"
     r"([\w'-]+(?:\s+[\w'-]+){0,2})"
 )
 #: time phrases: they say when, and refer back to nothing ("these days", "this weekend")

@@ -110,7 +110,9 @@ def plan_summary(
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_SOURCES_LINE = re.compile(r"\s*Sources:\s*[A-Za-z0-9_,\s-]*$")
+# entered only where a run of spaces starts, and possessive: tried from each space of a long run, or
+# splitting it between ``\s*`` and the class, the old pattern was quadratic (issue 30)
+_SOURCES_LINE = re.compile(r"(?<!\s)\s*+Sources:\s*+[A-Za-z0-9_,\s-]*+$")
 
 
 def _first_sentence(text: str, max_chars: int = 200) -> str:
