@@ -194,6 +194,9 @@ class Conversation:
     message_count: int = 0
     created_at: str = ""
     updated_at: str = ""
+    # the workspace its questions search (``None``: every workspace its user belongs to); the
+    # conversation itself stays its user's (``owner``), even when pinned to a shared workspace
+    workspace: str | None = None
 
 
 @dataclass(slots=True)
