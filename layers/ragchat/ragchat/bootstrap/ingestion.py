@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, Pool
     from ragchat.services.ingestion import IngestionService, IngestSteps
     from ragchat.services.uploads import UploadService
-    from ragchat.services.workspaces import WorkspaceService
 
 
 class IngestionRoot(Models):
@@ -118,12 +117,6 @@ class IngestionRoot(Models):
         from ragchat.services.documents import DocumentService
 
         return DocumentService(self.documents, self.index, self.blobs)
-
-    @cached_property
-    def workspaces(self) -> WorkspaceService:
-        from ragchat.services.workspaces import WorkspaceService
-
-        return WorkspaceService(self.workspace_store, self.documents, self.document_service, self.blobs)
 
     @cached_property
     def evidence_warmer(self) -> EvidenceWarmer | None:

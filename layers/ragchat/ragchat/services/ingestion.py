@@ -194,12 +194,12 @@ class IngestionService:
         document_id: str | None = None,
         stored_key: str | None = None,
         direct_upload: bool = False,
+        user: str | None = None,
     ) -> Accepted:
-        """Accept a document (``body``; ``text`` is an alias for a text body): the document as stored
-        (``PENDING``) once the pipeline is started. All is checked before anything is stored (a refused
-        document leaves no trace). ``direct_upload``: a file that came by upload (up to
-        ``MAX_UPLOAD_BYTES``); ``stored_key`` (implies it): its body already lies there, used in place.
-        ``document_id`` (derived from a name or source): a duplicate of it is returned untouched."""
+        """Accept a document (``body``, or its alias ``text``) into workspace ``owner`` for ``user`` (default
+        ``owner``: their daily ceilings), stored ``PENDING`` once started; all is checked before anything is
+        stored. ``direct_upload``: came by upload; ``stored_key`` (implies it): its body already lies there.
+        ``document_id`` (from a name or source): its duplicate is returned untouched."""
         if not owner:
             raise ValidationError("owner is required")
         max_body, limit = self.settings.max_body_bytes, self.settings.body_limit_bytes
@@ -234,7 +234,7 @@ class IngestionService:
             if _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
         if self.limiter is not None:  # valid and about to be stored: count it (429 when over a ceiling)
-            self.limiter.charge_ingestion(owner, len(raw))
+            self.limiter.charge_ingestion(user or owner, len(raw))
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
