@@ -194,6 +194,7 @@ class Settings(BaseSettings):
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
     local_principal: str = Field("local", alias="RAGCHAT_LOCAL_USER")
+    users_file: Path | None = Field(None, alias="RAGCHAT_USERS_FILE")  # several users (serving/users.py)
     # --- the local server's browser rules (``ragchat.serving.site``; comma-separated lists) ---------
     # Host names served besides localhost, 127.0.0.1, [::1] and the bound address ("*": any).
     allowed_hosts: str = Field("", alias="RAGCHAT_ALLOWED_HOSTS")
