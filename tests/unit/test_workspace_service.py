@@ -3,6 +3,8 @@ is too low, deleting a workspace with its documents, access re-read on every cal
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ragchat.domain.errors import Conflict, Forbidden, NotFound, ValidationError
 from ragchat.domain.models import Document, Note, VectorRecord
@@ -150,3 +152,29 @@ def test_deleting_a_workspace_removes_its_documents_vectors_and_blobs(env):
     assert docs.get_document("alice", "mine") is not None and index.count("alice") == 1
     with pytest.raises(NotFound):
         service.require("bob", team.id)
+
+
+def test_a_workspace_storage_ceiling_refuses_what_does_not_fit_and_counts_per_user():
+    from tests.unit.api_support import make_api
+
+    limits = {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "100", "INGEST_DOCUMENTS_PER_DAY": "3"}
+    api = make_api({"MAX_WORKSPACE_BYTES": "100", **limits})
+    ws = json.loads(api.call("POST", "/workspaces", body={"name": "Small"})["body"])["id"]
+    api.call("PUT", f"/workspaces/{ws}/members/bob", body={"role": "editor"})
+
+    def add(user: str, text: str, **extra: str) -> int:
+        return int(
+            api.call("POST", "/notes", principal=user, body={"text": text, "workspace": ws, **extra})[
+                "statusCode"
+            ]
+        )
+
+    assert add("alice", "a" * 60, source="s1") == 202
+    res = api.call("POST", "/notes", principal="bob", body={"text": "b" * 50, "workspace": ws})
+    assert res["statusCode"] == 413 and "MAX_WORKSPACE_BYTES" in json.loads(res["body"])["error"]
+    assert add("bob", "b" * 40) == 202  # fits exactly: 100
+    assert add("alice", "c" * 30, source="s1") == 202  # a new version replaces the old one's bytes
+    # the daily ceilings stay per user: bob's count is his own, alice's hers
+    assert add("bob", "x", source="b2") == 202 and add("bob", "y", source="b3") == 202
+    assert add("bob", "z", source="b4") == 429
+    assert add("alice", "w", source="a2") == 202

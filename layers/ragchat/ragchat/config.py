@@ -190,6 +190,7 @@ class Settings(BaseSettings):
     # budget (bench/results/memory.md), so a larger one would only end FAILED after a minute.
     max_pdf_bytes: int = Field(20 * MiB, alias="MAX_PDF_BYTES", ge=1)
     upload_url_expires_s: int = Field(900, alias="UPLOAD_URL_EXPIRES_SECONDS", ge=60, le=7 * 24 * 3600)
+    max_workspace_bytes: int = Field(0, alias="MAX_WORKSPACE_BYTES", ge=0)  # 0: no storage ceiling
 
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")

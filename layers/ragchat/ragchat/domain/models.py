@@ -48,6 +48,9 @@ class Document:
     # SHA-256 (hex) of the uploaded bytes: the same bytes under the same name are the same document
     # (a re-upload answers with the existing one). ``None``: recorded before hashes were kept.
     content_hash: str | None = None
+    # the uploaded body's size in bytes (what the workspace's storage ceiling counts); ``None``:
+    # recorded before sizes were kept (counted as 0)
+    size: int | None = None
 
 
 @dataclass(slots=True)

@@ -227,17 +227,36 @@ class IngestionService:
             split=validate_split(split),
             version=new_id(),  # each upload is a new content version: steps of older runs stand down
             content_hash=hashlib.sha256(raw).hexdigest(),
+            size=len(raw),
         )
         previous = self.documents.get_document(owner, doc.id) if document_id is not None else None
         if previous is not None:
             given = {"metadata": metadata is not None, "split": split is not None}
             if _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
-        if self.limiter is not None:  # valid and about to be stored: count it (429 when over a ceiling)
-            self.limiter.charge_ingestion(user or owner, len(raw))
+        self._admit(doc, len(raw), user or owner)
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
+
+    def _admit(self, doc: Document, size: int, user: str) -> None:
+        """Valid and about to be stored: within its workspace's storage ceiling (``MAX_WORKSPACE_BYTES``;
+        413 when over, nothing stored or counted), then counted against ``user``'s daily ceilings (429)."""
+        cap = self.settings.max_workspace_bytes
+        if cap:
+            held, cursor = 0, None
+            while True:
+                page = self.documents.list_documents(doc.owner, limit=200, cursor=cursor)
+                held += sum(d.size or 0 for d in page.items if d.id != doc.id)
+                if not (cursor := page.cursor):
+                    break
+            if held + size > cap:
+                raise PayloadTooLarge(
+                    f"This workspace holds {held} bytes of its {cap} (MAX_WORKSPACE_BYTES): this file "
+                    f"({size} bytes) does not fit; delete documents first"
+                )
+        if self.limiter is not None:
+            self.limiter.charge_ingestion(user, size)
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the

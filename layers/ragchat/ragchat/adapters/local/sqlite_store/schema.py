@@ -215,6 +215,8 @@ MIGRATIONS: list[list[str]] = [
         ) WITHOUT ROWID""",
         "CREATE INDEX workspace_members_by_user ON workspace_members (user_id, workspace_id)",
         "ALTER TABLE conversations ADD COLUMN workspace TEXT",
+        # the uploaded body's size (a workspace's storage ceiling counts it; NULL: stored before)
+        "ALTER TABLE documents ADD COLUMN size INTEGER",
     ],
 ]
 
