@@ -33,7 +33,7 @@ def _doc(docs, index, blobs, owner: str, doc_id: str) -> None:
 
 def test_everyone_has_a_personal_workspace(env):
     service, *_ = env
-    (personal,) = service.list("alice")
+    (personal,) = service.accessible("alice")
     assert (personal.id, personal.name, personal.role, personal.personal) == (
         "alice",
         "Personal",

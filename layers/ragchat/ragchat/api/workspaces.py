@@ -53,7 +53,7 @@ def router(container: Container) -> APIGatewayRouter:
 
     @r.get("/workspaces", summary="Your workspaces with your role (personal first)", tags=["workspaces"])
     def list_workspaces() -> dict[str, Any]:
-        return {"items": [a.json() for a in container.workspaces.list(who())]}
+        return {"items": [a.json() for a in container.workspaces.accessible(who())]}
 
     @r.patch("/workspaces/<workspace_id>", summary="Rename a workspace (owner)", tags=["workspaces"])
     def rename(workspace_id: Annotated[str, Path()], body: Annotated[WorkspaceIn, Body()]) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def _run(user: str | None, action: Callable[[WorkspaceService, str], T]) -> T:
 @workspaces.command("list")
 def list_workspaces(user: UserOption = None) -> None:
     """Your workspaces: id, your role, name."""
-    for access in _run(user, lambda s, who: s.list(who)):
+    for access in _run(user, lambda s, who: s.accessible(who)):
         typer.echo(f"{access.id}\t{access.role}\t{access.name}")
 
 

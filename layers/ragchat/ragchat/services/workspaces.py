@@ -86,17 +86,17 @@ class WorkspaceService:
     def personal(self, user: str) -> Access:
         return Access(personal_workspace_id(user), PERSONAL_NAME, Role.OWNER, personal=True)
 
-    def list(self, user: str) -> list[Access]:
+    def accessible(self, user: str) -> list[Access]:
         """The caller's workspaces: personal first, then the shared ones by name."""
         shared = [Access(m.workspace_id, m.workspace_name, m.role) for m in self.store.memberships(user)]
         return [self.personal(user), *shared]
 
     def readable(self, user: str) -> tuple[str, ...]:
         """Ids of every workspace the caller may read (personal first)."""
-        return tuple(a.id for a in self.list(user))
+        return tuple(a.id for a in self.accessible(user))
 
     def names(self, user: str) -> dict[str, str]:
-        return {a.id: a.name for a in self.list(user)}
+        return {a.id: a.name for a in self.accessible(user)}
 
     def require(self, user: str, workspace_id: str | None, need: Role = Role.VIEWER) -> Access:
         """The caller's access to ``workspace_id`` (``None``/blank: the personal one): NotFound when
@@ -114,14 +114,14 @@ class WorkspaceService:
 
     def find_document(self, user: str, document_id: str, need: Role = Role.VIEWER) -> tuple[Access, Document]:
         """The document ``document_id`` in one of the caller's workspaces (404 when in none)."""
-        for access in self.list(user):
+        for access in self.accessible(user):
             doc = self.documents.get_document(access.id, document_id)
             if doc is not None:
                 return self._checked(access, need), doc
         raise NotFound("Document not found")
 
     def find_note(self, user: str, note_id: str, need: Role = Role.VIEWER) -> tuple[Access, Note]:
-        for access in self.list(user):
+        for access in self.accessible(user):
             notes = self.documents.get_notes(access.id, [note_id])
             if notes:
                 return self._checked(access, need), notes[0]
@@ -182,7 +182,7 @@ class WorkspaceService:
         access = self._shared(user, workspace_id, Role.OWNER)
         who = validate_member(member)
         try:
-            wanted = Role(role)
+            wanted = Role(role if isinstance(role, str) else "")
         except ValueError:
             raise ValidationError("role must be one of viewer, editor, owner") from None
         if wanted is not Role.OWNER:
