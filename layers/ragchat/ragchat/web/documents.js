@@ -20,7 +20,7 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id;
     created, actions);
   return tr; }
 function load(reset) { if (reset) cursor = null;
-  api('/documents?limit=50' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {
+  api('/documents?limit=50' + workspaceQuery('&') + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {
     if (reset) rows.replaceChildren(); docError.textContent = '';
     for (const d of p.items) rows.append(row(d));
     if (reset && !p.items.length) { const tr = el('tr'), td = el('td', 'No documents yet: add one on the Add page.', 'muted');
@@ -32,5 +32,5 @@ function showLinked() { const id = decodeURIComponent(location.hash.slice(1)); i
   if (tr) { tr.classList.add('linked'); tr.tabIndex = -1; tr.scrollIntoView({block: 'center'}); tr.focus(); }
   else docError.textContent = 'That document is not in this list (deleted, or further down: use More).'; }
 more.onclick = () => load(false); $('refresh').onclick = () => load(true);
-function start() { load(true); }
+function start() { mountWorkspaces(() => load(true), {members: true}); load(true); }
 boot();
