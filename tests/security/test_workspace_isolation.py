@@ -143,6 +143,8 @@ def test_a_non_member_gets_404_on_every_route(team: Team):
         ("POST", "/uploads", {"body": {"filename": "x.txt", "workspace": s}}),
         ("GET", "/", {"query": {"text": "launch code", "workspace": s}}),
         ("POST", "/chat/conversations", {"body": {"workspace": s}}),
+        ("POST", "/chat/conversations", {"body": {"documentId": doc}}),
+        ("GET", "/notes", {"query": {"workspace": s, "cursor": "eyJ4IjoxfQ"}}),
         ("PATCH", f"/workspaces/{s}", {"body": {"name": "mine"}}),
         ("DELETE", f"/workspaces/{s}", {}),
         ("GET", f"/workspaces/{s}/members", {}),
