@@ -282,3 +282,12 @@ def test_deleting_a_workspace_removes_its_documents_for_everyone(team: Team):
         for s in team.ask("bob", "When does the office close?")["sources"]
     )
     assert len(team.ok("GET", f"/chat/conversations/{conv['id']}", "bob")["messages"]) == 2
+
+
+def test_creating_workspaces_is_rate_limited_per_user():
+    api = make_api(
+        {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_NOTES_REQUESTS": "2", "RATE_LIMIT_IP_REQUESTS": "50"}
+    )
+    made = [api.call("POST", "/workspaces", body={"name": f"w{i}"})["statusCode"] for i in range(3)]
+    assert made == [201, 201, 429]
+    assert api.call("POST", "/workspaces", body={"name": "other"}, principal="bob")["statusCode"] == 201

@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragchat.api.auth import principal
+from ragchat.api.limits import rate_limit
 from ragchat.domain.workspaces import Membership
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ def router(container: Container) -> APIGatewayRouter:
 
     @r.post("/workspaces", status_code=201, summary="Create a shared workspace", tags=["workspaces"])
     def create(body: Annotated[WorkspaceIn, Body()]) -> Response[dict[str, Any]]:
+        rate_limit(container, "notes", r.current_event)  # counted with the other writes
         access = container.workspaces.create(who(), body.name)
         return _json(201, access.json())
 
@@ -85,6 +87,7 @@ def router(container: Container) -> APIGatewayRouter:
         user_id: Annotated[str, Path()],
         body: Annotated[MemberIn, Body()],
     ) -> dict[str, Any]:
+        rate_limit(container, "notes", r.current_event)
         return member_json(container.workspaces.put_member(who(), workspace_id, user_id, body.role))
 
     @r.delete(
