@@ -6,6 +6,7 @@ whose role does not allow the action gets 403. Access is read again on every req
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -72,6 +73,11 @@ def router(container: Container) -> APIGatewayRouter:
         container.workspaces.delete(who(), workspace_id)
         return Response(status_code=204, content_type=None, body=None)
 
+    _member_routes(r, container, who)
+    return r
+
+
+def _member_routes(r: APIGatewayRouter, container: Container, who: Callable[[], str]) -> None:
     @r.get("/workspaces/<workspace_id>/members", summary="The members and their roles", tags=["workspaces"])
     def members(workspace_id: Annotated[str, Path()]) -> dict[str, Any]:
         return {"items": [member_json(m) for m in container.workspaces.members(who(), workspace_id)]}
@@ -101,8 +107,6 @@ def router(container: Container) -> APIGatewayRouter:
     ) -> Response[None]:
         container.workspaces.remove_member(who(), workspace_id, user_id)
         return Response(status_code=204, content_type=None, body=None)
-
-    return r
 
 
 def _json(status: int, body: dict[str, Any]) -> Response[dict[str, Any]]:
