@@ -43,6 +43,13 @@ def test_switching_workspace_on_the_pages(browser: Any, server: Server) -> None:
         roles = server.request("GET", f"/workspaces/{ws}/members").json()["items"]
         assert {(m["userId"], m["role"]) for m in roles} == {("local", "owner"), ("bob", "editor")}
 
+        # a source's "Open in Documents" link to a document of another workspace switches to it
+        page.evaluate("sessionStorage.setItem('ragchat.workspace', '')")
+        page.goto("/write")  # (a new page load: the same URL with another #fragment would not reload)
+        page.goto(f"/documents/ui#{doc_id}")
+        expect(page.locator(f"tr[data-id='{doc_id}'].linked")).to_be_visible()
+        expect(page.locator("#workspace")).to_have_value(ws)
+
         page.goto("/write")  # the choice is kept for this tab
         expect(page.locator("#workspace")).to_have_value(ws)
         page.fill("#title", "Lamp oil")

@@ -30,7 +30,14 @@ function load(reset) { if (reset) cursor = null;
 function showLinked() { const id = decodeURIComponent(location.hash.slice(1)); if (!id) return;
   const tr = [...rows.querySelectorAll('tr')].find(r => r.dataset.id === id);
   if (tr) { tr.classList.add('linked'); tr.tabIndex = -1; tr.scrollIntoView({block: 'center'}); tr.focus(); }
-  else docError.textContent = 'That document is not in this list (deleted, or further down: use More).'; }
+  else showInItsWorkspace(id).then(moved => { if (!moved)
+    docError.textContent = 'That document is not in this list (deleted, or further down: use More).'; }); }
+// A linked document of another of the caller's workspaces: switch to that workspace (true when done).
+function showInItsWorkspace(id) { const sel = $('workspace');
+  return api('/documents/' + encodeURIComponent(id)).then(d => {
+    if (!sel || !d.workspace) return false;
+    const value = [...sel.options].some(o => o.value === d.workspace.id) ? d.workspace.id : '';
+    if (value === sel.value) return false; sel.value = value; sel.onchange(); return true; }).catch(() => false); }
 more.onclick = () => load(false); $('refresh').onclick = () => load(true);
-function start() { mountWorkspaces(() => load(true), {members: true}); load(true); }
+function start() { mountWorkspaces(() => load(true), {members: true}).then(() => load(true)); }
 boot();
