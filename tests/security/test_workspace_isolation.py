@@ -7,24 +7,28 @@ collection names: a non-member always gets 404 (never 403) and never a byte of a
 a viewer's writes get 403; a removed member loses access on the very next request; conversations
 stay private to their creator even in a shared workspace.
 
-The suite runs once per *stack* in :data:`STACKS`: a factory returning a :class:`tests.unit.
-api_support.Api` (the resolver over a container) wired with one family of adapters — ``fake`` (the
-in-memory fakes) and ``sqlite`` (the local SQLite stores, workspace store and vector index). To run
-it over another stack (e.g. DynamoDB on moto with the OpenSearch fake cluster), add one factory::
+The suite runs once per *stack* in :data:`STACKS`: a context-manager factory that takes a scratch
+folder and yields a :class:`tests.unit.api_support.Api` (the resolver over a container) wired with
+one family of adapters — ``fake`` (the in-memory fakes) and ``sqlite`` (the local SQLite stores,
+workspace store and vector index) — and tears it down after the test. To run the suite over another
+stack (e.g. DynamoDB on moto with the OpenSearch fake cluster), add one factory::
 
+    @contextmanager
     def _dynamodb_stack(tmp_path):
-        ...  # start moto (keep the context open for the test: use an ExitStack finalizer)
-        return make_api(documents=DynamoDocumentStore(...), conversations=DynamoConversationStore(...),
-                        workspace_store=DynamoWorkspaceStore(...), index=OpenSearchVectorIndex(...))
+        with mock_aws():
+            ...  # create the tables, the clients, FakeCluster().client()
+            yield make_api(documents=DynamoDocumentStore(...), conversations=DynamoConversationStore(...),
+                           workspace_store=DynamoWorkspaceStore(...), index=OpenSearchVectorIndex(..., 64))
 
     STACKS["dynamodb-opensearch"] = _dynamodb_stack
 
-(the embedder stays ``FakeEmbedder(64)``: the index must be built with ``dimension=64``).
+(the embedder stays ``FakeEmbedder(64)``: the index must have ``dimension=64``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +42,13 @@ SECRET_TEXT = "The launch code for the tangerine rocket is kept in the blue safe
 CAROL_TEXT = "Carol waters the ferns in the lobby every Tuesday morning."
 
 
-def _fake_stack(tmp_path: Path) -> Api:
-    return make_api()
+@contextmanager
+def _fake_stack(tmp_path: Path) -> Iterator[Api]:
+    yield make_api()
 
 
-def _sqlite_stack(tmp_path: Path) -> Api:
+@contextmanager
+def _sqlite_stack(tmp_path: Path) -> Iterator[Api]:
     from ragchat.adapters.local.sqlite_store import (
         SqliteConversationStore,
         SqliteDatabase,
@@ -52,15 +58,21 @@ def _sqlite_stack(tmp_path: Path) -> Api:
     from ragchat.adapters.local.vector_index import LocalVectorIndex
 
     db = SqliteDatabase(tmp_path / "ragchat.db")
-    return make_api(
-        documents=SqliteDocumentStore(db),
-        conversations=SqliteConversationStore(db),
-        workspace_store=SqliteWorkspaceStore(db),
-        index=LocalVectorIndex(db, dimension=64),
-    )
+    try:
+        yield make_api(
+            documents=SqliteDocumentStore(db),
+            conversations=SqliteConversationStore(db),
+            workspace_store=SqliteWorkspaceStore(db),
+            index=LocalVectorIndex(db, dimension=64),
+        )
+    finally:
+        db.close()
 
 
-STACKS: dict[str, Callable[[Path], Api]] = {"fake": _fake_stack, "sqlite": _sqlite_stack}
+STACKS: dict[str, Callable[[Path], AbstractContextManager[Api]]] = {
+    "fake": _fake_stack,
+    "sqlite": _sqlite_stack,
+}
 
 
 class Team:
@@ -100,8 +112,9 @@ class Team:
 
 
 @pytest.fixture(params=sorted(STACKS))
-def team(request: pytest.FixtureRequest, tmp_path: Path) -> Team:
-    return Team(STACKS[request.param](tmp_path))
+def team(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Team]:
+    with STACKS[request.param](tmp_path) as api:
+        yield Team(api)
 
 
 def _leaks(res: dict[str, Any], *secrets: str) -> list[str]:
