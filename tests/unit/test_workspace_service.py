@@ -178,3 +178,19 @@ def test_a_workspace_storage_ceiling_refuses_what_does_not_fit_and_counts_per_us
     assert add("bob", "x", source="b2") == 202 and add("bob", "y", source="b3") == 202
     assert add("bob", "z", source="b4") == 429
     assert add("alice", "w", source="a2") == 202
+
+
+def test_a_member_can_be_given_by_e_mail_where_a_resolver_is_wired():
+    docs, index, blobs = FakeDocumentStore(), FakeVectorIndex(dimension=4), FakeBlobStore()
+    known = {"bob@example.com": "sub-bob"}
+    service = WorkspaceService(
+        FakeWorkspaceStore(), docs, DocumentService(docs, index, blobs), blobs, resolve_email=known.get
+    )
+    team = service.create("alice", "Team")
+    assert service.put_member("alice", team.id, "bob@example.com", "editor").user_id == "sub-bob"
+    assert service.require("sub-bob", team.id, Role.EDITOR).id == team.id
+    with pytest.raises(NotFound, match="e-mail"):
+        service.put_member("alice", team.id, "nobody@example.com", "viewer")
+    service.remove_member("alice", team.id, "bob@example.com")
+    with pytest.raises(NotFound):
+        service.require("sub-bob", team.id)

@@ -9,6 +9,7 @@ member whose role does not allow the action gets 403.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,12 +76,21 @@ def validate_member(user_id: object) -> str:
 
 class WorkspaceService:
     def __init__(
-        self, store: WorkspaceStore, documents: DocumentStore, deleter: DocumentService, blobs: BlobStore
+        self,
+        store: WorkspaceStore,
+        documents: DocumentStore,
+        deleter: DocumentService,
+        blobs: BlobStore,
+        *,
+        resolve_email: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``resolve_email``: the user id of an e-mail address (the cloud's Cognito look-up), so a
+        member can be added by e-mail; ``None`` (locally): members are given by user id or name."""
         self.store = store
         self.documents = documents
         self.deleter = deleter
         self.blobs = blobs
+        self.resolve_email = resolve_email
 
     # ------------------------------------------------------------------ access
     def personal(self, user: str) -> Access:
@@ -180,7 +190,7 @@ class WorkspaceService:
 
     def put_member(self, user: str, workspace_id: str, member: object, role: object) -> Membership:
         access = self._shared(user, workspace_id, Role.OWNER)
-        who = validate_member(member)
+        who = self._member_id(member)
         try:
             wanted = Role(role if isinstance(role, str) else "")
         except ValueError:
@@ -191,7 +201,7 @@ class WorkspaceService:
 
     def remove_member(self, user: str, workspace_id: str, member: object) -> None:
         """An owner removes anyone; any member may leave (remove themselves)."""
-        who = validate_member(member)
+        who = self._member_id(member)
         access = self.require(user, workspace_id)
         if access.personal:
             raise ValidationError("Your personal workspace cannot be renamed, shared or deleted")
@@ -200,6 +210,15 @@ class WorkspaceService:
         self._keep_an_owner(access.id, who, "remove")
         if not self.store.remove_member(access.id, who):
             raise NotFound("Member not found")
+
+    def _member_id(self, member: object) -> str:
+        who = validate_member(member)
+        if self.resolve_email is not None and "@" in who:
+            found = self.resolve_email(who)
+            if found is None:
+                raise NotFound("No user with this e-mail address")
+            return found
+        return who
 
     def _keep_an_owner(self, workspace_id: str, who: str, what: str) -> None:
         members = self.store.members(workspace_id)
