@@ -117,10 +117,7 @@ class WorkspaceService:
         member = self.store.membership(ws, user) if is_shared(ws) else None
         if member is None:
             raise NotFound("Workspace not found")
-        access = Access(ws, member.workspace_name, member.role)
-        if _RANK[access.role] < _RANK[need]:
-            raise Forbidden(f"Your role in this workspace ({access.role}) cannot {_NEEDS[need]} it")
-        return access
+        return self._checked(Access(ws, member.workspace_name, member.role), need)
 
     def find_document(self, user: str, document_id: str, need: Role = Role.VIEWER) -> tuple[Access, Document]:
         """The document ``document_id`` in one of the caller's workspaces (404 when in none)."""
