@@ -3,9 +3,9 @@
 How to add an adapter to a suite
 ================================
 Each port has a registry below (``DOCUMENT_STORES``, ``CONVERSATION_STORES``, ``COUNTERS``,
-``VECTOR_INDEXES``, ``BLOB_STORES``): a dict from a short name (it becomes the test id, e.g.
-``test_pagination[dynamodb]``) to a *factory*. A factory is a context-manager function that takes a
-:class:`ContractEnv` and yields a ready, **empty** adapter; whatever it needs around the adapter
+``VECTOR_INDEXES``, ``BLOB_STORES``, ``WORKSPACE_STORES``): a dict from a short name (it becomes the
+test id, e.g. ``test_pagination[dynamodb]``) to a *factory*. A factory is a context-manager function
+that takes a :class:`ContractEnv` and yields a ready, **empty** adapter; whatever it needs around the adapter
 (a moto ``mock_aws()`` context, tables, a temporary folder) it sets up before the ``yield`` and
 tears down after it. Import heavy SDKs inside the factory, not at module level::
 
@@ -44,7 +44,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragchat.ports import BlobStore, ConversationStore, Counters, DocumentStore, VectorIndex
+from ragchat.ports import (
+    BlobStore,
+    ConversationStore,
+    Counters,
+    DocumentStore,
+    VectorIndex,
+    WorkspaceStore,
+)
 
 from tests.fakes import FakeClock
 
@@ -95,6 +102,14 @@ def sqlite_counters(env: ContractEnv) -> Iterator[Counters]:
 
     with _sqlite_db(env) as db:
         yield SqliteCounters(db)
+
+
+@contextmanager
+def sqlite_workspace_store(env: ContractEnv) -> Iterator[WorkspaceStore]:
+    from ragchat.adapters.local.sqlite_store import SqliteWorkspaceStore
+
+    with _sqlite_db(env) as db:
+        yield SqliteWorkspaceStore(db, clock=env.clock)
 
 
 @contextmanager
@@ -262,6 +277,13 @@ def fake_counters(env: ContractEnv) -> Iterator[Counters]:
 
 
 @contextmanager
+def fake_workspace_store(env: ContractEnv) -> Iterator[WorkspaceStore]:
+    from tests.fakes import FakeWorkspaceStore
+
+    yield FakeWorkspaceStore(clock=env.clock)
+
+
+@contextmanager
 def fake_vector_index(env: ContractEnv) -> Iterator[VectorIndex]:
     from tests.fakes import FakeVectorIndex
 
@@ -285,6 +307,10 @@ VECTOR_INDEXES: dict[str, Factory] = {
     "local-ann-delta": local_ann_delta_vector_index,
 }
 BLOB_STORES: dict[str, Factory] = {"files": file_blob_store}
+WORKSPACE_STORES: dict[str, Factory] = {"sqlite": sqlite_workspace_store, "fake": fake_workspace_store}
+# The vector indexes that confine a search to several owners (``SearchFilter.owners``, issue 32):
+# test_vector_partitions.py runs over these; add an index here once it honours ``flt.partitions``.
+PARTITIONED_INDEXES = {"local", "local-ann", "local-ann-delta", "fake"}
 # Register further adapters here, one line each (see the module docstring), e.g.
 # DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
 DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
@@ -336,6 +362,16 @@ def counters(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Itera
 
 @pytest.fixture(params=sorted(VECTOR_INDEXES))
 def vector_index(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[VectorIndex]:
+    yield from _adapter(VECTOR_INDEXES, request, contract_env)
+
+
+@pytest.fixture(params=sorted(WORKSPACE_STORES))
+def workspace_store(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[WorkspaceStore]:
+    yield from _adapter(WORKSPACE_STORES, request, contract_env)
+
+
+@pytest.fixture(params=sorted(n for n in VECTOR_INDEXES if n in PARTITIONED_INDEXES))
+def partitioned_index(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[VectorIndex]:
     yield from _adapter(VECTOR_INDEXES, request, contract_env)
 
 

@@ -234,21 +234,21 @@ def test_markup_in_documents_is_shown_as_text_never_run(page: Any, hostile: str)
     row = page.locator(f"tr[data-id='{hostile}']")
     expect(row).to_contain_text(f"Hostile {SCRIPT}{IMG}")
     expect(row).to_contain_text("READY")
-    assert_inert(2)  # common.js, documents.js
+    assert_inert(3)  # common.js, workspaces.js, documents.js
 
     page.goto("/ui")
     page.fill("#q", "What is written in the quokka cipher memo?")
     page.click("#f button")
     expect(page.locator("#sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#sources li").filter(has_text=SCRIPT)).to_have_count(1)
-    assert_inert(5)  # common.js, marked, DOMPurify, markdown.js, ask.js
+    assert_inert(6)  # common.js, marked, DOMPurify, markdown.js, workspaces.js, ask.js
 
     page.fill("#collection", "browser-xss")
     page.click("#new-conv-button")
     page.fill("#message", "What is written in the quokka cipher memo?")
     page.click("#send")
     expect(page.locator(".msg.assistant .sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
-    assert_inert(5)
+    assert_inert(6)
 
 
 def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) -> None:

@@ -44,8 +44,10 @@ def test_pdf_answers_carry_title_and_page_everywhere(server: Server, pdf_doc: st
     turn = server.request("POST", f"/chat/conversations/{conv}/messages", body={"content": QUESTION})
     assert turn.status == 200, turn.body
     assert turn.json()["sources"][0] | {"text": ""} == {
-        "id": first["id"], "documentId": pdf_doc, "title": "Lighthouse manual", "page": 2, "text": ""
+        "id": first["id"], "documentId": pdf_doc, "title": "Lighthouse manual", "page": 2,
+        "workspace": {"id": "local", "name": "Personal"}, "text": "",
     }  # fmt: skip
+    assert first["workspace"] == {"id": "local", "name": "Personal"}
     stored = server.request("GET", f"/chat/conversations/{conv}").json()["messages"][-1]
     assert stored["sources"] == turn.json()["sources"]
     md = server.request("GET", f"/chat/conversations/{conv}/export?format=markdown").body.decode()

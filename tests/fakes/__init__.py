@@ -25,6 +25,7 @@ from tests.fakes.search import FakeEmbedder, FakeVectorIndex, unit
 from tests.fakes.services import FakeBlobStore, FakeChatModel, FakeLauncher, OneBatchSteps
 from tests.fakes.stores import FakeConversationStore, FakeCounters, FakeDocumentStore
 from tests.fakes.streaming import FakePacing, SteppedChatModel
+from tests.fakes.workspaces import FakeWorkspaceStore
 
 __all__ = [
     "FakeBlobStore",
@@ -37,6 +38,7 @@ __all__ = [
     "FakeLauncher",
     "FakePacing",
     "FakeVectorIndex",
+    "FakeWorkspaceStore",
     "OneBatchSteps",
     "SteppedChatModel",
     "unit",

@@ -114,7 +114,7 @@ class FakeVectorIndex:
         return [
             r
             for r in self.records.values()
-            if r.owner == flt.owner
+            if r.owner in flt.partitions
             and r.enabled
             and (flt.collection is None or r.collection == flt.collection)
             and (flt.document_id is None or r.document_id == flt.document_id)
@@ -139,6 +139,7 @@ class FakeVectorIndex:
             chunk_index=r.chunk_index,
             collection=r.collection,
             similarity=similarity,
+            owner=r.owner,
         )
 
     def _similarity(self, vector: Sequence[float], r: VectorRecord) -> float:

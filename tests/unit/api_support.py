@@ -22,6 +22,7 @@ from tests.fakes import (
     FakeEmbedder,
     FakeLauncher,
     FakeVectorIndex,
+    FakeWorkspaceStore,
 )
 
 
@@ -70,6 +71,7 @@ def make_api(env: dict[str, str] | None = None, *, run_pipeline: bool = True, **
         "index": index,
         "launcher": launcher,
         "evidence_store": None,  # fakes all the way down: nothing on disk
+        "workspace_store": FakeWorkspaceStore(clock=clock),
         **overrides,
     }
     container = Container(settings, clock=clock, **parts)

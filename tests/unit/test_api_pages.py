@@ -78,9 +78,9 @@ def test_pages_are_html_and_need_no_principal():
         assert "textContent" in texts[0], path
         # the page's own script last; the chat page first loads the Markdown renderer and sanitizer
         expected = {
-            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "ask.js"],
-            "/write": ["write.js"],
-            "/documents/ui": ["documents.js"],
+            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "workspaces.js", "ask.js"],
+            "/write": ["workspaces.js", "write.js"],
+            "/documents/ui": ["workspaces.js", "documents.js"],
         }[path]
         assert [s.rsplit("/", 1)[1] for s in scripts[1:]] == expected, path
     marked = api.call("GET", "/static/marked.min.js", principal=None)

@@ -77,7 +77,7 @@ class FakeSession:
 
 def run_chat(monkeypatch: pytest.MonkeyPatch, typed: str) -> tuple[FakeSession, str]:
     session = FakeSession()
-    monkeypatch.setattr(chat_cli, "LocalChat", lambda: session)
+    monkeypatch.setattr(chat_cli, "LocalChat", lambda *_: session)
     result = CliRunner().invoke(app, ["chat"], input=typed)
     assert result.exit_code == 0, result.output
     return session, result.output
@@ -151,7 +151,7 @@ def test_a_command_run_in_process_leaves_logging_as_it_found_it(monkeypatch: pyt
 
     seen: list[int] = []
 
-    def answer(question: str, collection: str | None) -> Answer:
+    def answer(question: str, collection: str | None, workspace: str | None = None) -> Answer:
         seen.append(logging.root.manager.disable)  # quiet while the command runs
         return Answer("Nothing.", [], False, {})
 
@@ -165,6 +165,6 @@ def test_a_command_run_in_process_leaves_logging_as_it_found_it(monkeypatch: pyt
 def test_chat_says_once_what_the_server_said_about_the_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
     session = FakeSession()
     session.notice = "The persona 'teacher' changes how answers are written only when a language model"
-    monkeypatch.setattr(chat_cli, "LocalChat", lambda: session)
+    monkeypatch.setattr(chat_cli, "LocalChat", lambda *_: session)
     out = CliRunner().invoke(app, ["chat", "--persona", "teacher"], input="When is it open?\n").output
     assert out.count("The persona 'teacher'") == 1

@@ -63,8 +63,7 @@ DAY_S = 24 * 3600
 
 # Claude Haiku 4.5 on Bedrock, invoked through a cross-Region inference profile: ``<geo>.`` + this.
 DEFAULT_BEDROCK_CHAT_MODEL = "anthropic.claude-haiku-4-5-20251001-v1:0"
-# Region prefix -> inference-profile geography; other Regions use the global profile.
-PROFILE_GEOGRAPHY = {"us": "us", "eu": "eu", "ap": "apac"}
+PROFILE_GEOGRAPHY = {"us": "us", "eu": "eu", "ap": "apac"}  # Region prefix -> profile geography (else global)
 
 
 def default_bedrock_chat_model(region: str) -> str:
@@ -193,17 +192,18 @@ class Settings(BaseSettings):
     # budget (bench/results/memory.md), so a larger one would only end FAILED after a minute.
     max_pdf_bytes: int = Field(20 * MiB, alias="MAX_PDF_BYTES", ge=1)
     upload_url_expires_s: int = Field(900, alias="UPLOAD_URL_EXPIRES_SECONDS", ge=60, le=7 * 24 * 3600)
-    # Reading an upload (extract, split, headers): CPU s; in a child process also memory, wall s (security.md)
+    # Reading an upload: CPU s; in a child memory, wall s; runs interrupted before FAILED (security.md)
     parse_isolation: Literal["process", "off"] = Field("process", alias="PARSE_ISOLATION")
     parse_cpu_s: float = Field(60.0, alias="PARSE_CPU_SECONDS", gt=0, le=3600)
     parse_memory_mb: int = Field(4096, alias="PARSE_MEMORY_MB", ge=256)
     parse_wall_s: float = Field(180.0, alias="PARSE_WALL_SECONDS", gt=0, le=4 * 3600)
-    # A document whose ingestion was interrupted this often (server killed meanwhile) is FAILED, not resumed.
     ingest_max_attempts: int = Field(3, alias="INGEST_MAX_ATTEMPTS", ge=1, le=100)
+    max_workspace_bytes: int = Field(0, alias="MAX_WORKSPACE_BYTES", ge=0)  # 0: no storage ceiling
 
     # --- auth (local) --------------------------------------------------------------------------
     api_token: str | None = Field(None, alias="RAGCHAT_API_TOKEN")
     local_principal: str = Field("local", alias="RAGCHAT_LOCAL_USER")
+    users_file: Path | None = Field(None, alias="RAGCHAT_USERS_FILE")  # several users (serving/users.py)
     # --- the local server's browser rules (``ragchat.serving.site``; comma-separated lists) ---------
     # Host names served besides localhost, 127.0.0.1, [::1] and the bound address ("*": any).
     allowed_hosts: str = Field("", alias="RAGCHAT_ALLOWED_HOSTS")

@@ -37,6 +37,7 @@ from ragchat.serving.events import (
 )
 from ragchat.serving.server import HttpServer
 from ragchat.serving.site import SitePolicy, is_loopback, is_wildcard
+from ragchat.serving.users import LocalUsers, load_users
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -78,7 +79,8 @@ class LocalServer:
 
         self.container = container
         settings = container.settings
-        if not settings.api_token and not insecure_no_auth and not is_loopback(host):
+        users = LocalUsers(load_users(settings.users_file)) if settings.users_file else None
+        if not settings.api_token and not users and not insecure_no_auth and not is_loopback(host):
             raise InsecureBind(
                 f"refusing to serve {host} without a token: anyone who can reach this address could read "
                 "and delete your documents. Set RAGCHAT_API_TOKEN, bind 127.0.0.1, or pass "
@@ -90,6 +92,7 @@ class LocalServer:
             body_limit=settings.body_limit_bytes,
             api_token=settings.api_token,
             principal=settings.local_principal,
+            users=users,
         )
         self.httpd = HttpServer(
             gateway, (host, port), limits or Limits.of(settings), trusted_proxies=settings.trusted_proxy_list

@@ -4,7 +4,7 @@ Lambda functions build it once per process (``create_app(Container(), areas={...
 ``app.resolve(event, context)``; ``ragchat serve`` calls the very same resolver with events it builds
 from HTTP requests.
 
-Areas: ``notes`` (notes, documents, direct uploads, ask), ``chat`` (``ragchat.api.chat.router``,
+Areas: ``notes`` (notes, documents, direct uploads, ask, workspaces), ``chat`` (``ragchat.api.chat.router``,
 when installed), ``ops`` (health, openapi, swagger), ``ui`` (HTML pages).
 """
 
@@ -117,10 +117,11 @@ def create_app(container: Container, *, areas: set[str] | frozenset[str] | None 
         r = _area_router(area, container)
         if r is not None:
             app.include_router(r)
-        if area == "notes":  # direct uploads (POST /uploads) belong to the documents area
-            from ragchat.api import uploads
+        if area == "notes":  # direct uploads (POST /uploads) and workspaces belong to the documents area
+            from ragchat.api import uploads, workspaces
 
             app.include_router(uploads.router(container))
+            app.include_router(workspaces.router(container))
     if "ops" in wanted:
         from aws_lambda_powertools.event_handler.openapi.models import Server
 

@@ -60,6 +60,12 @@ class ConversationIn(BaseModel):
         None, alias="documentId", max_length=200, description="Retrieve only from this document."
     )
     persona: str | None = Field(None, max_length=64, description="A configured persona (default: `default`).")
+    workspace: str | None = Field(
+        None,
+        max_length=256,
+        description="Search only this workspace (default: every workspace you belong to). The "
+        "conversation stays yours alone.",
+    )
 
 
 class ConversationPatch(BaseModel):
@@ -122,6 +128,13 @@ def router(container: Container) -> APIGatewayRouter:
     return r
 
 
+def _searched(container: Container, user: str, workspace: str | None) -> dict[str, Any]:
+    """A new conversation's workspace (checked: 404 unless a member) or, unpinned, all the user's."""
+    if workspace:
+        return {"workspace": container.workspaces.require(user, workspace).id}
+    return {"readable": container.workspaces.readable(user)}
+
+
 def _owner(r: APIGatewayRouter) -> str:
     return principal(r.current_event)
 
@@ -155,12 +168,14 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.post("/chat/conversations", status_code=201, summary="Start a conversation", tags=["chat"])
     def create(conv: Annotated[ConversationIn, Body()]) -> Response[ConversationOut]:
         rate_limit(container, "conversations", r.current_event)
+        user = _owner(r)
         created = container.chat.conversations.create(
-            _owner(r),
+            user,
             title=conv.title,
             collection=validate_collection(conv.collection),  # the documents' rule (domain.labels)
             document_id=conv.document_id,
             persona=conv.persona,
+            **_searched(container, user, conv.workspace),
         )
         out = ConversationOut.of(created)
         out.notice = persona_notice(created.persona, container.model_reads())

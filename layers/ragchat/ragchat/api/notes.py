@@ -33,12 +33,17 @@ from ragchat.domain.file_errors import unsupported_type
 from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
 from ragchat.domain.uploads import safe_filename
+from ragchat.domain.workspaces import Role
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
+WorkspaceQuery = Annotated[
+    str | None,
+    Query(max_length=256, description="A workspace id (GET /workspaces); default: your personal workspace."),
+]
 Source = Annotated[
     str | None,
     Query(
@@ -57,6 +62,7 @@ def router(container: Container) -> APIGatewayRouter:
         return principal(r.current_event)
 
     _note_routes(r, container, owner)
+    _document_list_route(r, container, owner)
     _document_routes(r, container, owner)
     _document_edit_routes(r, container, owner)
     _ask_route(r, container, owner)
@@ -66,10 +72,12 @@ def router(container: Container) -> APIGatewayRouter:
 def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.post("/notes", status_code=202, summary="Add a note (starts ingestion)", tags=["notes"])
     def post_note(note: Annotated[NoteIn, Body()]) -> Response[dict[str, Any]]:
-        who = owner()
+        user = owner()
         rate_limit(container, "notes", r.current_event)
+        who = container.workspaces.require(user, note.workspace, Role.EDITOR).id
         accepted = container.ingestion.accept(
             who,
+            user=user,
             text=note.text,
             title=note.title,
             content_type=note.content_type,
@@ -81,10 +89,15 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
         )
         return _json(*accepted_json(accepted))
 
-    def list_notes(limit: int, cursor: str | None, document_id: str | None) -> dict[str, Any]:
-        page = container.document_service.list_notes(
-            owner(), document_id=document_id, limit=limit, cursor=cursor
-        )
+    def list_notes(
+        limit: int, cursor: str | None, document_id: str | None, workspace: str | None
+    ) -> dict[str, Any]:
+        user = owner()
+        if document_id:  # the document's workspace, among the caller's
+            ws = container.workspaces.find_document(user, document_id)[0].id
+        else:
+            ws = container.workspaces.require(user, workspace).id
+        page = container.document_service.list_notes(ws, document_id=document_id, limit=limit, cursor=cursor)
         return page_json(page, note_json)
 
     @r.get("/notes", summary="List notes", tags=["notes"])
@@ -92,35 +105,42 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
         limit: Limit = 50,
         cursor: Cursor = None,
         documentId: Annotated[str | None, Query()] = None,
+        workspace: WorkspaceQuery = None,
     ) -> dict[str, Any]:
-        return list_notes(limit, cursor, documentId)
+        return list_notes(limit, cursor, documentId, workspace)
 
     @r.get("/notes.json", summary="List notes (alias)", tags=["notes"])
     def get_notes_json(
         limit: Limit = 50,
         cursor: Cursor = None,
         documentId: Annotated[str | None, Query()] = None,
+        workspace: WorkspaceQuery = None,
     ) -> dict[str, Any]:
-        return list_notes(limit, cursor, documentId)
+        return list_notes(limit, cursor, documentId, workspace)
 
     @r.delete("/notes/<note_id>", summary="Delete a note and its vector", tags=["notes"])
     def delete_note(note_id: Annotated[str, Path()]) -> Response[None]:
-        container.document_service.delete_note(owner(), note_id)
+        access, _ = container.workspaces.find_note(owner(), note_id, Role.EDITOR)
+        container.document_service.delete_note(access.id, note_id)
         return Response(status_code=204, content_type=None, body=None)
 
 
-def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
+def _document_list_route(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.get("/documents", summary="List documents (newest first)", tags=["documents"])
     def get_documents(
         limit: Limit = 50,
         cursor: Cursor = None,
         collection: Annotated[str | None, Query()] = None,
+        workspace: WorkspaceQuery = None,
     ) -> dict[str, Any]:
+        access = container.workspaces.require(owner(), workspace)
         page = container.document_service.list_documents(
-            owner(), collection=collection, limit=limit, cursor=cursor
+            access.id, collection=collection, limit=limit, cursor=cursor
         )
-        return page_json(page, document_json)
+        return page_json(page, lambda doc: document_json(doc, access))
 
+
+def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.post(
         "/documents",
         status_code=202,
@@ -134,13 +154,16 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
         collection: Annotated[str | None, Query()] = None,
         filename: Annotated[str | None, Query()] = None,
         source: Source = None,
+        workspace: WorkspaceQuery = None,
     ) -> Response[dict[str, Any]]:
-        who = owner()
+        user = owner()
         rate_limit(container, "notes", r.current_event)
+        who = container.workspaces.require(user, workspace, Role.EDITOR).id
         name, content_type, data = _read_upload(r.current_event, filename)
         document_id = _upload_document_id(who, source, collection, name)
         accepted = container.ingestion.accept(
             who,
+            user=user,
             body=data,
             filename=name or "upload",
             content_type=content_type,
@@ -158,9 +181,10 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
         document_id: Annotated[str, Path()],
         include: Annotated[str | None, Query(description="`body` to include the full text.")] = None,
     ) -> dict[str, Any]:
-        who = owner()
+        access, _ = container.workspaces.find_document(owner(), document_id)
+        who = access.id
         doc = container.document_service.get(who, document_id)
-        out = document_json(doc)
+        out = document_json(doc, access)
         if include:
             wanted = {part.strip() for part in include.split(",")}
             if not wanted <= {"body"}:
@@ -174,12 +198,12 @@ def _document_edit_routes(r: APIGatewayRouter, container: Container, owner: Call
     def patch_document(
         document_id: Annotated[str, Path()], patch: Annotated[DocumentPatch, Body()]
     ) -> dict[str, Any]:
-        who = owner()
         changes = patch.changes()
         if not changes:
             raise ValidationError("Nothing to update: give at least one of enabled, title, metadata")
-        doc = container.document_service.update(who, document_id, changes)
-        return document_json(doc)
+        access, _ = container.workspaces.find_document(owner(), document_id, Role.EDITOR)
+        doc = container.document_service.update(access.id, document_id, changes)
+        return document_json(doc, access)
 
     @r.delete(
         "/documents/<document_id>",
@@ -187,7 +211,8 @@ def _document_edit_routes(r: APIGatewayRouter, container: Container, owner: Call
         tags=["documents"],
     )
     def delete_document(document_id: Annotated[str, Path()]) -> Response[None]:
-        container.document_service.delete(owner(), document_id)
+        access, _ = container.workspaces.find_document(owner(), document_id, Role.EDITOR)
+        container.document_service.delete(access.id, document_id)
         return Response(status_code=204, content_type=None, body=None)
 
 
@@ -201,6 +226,12 @@ def _ask_route(r: APIGatewayRouter, container: Container, owner: Callable[[], st
     def ask(
         text: Annotated[str | None, Query(description="The question.")] = None,
         collection: Annotated[str | None, Query()] = None,
+        workspace: Annotated[
+            str | None,
+            Query(
+                max_length=256, description="Search only this workspace (default: every one you belong to)."
+            ),
+        ] = None,
     ) -> Response[Any]:  # the answer, or a browser's redirect (no body)
         event = r.current_event
         if text is None and wants_html((event.headers or {}).get("accept")):
@@ -215,7 +246,12 @@ def _ask_route(r: APIGatewayRouter, container: Container, owner: Callable[[], st
         if text is None or not text.strip():
             raise ValidationError("text: a question is required (GET /?text=...)")
         rate_limit(container, "ask", r.current_event)
-        result = container.ask.ask(who, text, collection=validate_collection(collection))
+        if workspace:
+            access = container.workspaces.require(who, workspace)
+            names = {access.id: access.name}
+        else:
+            names = container.workspaces.names(who)
+        result = container.ask.ask(who, text, collection=validate_collection(collection), workspaces=names)
         body = {
             "answer": result.answer,
             "sources": [source_json(s) for s in result.sources],

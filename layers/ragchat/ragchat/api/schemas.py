@@ -18,6 +18,7 @@ from ragchat.domain.models import source_json as source_json  # the one source s
 if TYPE_CHECKING:
     from ragchat.services.chat import TurnResult
     from ragchat.services.ingestion import Accepted
+    from ragchat.services.workspaces import Access
 
 MAX_TITLE = MAX_TITLE_CHARS
 
@@ -35,6 +36,9 @@ class NoteIn(BaseModel):
     metadata: dict[str, Any] | None = None
     collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")
     split: StrictBool | None = Field(None, description="Split into chunks (default: ENABLE_TEXT_SPLITTING).")
+    workspace: str | None = Field(
+        None, max_length=256, description="The workspace to add it to (editor); default: your personal one."
+    )
     source: str | None = Field(
         None,
         min_length=1,
@@ -65,7 +69,15 @@ class DocumentPatch(BaseModel):
         return {k: v for k, v in self.model_dump(exclude_unset=True).items() if v is not None}
 
 
-def document_json(doc: Document) -> dict[str, Any]:
+def document_json(doc: Document, workspace: Access | None = None) -> dict[str, Any]:
+    """A document; ``workspace``: the one it is in (shown as ``{id, name}``)."""
+    out = _document_json(doc)
+    if workspace is not None:
+        out["workspace"] = {"id": workspace.id, "name": workspace.name}
+    return out
+
+
+def _document_json(doc: Document) -> dict[str, Any]:
     return {
         "id": doc.id,
         "documentId": doc.id,
@@ -115,6 +127,9 @@ class ConversationOut(BaseModel):
 
     id: str
     title: str
+    workspace: str | None = Field(
+        None, description="The workspace its questions search (null: every workspace you belong to)."
+    )
     collection: str | None
     document_id: str | None = Field(alias="documentId")
     persona: str | None
@@ -153,6 +168,7 @@ def conversation_json(conv: Conversation) -> dict[str, Any]:
         "lastSummaryId": conv.last_summary_id,
         "createdAt": conv.created_at,
         "updatedAt": conv.updated_at,
+        "workspace": conv.workspace,
     }
 
 

@@ -24,6 +24,7 @@ from ragchat.api.body import decode_body
 from ragchat.api.limits import rate_limit
 from ragchat.api.schemas import accepted_json
 from ragchat.domain.labels import MAX_TITLE_CHARS
+from ragchat.domain.workspaces import Role
 from ragchat.services.uploads import UploadTicket
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ class UploadIn(BaseModel):
     content_type: str | None = Field(None, alias="contentType", description="Pinned in the signed form.")
     title: str | None = Field(None, max_length=MAX_TITLE_CHARS)
     collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")
+    workspace: str | None = Field(
+        None, max_length=256, description="The workspace to add it to (editor); default: your personal one."
+    )
 
 
 def router(container: Container) -> APIGatewayRouter:
@@ -47,8 +51,10 @@ def router(container: Container) -> APIGatewayRouter:
     @r.post("/uploads", status_code=201, summary="Get a presigned POST for a large file", tags=["documents"])
     def post_upload(upload: Annotated[UploadIn, Body()]) -> Response[dict[str, Any]]:
         rate_limit(container, "uploads", r.current_event)
+        user = principal(r.current_event)
+        workspace = container.workspaces.require(user, upload.workspace, Role.EDITOR).id
         ticket = container.uploads.presign(
-            principal(r.current_event),
+            workspace,
             filename=upload.filename,
             content_type=upload.content_type,
             title=upload.title,

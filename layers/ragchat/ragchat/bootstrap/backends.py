@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Embedder,
         Metrics,
         VectorIndex,
+        WorkspaceStore,
     )
 
 logger = logging.getLogger("ragchat.bootstrap")
@@ -141,6 +142,16 @@ class Backends:
         from ragchat.adapters.local.sqlite_store import SqliteCounters
 
         return SqliteCounters(self._sqlite)
+
+    @cached_property
+    def workspace_store(self) -> WorkspaceStore:
+        if self.settings.backend == "aws":  # the DynamoDB adapter is wired here by the cloud half
+            from ragchat.services.workspaces import PersonalOnly
+
+            return PersonalOnly()
+        from ragchat.adapters.local.sqlite_store import SqliteWorkspaceStore
+
+        return SqliteWorkspaceStore(self._sqlite, clock=self.clock)
 
     @cached_property
     def blobs(self) -> BlobStore:

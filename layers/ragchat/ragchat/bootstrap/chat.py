@@ -1,10 +1,8 @@
 """What a chat Lambda is made of: retrieval, the model behind its retry/deadline/breaker policy,
 the answerer, and the turn's collaborators (docs/api.md, §7–§12), built here and nowhere else.
-
-:func:`build_chat` wires the chat collaborators from ports (tests call it with fakes);
-:class:`ChatRoot` adds the container's lazily built parts: ``retriever``, ``chat`` (conversations,
-turns, stops, history) and ``ask`` (one-shot questions).
-"""
+:func:`build_chat` wires the chat collaborators from ports (tests call it with fakes); :class:`ChatRoot`
+adds the container's lazily built ``retriever``, ``chat`` (conversations, turns, stops, history) and
+``ask`` (one-shot questions)."""
 
 from __future__ import annotations
 
@@ -15,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ragchat.bootstrap.calibration import CalibrationRoot
+from ragchat.bootstrap.workspaces import Scope, WorkspaceRoot
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.services.answering import Answerer, AskService
 from ragchat.services.chat.conversations import Conversations
@@ -60,6 +59,7 @@ def build_chat(
     summarizer: Summarizer | None = None,
     pacing: StreamPacing | None = None,
     metrics: Metrics = NO_METRICS,
+    scope: Scope | None = None,  # the workspaces a conversation's turn searches
 ) -> Chat:
     """``personas``: the registry loaded at start-up (default: the built-in ones). ``summarizer``
     writes history summaries (default: the chat model; :class:`ExtractiveSummarizer` for a model
@@ -91,6 +91,7 @@ def build_chat(
         metrics=TurnMetrics(metrics),
         stops=stops,
         pacing=pacing or StreamPacing(),
+        scope=scope,
     )
     return Chat(conversations=chats, turns=Turns(parts, settings), stops=stops, history=history)
 
@@ -102,7 +103,7 @@ def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> ChatL
     return ChatLimits(RequestLimiter.of(settings, counters, clock))
 
 
-class ChatRoot(CalibrationRoot):
+class ChatRoot(CalibrationRoot, WorkspaceRoot):
     @cached_property
     def retriever(self) -> Retriever:
         from ragchat.services.retrieval import Retriever
@@ -137,6 +138,7 @@ class ChatRoot(CalibrationRoot):
             personas=self.personas,
             summarizer=ExtractiveSummarizer() if extractive else None,
             metrics=self.metrics,
+            scope=self.conversation_scope,
         )
 
     @cached_property

@@ -1,4 +1,5 @@
-"""The ``ragchat`` command line: ``serve``, ``ingest``, ``ask``, ``chat``, ``bench``, ``calibrate``.
+"""The ``ragchat`` command line: ``serve``, ``ingest``, ``ask``, ``chat``, ``bench``, ``calibrate``,
+``workspaces`` and ``users``.
 
 ``ingest``, ``ask`` and ``chat`` use the local backends in-process (the same container
 ``ragchat serve`` builds) or, with ``--api URL`` (and ``--token``), a running or deployed API through
@@ -15,6 +16,7 @@ from ragchat.cli.calibrate import calibrate
 from ragchat.cli.chat import chat
 from ragchat.cli.ingest import ingest
 from ragchat.cli.serve import serve
+from ragchat.cli.workspaces import users, workspaces
 
 app = typer.Typer(
     name="ragchat",
@@ -26,6 +28,8 @@ app = typer.Typer(
 )
 for command in (serve, ingest, ask, chat, bench, calibrate):
     app.command()(command)
+app.add_typer(workspaces)
+app.add_typer(users)
 
 
 def main() -> None:  # pragma: no cover - console entry point alias

@@ -13,6 +13,7 @@ from ragchat.cli.common import (
     ApiOption,
     TokenOption,
     VerboseOption,
+    WorkspaceOption,
     api_token_for,
     build_container,
     fail,
@@ -23,12 +24,18 @@ if TYPE_CHECKING:
     from ragchat.cli.client import Answer
 
 
-def ask_local(question: str, collection: str | None) -> Answer:
+def ask_local(question: str, collection: str | None, workspace: str | None = None) -> Answer:
     from ragchat.cli.client import Answer, sources_of
     from ragchat.domain.models import source_json
 
     container = build_container()
-    result = container.ask.ask(container.settings.local_principal, question, collection=collection)
+    user = container.settings.local_principal
+    if workspace:
+        access = container.workspaces.require(user, workspace)
+        names = {access.id: access.name}
+    else:
+        names = container.workspaces.names(user)
+    result = container.ask.ask(user, question, collection=collection, workspaces=names)
     raw = {
         "answer": result.answer,
         "sources": [source_json(s) for s in result.sources],  # the API's shape
@@ -72,6 +79,7 @@ def ask(
     collection: Annotated[
         str | None, typer.Option(metavar="NAME", help="Only search this collection.")
     ] = None,
+    workspace: WorkspaceOption = None,
     api: ApiOption = None,
     token: TokenOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON answer.")] = False,
@@ -84,9 +92,10 @@ def ask(
     with quiet_logging(verbose):
         try:
             if api:
-                answer = ApiClient(api, api_token_for(api, token)).ask(question, collection=collection)
+                client = ApiClient(api, api_token_for(api, token))
+                answer = client.ask(question, collection=collection, workspace=workspace)
             else:
-                answer = ask_local(question, collection)
+                answer = ask_local(question, collection, workspace)
             if answer.guard_used and collection:
                 existing = (
                     ApiClient(api, api_token_for(api, token)).collections() if api else local_collections()

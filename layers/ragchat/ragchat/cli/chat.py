@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 
-from ragchat.cli.common import ApiOption, TokenOption, api_token_for, build_container, fail, quiet_logging
+from ragchat.cli.common import (
+    ApiOption,
+    TokenOption,
+    WorkspaceOption,
+    api_token_for,
+    build_container,
+    fail,
+    quiet_logging,
+)
 
 if TYPE_CHECKING:
     from ragchat.cli.client import ApiClient, Reply
@@ -21,18 +29,22 @@ class ChatSession(Protocol):
 
 
 class LocalChat:
-    def __init__(self) -> None:
+    def __init__(self, workspace: str | None = None) -> None:
         logging.basicConfig(level=logging.WARNING)
         self.container = build_container()
         self.owner = self.container.settings.local_principal
+        self.workspace = workspace
         self.notice: str | None = None  # what the last ``create`` has to say (e.g. about the persona)
 
     def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
         from ragchat.domain.personas import persona_notice
 
+        spaces = self.container.workspaces
+        pinned = spaces.require(self.owner, self.workspace).id if self.workspace else None
         conv = self.container.chat.conversations.create(
-            self.owner, collection=collection, document_id=document_id, persona=persona
-        )
+            self.owner, collection=collection, document_id=document_id, persona=persona,
+            workspace=pinned, readable=() if pinned else spaces.readable(self.owner),
+        )  # fmt: skip
         self.notice = persona_notice(conv.persona, self.container.model_reads())
         return str(conv.id)
 
@@ -50,13 +62,15 @@ class LocalChat:
 
 
 class RemoteChat:
-    def __init__(self, client: ApiClient) -> None:
+    def __init__(self, client: ApiClient, workspace: str | None = None) -> None:
         self.client = client
+        self.workspace = workspace
         self.notice: str | None = None
 
     def create(self, *, collection: str | None, document_id: str | None, persona: str | None) -> str:
-        client = self.client
-        data = client.create_conversation(collection=collection, document_id=document_id, persona=persona)
+        data = self.client.create_conversation(
+            collection=collection, document_id=document_id, persona=persona, workspace=self.workspace
+        )
         self.notice = str(data["notice"]) if data.get("notice") else None
         return str(data["id"])
 
@@ -119,6 +133,7 @@ def chat(
     persona: Annotated[
         str | None, typer.Option(metavar="NAME", help="A configured persona (RAGCHAT_PERSONAS_FILE).")
     ] = None,
+    workspace: WorkspaceOption = None,
     api: ApiOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -127,7 +142,8 @@ def chat(
     from ragchat.cli.client import ApiClient
 
     with quiet_logging(False, level=logging.INFO):  # the chat.* events would flood the terminal
-        session: ChatSession = RemoteChat(ApiClient(api, api_token_for(api, token))) if api else LocalChat()
+        client = ApiClient(api, api_token_for(api, token)) if api else None
+        session: ChatSession = RemoteChat(client, workspace) if client else LocalChat(workspace)
         _converse(session, conversation, collection=collection, document=document, persona=persona)
 
 

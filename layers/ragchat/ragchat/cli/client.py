@@ -159,10 +159,17 @@ class ApiClient:
         self.transport = transport
 
     # ---------------------------------------------------------------- documents
-    def upload(self, path: Path, *, collection: str | None = None, source: str | None = None) -> Accepted:
+    def upload(
+        self,
+        path: Path,
+        *,
+        collection: str | None = None,
+        source: str | None = None,
+        workspace: str | None = None,
+    ) -> Accepted:
         """``POST /documents`` with the file's bytes. ``source`` (``file:…``) names the file: the API
         derives the document id from it, so uploading the same source again replaces the document."""
-        query = {"filename": path.name, "collection": collection, "source": source}
+        query = {"filename": path.name, "collection": collection, "source": source, "workspace": workspace}
         headers = {
             "Content-Type": SUPPORTED.get(path.suffix.lower(), "application/octet-stream"),
             "X-Filename": urllib.parse.quote(path.name),
@@ -186,8 +193,10 @@ class ApiClient:
         )
 
     # ---------------------------------------------------------------- questions
-    def ask(self, question: str, *, collection: str | None = None) -> Answer:
-        data = self._json("GET", "/", query={"text": question, "collection": collection})
+    def ask(self, question: str, *, collection: str | None = None, workspace: str | None = None) -> Answer:
+        data = self._json(
+            "GET", "/", query={"text": question, "collection": collection, "workspace": workspace}
+        )
         return Answer(
             answer=str(data.get("answer", "")),
             sources=sources_of(data.get("sources")),
@@ -208,10 +217,20 @@ class ApiClient:
                 return found
 
     def create_conversation(
-        self, *, collection: str | None = None, document_id: str | None = None, persona: str | None = None
+        self,
+        *,
+        collection: str | None = None,
+        document_id: str | None = None,
+        persona: str | None = None,
+        workspace: str | None = None,
     ) -> dict[str, Any]:
         """The conversation as created (``id``; ``notice``: what the server has to say about it)."""
-        body = {"collection": collection, "documentId": document_id, "persona": persona}
+        body = {
+            "collection": collection,
+            "documentId": document_id,
+            "persona": persona,
+            "workspace": workspace,
+        }
         return self._json("POST", "/chat/conversations", payload={k: v for k, v in body.items() if v})
 
     def send_message(self, conversation_id: str, content: str) -> Reply:

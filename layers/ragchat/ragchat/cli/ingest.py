@@ -22,6 +22,7 @@ from ragchat.cli.common import (
     ApiOption,
     TokenOption,
     VerboseOption,
+    WorkspaceOption,
     api_token_for,
     build_container,
     fail,
@@ -98,22 +99,28 @@ class IngestBackend(Protocol):
 class LocalIngest:
     """The local backends in-process (the container ``ragchat serve`` builds)."""
 
-    def __init__(self, container: Container) -> None:
+    def __init__(self, container: Container, workspace: str | None = None) -> None:
+        from ragchat.domain.workspaces import Role
+
         self.container = container
-        self.owner = container.settings.local_principal
+        user = container.settings.local_principal
+        self.owner = container.workspaces.require(user, workspace, Role.EDITOR).id
+        self.user = user
 
     def submit(self, path: Path, collection: str | None) -> Accepted:
         from ragchat.cli.client import Accepted
         from ragchat.domain.ids import stable_document_id
 
         source = file_source(path)
+        shared = self.owner != self.user  # a shared workspace's ids are its own (as the API makes them)
         accepted = self.container.ingestion.accept(
             self.owner,
+            user=self.user,
             body=path.read_bytes(),
             filename=path.name,
             collection=collection,
             source=source,
-            document_id=stable_document_id(source),
+            document_id=stable_document_id(f"{self.owner}\n{source}" if shared else source),
         )
         doc = accepted.document
         return Accepted(str(doc.id), str(doc.status), accepted.duplicate, accepted.new_version)
@@ -135,11 +142,14 @@ class LocalIngest:
 class RemoteIngest:
     """A running or deployed API (``--api``); the API derives the document id from the source."""
 
-    def __init__(self, client: ApiClient) -> None:
+    def __init__(self, client: ApiClient, workspace: str | None = None) -> None:
         self.client = client
+        self.workspace = workspace
 
     def submit(self, path: Path, collection: str | None) -> Accepted:
-        return self.client.upload(path, collection=collection, source=file_source(path))
+        return self.client.upload(
+            path, collection=collection, source=file_source(path), workspace=self.workspace
+        )
 
     def status(self, doc_id: str) -> DocumentState:
         return self.client.document(doc_id)
@@ -265,6 +275,7 @@ def ingest(
     collection: Annotated[
         str | None, typer.Option(metavar="NAME", help="Put the documents in this collection.")
     ] = None,
+    workspace: WorkspaceOption = None,
     api: ApiOption = None,
     token: TokenOption = None,
     timeout: Annotated[
@@ -290,9 +301,9 @@ def ingest(
     with quiet_logging(verbose):
         backend: IngestBackend
         if api:
-            backend = RemoteIngest(ApiClient(api, api_token_for(api, token)))
+            backend = RemoteIngest(ApiClient(api, api_token_for(api, token)), workspace)
         else:
-            backend = LocalIngest(build_container())
+            backend = _local_ingest(workspace)
         try:
             if files:  # only unsupported files given: no 0/0 progress bar
                 outcomes += _ingest_all(console, backend, files, collection, timeout)
@@ -300,6 +311,15 @@ def ingest(
             backend.close()
     if _print_summary(console, outcomes, skipped):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _local_ingest(workspace: str | None) -> LocalIngest:
+    from ragchat.domain.errors import RagchatError
+
+    try:
+        return LocalIngest(build_container(), workspace)
+    except RagchatError as exc:  # no such workspace (404) or not an editor there (403)
+        raise fail(f"--workspace {workspace}: {exc.message}") from None
 
 
 def _default_limit() -> str:

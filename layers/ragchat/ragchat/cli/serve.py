@@ -152,6 +152,8 @@ def _banner(settings: Settings, server: LocalServer, token_file: Path | None) ->
         )
     else:
         typer.echo(f"  open:    {url}/ui")
+    if settings.users_file:
+        typer.echo(f"  users:   {_shown(settings.users_file)} (each opens {url}/ui#token=<their token>)")
     if not settings.api_token:
         typer.echo(f"  docs:    {url}/swagger")
     typer.echo(f"  ask:     curl -s{auth} '{url}/?text=How+does+ingestion+work%3F'")

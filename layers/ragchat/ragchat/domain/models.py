@@ -48,6 +48,9 @@ class Document:
     # SHA-256 (hex) of the uploaded bytes: the same bytes under the same name are the same document
     # (a re-upload answers with the existing one). ``None``: recorded before hashes were kept.
     content_hash: str | None = None
+    # the uploaded body's size in bytes (what the workspace's storage ceiling counts); ``None``:
+    # recorded before sizes were kept (counted as 0)
+    size: int | None = None
 
 
 @dataclass(slots=True)
@@ -157,14 +160,20 @@ class SourceRef:
     document_id: str | None = None
     title: str | None = None
     page: int | None = None
+    # the workspace the note is in (id and name, as when the answer was given)
+    workspace_id: str | None = None
+    workspace_name: str | None = None
 
 
 def source_json(src: SourceRef) -> JSON:
     """The one JSON shape of a source, in API responses, SSE, stored messages, exports and the CLI:
-    ``{id, documentId, title, page?, text}`` (``page`` only when known)."""
+    ``{id, documentId, title, page?, workspace?, text}`` (``page`` and ``workspace`` only when
+    known; ``workspace`` is ``{id, name}``)."""
     out: JSON = {"id": src.id, "documentId": src.document_id, "title": src.title}
     if src.page is not None:
         out["page"] = src.page
+    if src.workspace_id is not None and src.workspace_name is not None:
+        out["workspace"] = {"id": src.workspace_id, "name": src.workspace_name}
     out["text"] = src.text
     return out
 
@@ -172,12 +181,16 @@ def source_json(src: SourceRef) -> JSON:
 def source_from_json(data: JSON) -> SourceRef:
     """A source back from :func:`source_json`'s shape; older records (``{id, text}``) still load."""
     page = data.get("page")
+    ws = data.get("workspace")
+    ws = ws if isinstance(ws, dict) else {}
     return SourceRef(
         id=str(data["id"]),
         text=str(data.get("text") or ""),
         document_id=data.get("documentId"),
         title=data.get("title"),
         page=page if isinstance(page, int) and not isinstance(page, bool) else None,
+        workspace_id=ws.get("id"),
+        workspace_name=ws.get("name"),
     )
 
 
@@ -194,6 +207,9 @@ class Conversation:
     message_count: int = 0
     created_at: str = ""
     updated_at: str = ""
+    # the workspace its questions search (``None``: every workspace its user belongs to); the
+    # conversation itself stays its user's (``owner``), even when pinned to a shared workspace
+    workspace: str | None = None
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ without history.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -277,11 +277,19 @@ class AskService:
         *,
         collection: str | None = None,
         document_id: str | None = None,
+        workspaces: Mapping[str, str] | None = None,
     ) -> AskResult:
+        """``workspaces`` (id → name): the workspaces searched (default: ``owner`` alone); the
+        sources say which one each comes from."""
         question = sanitize_message(text, max_chars=self.settings.max_message_chars)
         if not question:  # pragma: no cover - sanitize_message raises first
             raise ValidationError("A question is required")
-        flt = SearchFilter(owner=owner, collection=collection or None, document_id=document_id or None)
+        flt = SearchFilter(
+            owner=owner,
+            collection=collection or None,
+            document_id=document_id or None,
+            owners=tuple(workspaces or ()),
+        )
         retrieval = retrieve_question(self.retriever, question, flt)
         reinforce = detect_injection(question)
         try:
@@ -295,5 +303,5 @@ class AskService:
         for phase, ms in ans.timings.items():
             logger.info("chat.metrics", extra={"conversationId": None, "phase": phase, "ms": round(ms, 1)})
         record_turn(self.metrics, ans.timings)
-        sources = locate_sources(self.documents, owner, ans.sources)
+        sources = locate_sources(self.documents, owner, ans.sources, workspaces=workspaces)
         return AskResult(answer=ans.text, sources=sources, guard_used=ans.guard_used, model=ans.model)

@@ -194,12 +194,12 @@ class IngestionService:
         document_id: str | None = None,
         stored_key: str | None = None,
         direct_upload: bool = False,
+        user: str | None = None,
     ) -> Accepted:
-        """Accept a document (``body``; ``text`` is an alias for a text body): the document as stored
-        (``PENDING``) once the pipeline is started. All is checked before anything is stored (a refused
-        document leaves no trace). ``direct_upload``: a file that came by upload (up to
-        ``MAX_UPLOAD_BYTES``); ``stored_key`` (implies it): its body already lies there, used in place.
-        ``document_id`` (derived from a name or source): a duplicate of it is returned untouched."""
+        """Accept a document (``body``, or its alias ``text``) into workspace ``owner`` for ``user`` (default
+        ``owner``: their daily ceilings), stored ``PENDING`` once started; all is checked before anything is
+        stored. ``direct_upload``: came by upload; ``stored_key`` (implies it): its body already lies there.
+        ``document_id`` (from a name or source): its duplicate is returned untouched."""
         if not owner:
             raise ValidationError("owner is required")
         max_body, limit = self.settings.max_body_bytes, self.settings.body_limit_bytes
@@ -227,17 +227,36 @@ class IngestionService:
             split=validate_split(split),
             version=new_id(),  # each upload is a new content version: steps of older runs stand down
             content_hash=hashlib.sha256(raw).hexdigest(),
+            size=len(raw),
         )
         previous = self.documents.get_document(owner, doc.id) if document_id is not None else None
         if previous is not None:
             given = {"metadata": metadata is not None, "split": split is not None}
             if _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
-        if self.limiter is not None:  # valid and about to be stored: count it (429 when over a ceiling)
-            self.limiter.charge_ingestion(owner, len(raw))
+        self._admit(doc, len(raw), user or owner)
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
+
+    def _admit(self, doc: Document, size: int, user: str) -> None:
+        """Valid and about to be stored: within its workspace's storage ceiling (``MAX_WORKSPACE_BYTES``;
+        413 when over, nothing stored or counted), then counted against ``user``'s daily ceilings (429)."""
+        cap = self.settings.max_workspace_bytes
+        if cap:
+            held, cursor = 0, None
+            while True:
+                page = self.documents.list_documents(doc.owner, limit=200, cursor=cursor)
+                held += sum(d.size or 0 for d in page.items if d.id != doc.id)
+                if not (cursor := page.cursor):
+                    break
+            if held + size > cap:
+                raise PayloadTooLarge(
+                    f"This workspace holds {held} bytes of its {cap} (MAX_WORKSPACE_BYTES): this file "
+                    f"({size} bytes) does not fit; delete documents first"
+                )
+        if self.limiter is not None:
+            self.limiter.charge_ingestion(user, size)
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the

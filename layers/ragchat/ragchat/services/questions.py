@@ -306,9 +306,7 @@ def _found_anywhere(retriever: Retriever, name: str, vector: list[float], flt: S
 
 
 def _texts(retriever: Retriever, hits: list[Hit], owner: str) -> list[str]:
-    titles = retriever.titles
-    names = titles(owner, [h.document_id for h in hits if h.document_id]) if titles else {}
-    return [h.text for h in hits] + list(names.values())
+    return [h.text for h in hits] + list(retriever.titles_of(owner, hits).values())
 
 
 # ---------------------------------------------------------------------- parts

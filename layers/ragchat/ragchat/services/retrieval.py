@@ -305,7 +305,7 @@ class Retriever:
             raise ValidationError("A question is required")
         top_k = self.settings.top_k
         timings: dict[str, float] = {}
-        if self.index.count(flt.owner) == 0:
+        if not any(self.index.count(owner) for owner in flt.partitions):
             return self._guard(
                 EMPTY_KNOWLEDGE_BASE, q, conversation_id, hits=[], top_k=top_k, timings=timings
             )
@@ -342,7 +342,7 @@ class Retriever:
         self._log_retrieval(conversation_id, hits, decision)
         titles: dict[str, str] = {}
         if self.titles is not None and self.answer_titles:
-            titles = self.titles(flt.owner, [h.document_id for h in hits if h.document_id])
+            titles = self.titles_of(flt.owner, hits)
         return Retrieval(
             hits=hits,
             guard=False,
@@ -418,8 +418,20 @@ class Retriever:
         if self.titles is None:
             return None
         evidence = hits[:EVIDENCE_CHUNKS]
-        known = self.titles(owner, [h.document_id for h in evidence if h.document_id])
+        known = self.titles_of(owner, evidence)
         return [known.get(h.document_id or "") for h in evidence]
+
+    def titles_of(self, owner: str, hits: Sequence[Hit]) -> dict[str, str]:
+        """Document id → title of the hits' documents, each read in its own workspace (the hit's
+        ``owner``, else ``owner``); empty when titles are not wired."""
+        if self.titles is None:
+            return {}
+        out: dict[str, str] = {}
+        for ws in dict.fromkeys(h.owner or owner for h in hits):
+            out.update(
+                self.titles(ws, [h.document_id for h in hits if h.document_id and (h.owner or owner) == ws])
+            )
+        return out
 
     @staticmethod
     def _log_retrieval(conversation_id: str | None, hits: list[Hit], decision: Decision) -> None:

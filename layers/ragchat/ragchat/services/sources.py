@@ -20,10 +20,10 @@ sources without title and page (the answer stands).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ragchat.domain.models import Hit, SourceRef
+from ragchat.domain.models import Hit, Note, SourceRef
 from ragchat.services.logs import log_error, message_of
 
 if TYPE_CHECKING:
@@ -31,12 +31,15 @@ if TYPE_CHECKING:
 
 
 def with_documents(sources: Sequence[SourceRef], hits: Sequence[Hit]) -> list[SourceRef]:
-    """Each source with the document id its hit carries (no store read)."""
-    doc_of = {h.id: h.document_id for h in hits}
-    return [
-        s if s.document_id is not None else dataclasses.replace(s, document_id=doc_of.get(s.id))
-        for s in sources
-    ]
+    """Each source with the document id and workspace its hit carries (no store read)."""
+    hit_of = {h.id: h for h in hits}
+    out = []
+    for s in sources:
+        hit = hit_of.get(s.id)
+        doc = s.document_id if s.document_id is not None else (hit.document_id if hit else None)
+        ws = s.workspace_id if s.workspace_id is not None else (hit.owner if hit else None)
+        out.append(dataclasses.replace(s, document_id=doc, workspace_id=ws))
+    return out
 
 
 def locate_sources(
@@ -45,20 +48,37 @@ def locate_sources(
     sources: Sequence[SourceRef],
     *,
     conversation_id: str | None = None,
+    workspaces: Mapping[str, str] | None = None,
 ) -> list[SourceRef]:
     """``sources`` with ``documentId``, ``title`` and ``page`` filled in from one batched read of
-    their notes and documents; unchanged when there is nothing to look up or the read fails."""
-    out = list(sources)
+    their notes and documents per workspace (``owner`` for a source whose hit did not say);
+    unchanged when there is nothing to look up or the read fails. ``workspaces`` (id → name): the
+    caller's workspaces, to name each source's."""
+    if workspaces is None:  # one workspace searched: the sources need not say which
+        out = [dataclasses.replace(s, workspace_id=None) for s in sources]
+    else:
+        out = [
+            dataclasses.replace(
+                s,
+                workspace_id=s.workspace_id or owner,
+                workspace_name=workspaces.get(s.workspace_id or owner, s.workspace_name),
+            )
+            for s in sources
+        ]
     if not out or documents is None:
         return out
-    doc_ids = list(dict.fromkeys(s.document_id for s in out if s.document_id))
-    try:
-        notes, docs = documents.get_notes_and_documents(owner, [s.id for s in out], doc_ids)
-    except Exception as exc:  # the answer stands without title and page
-        log_error(conversation_id, type(exc).__name__, f"sources: {message_of(exc)}")
-        return out
-    note_by_id = {n.id: n for n in notes}
-    title_of = {d.id: d.title for d in docs}
+    note_by_id: dict[str, Note] = {}
+    title_of: dict[str, str] = {}
+    for ws in dict.fromkeys(s.workspace_id or owner for s in sources):
+        mine = [s for s in sources if (s.workspace_id or owner) == ws]
+        doc_ids = list(dict.fromkeys(s.document_id for s in mine if s.document_id))
+        try:
+            notes, docs = documents.get_notes_and_documents(ws, [s.id for s in mine], doc_ids)
+        except Exception as exc:  # the answer stands without title and page
+            log_error(conversation_id, type(exc).__name__, f"sources: {message_of(exc)}")
+            return out
+        note_by_id.update((n.id, n) for n in notes)
+        title_of.update((d.id, d.title) for d in docs)
     located = []
     for src in out:
         note = note_by_id.get(src.id)

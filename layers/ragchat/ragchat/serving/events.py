@@ -24,12 +24,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ragchat.api.limits import LIMITS_CHECKED, limited_route
 from ragchat.api.negotiation import wants_html
 from ragchat.serving.site import SitePolicy
+
+if TYPE_CHECKING:
+    from ragchat.serving.users import LocalUsers
 
 STAGE = "$default"
 TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded", "application/xml")
@@ -218,18 +221,27 @@ def response_body(result: Mapping[str, Any]) -> bytes | Iterator[Any]:
     return chunks
 
 
-def bearer_refusal(api_token: str | None, method: str, path: str, authorization: str) -> Refusal | None:
-    """``ragchat serve``'s token check (module docstring); ``path`` is the raw request path."""
-    if not api_token or path == "/health" or method == "OPTIONS":
+def bearer_refusal(
+    api_token: str | None, method: str, path: str, authorization: str, users: LocalUsers | None = None
+) -> Refusal | None:
+    """``ragchat serve``'s token check (module docstring); ``path`` is the raw request path. With
+    ``users`` (``RAGCHAT_USERS_FILE``), a user's token passes too."""
+    if (not api_token and not users) or path == "/health" or method == "OPTIONS":
         return None
     if method in ("GET", "HEAD") and (path in OPEN_PAGES or path.startswith(OPEN_PREFIXES)):
         return None
     if method == "POST" and path.startswith(UPLOAD_RECEIVER):  # a presigned upload: its token is the grant
         return None
+    if users and users.who(authorization) is not None:
+        return None
     scheme, _, token = authorization.partition(" ")
     # bytes: compare_digest refuses non-ASCII str, and a typed token may hold anything
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        token.strip().encode("utf-8", "surrogateescape"), api_token.encode("utf-8", "surrogateescape")
+    if (
+        not api_token
+        or scheme.lower() != "bearer"
+        or not hmac.compare_digest(
+            token.strip().encode("utf-8", "surrogateescape"), api_token.encode("utf-8", "surrogateescape")
+        )
     ):
         return 401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"}
     return None
@@ -247,11 +259,13 @@ class Gateway:
         api_token: str | None,
         principal: str,
         site: SitePolicy | None = None,
+        users: LocalUsers | None = None,
     ):
         self.pool = pool
         self.body_limit = body_limit
         self.api_token = api_token
         self.principal = principal
+        self.users = users  # several users (``ragchat.serving.users``): the token says who calls
         self.site = site  # the browser rules of ``ragchat serve`` (``ragchat.serving.site``)
         # Checks an upload grant (token, declared body size) before the body is read; raises a
         # ``RagchatError`` (403 forged/expired, 409 used, 413 too large) to refuse.
@@ -270,7 +284,9 @@ class Gateway:
             refused = self._grant_refusal(path[len(UPLOAD_RECEIVER) :], headers)
             if refused is not None:
                 return refused
-        refused = bearer_refusal(self.api_token, method, path, headers.get("Authorization", "") or "")
+        refused = bearer_refusal(
+            self.api_token, method, path, headers.get("Authorization", "") or "", self.users
+        )
         if (
             refused is not None
             and method in ("GET", "HEAD")
@@ -323,9 +339,10 @@ class Gateway:
         self, method: str, raw_path: str, headers: Headers, body: bytes, client_ip: str
     ) -> tuple[dict[str, Any], Any]:
         """The API Gateway event and the Lambda context for one request."""
-        event = build_event(
-            method, raw_path, headers.items(), body, source_ip=client_ip, principal=self.principal
-        )
+        principal = self.principal
+        if self.users:
+            principal = self.users.who(headers.get("Authorization", "") or "") or self.principal
+        event = build_event(method, raw_path, headers.items(), body, source_ip=client_ip, principal=principal)
         return event, LocalContext(event["requestContext"]["requestId"])
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ $('f').onsubmit = e => { e.preventDefault();
   const box = $('answer-box'), out = $('answer'), list = $('sources');
   box.hidden = false; box.classList.remove('failed', 'refusal'); list.replaceChildren(); $('answer-label').hidden = true;
   out.replaceChildren(typing());
-  api('/?text=' + encodeURIComponent($('q').value)).then(r => {
+  api('/?text=' + encodeURIComponent($('q').value) + workspaceQuery('&')).then(r => {
     box.sources = r.sources || [];
     if (r.guardUsed) { box.classList.add('refusal'); $('answer-label').hidden = false; out.textContent = r.answer; }
     else renderContent(out, r.answer, box);
@@ -283,7 +283,7 @@ function home() { if (busy) stop(); current = null; messages.replaceChildren(); 
   $('conv-title').textContent = 'Ask your notes'; closeSidebar(); loadConversations(); }
 $('new-conv').onsubmit = e => { e.preventDefault(); const body = {};
   const collection = $('collection').value.trim(); if (collection) body.collection = collection;
-  api('/chat/conversations', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(body)})
+  api('/chat/conversations', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(withWorkspace(body))})
     .then(c => open(c.id)).catch(fail); };
 $('ask-once').onclick = () => { home(); $('q').focus(); };
 
@@ -300,7 +300,7 @@ function closeSidebar() { $('sidebar').classList.remove('open'); $('scrim').hidd
 $('menu').onclick = () => { const open = !$('sidebar').classList.contains('open');
   $('sidebar').classList.toggle('open', open); $('scrim').hidden = !open; $('menu').setAttribute('aria-expanded', String(open)); };
 $('scrim').onclick = closeSidebar;
-function start() {
+function start() { mountWorkspaces(() => {}, {all: true, before: $('new-conv')});
   api('/openapi.json').then(doc => {
     canRename = Object.entries(doc.paths || {}).some(([p, ops]) => /^\/chat\/conversations\/\{[^/]+\}$/.test(p) && ops.patch);
   }).catch(() => {}).finally(loadConversations); }

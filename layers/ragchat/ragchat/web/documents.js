@@ -20,7 +20,7 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id;
     created, actions);
   return tr; }
 function load(reset) { if (reset) cursor = null;
-  api('/documents?limit=50' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {
+  api('/documents?limit=50' + workspaceQuery('&') + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {
     if (reset) rows.replaceChildren(); docError.textContent = '';
     for (const d of p.items) rows.append(row(d));
     if (reset && !p.items.length) { const tr = el('tr'), td = el('td', 'No documents yet: add one on the Add page.', 'muted');
@@ -30,7 +30,14 @@ function load(reset) { if (reset) cursor = null;
 function showLinked() { const id = decodeURIComponent(location.hash.slice(1)); if (!id) return;
   const tr = [...rows.querySelectorAll('tr')].find(r => r.dataset.id === id);
   if (tr) { tr.classList.add('linked'); tr.tabIndex = -1; tr.scrollIntoView({block: 'center'}); tr.focus(); }
-  else docError.textContent = 'That document is not in this list (deleted, or further down: use More).'; }
+  else showInItsWorkspace(id).then(moved => { if (!moved)
+    docError.textContent = 'That document is not in this list (deleted, or further down: use More).'; }); }
+// A linked document of another of the caller's workspaces: switch to that workspace (true when done).
+function showInItsWorkspace(id) { const sel = $('workspace');
+  return api('/documents/' + encodeURIComponent(id)).then(d => {
+    if (!sel || !d.workspace) return false;
+    const value = [...sel.options].some(o => o.value === d.workspace.id) ? d.workspace.id : '';
+    if (value === sel.value) return false; sel.value = value; sel.onchange(); return true; }).catch(() => false); }
 more.onclick = () => load(false); $('refresh').onclick = () => load(true);
-function start() { load(true); }
+function start() { mountWorkspaces(() => load(true), {members: true}).then(() => load(true)); }
 boot();

@@ -15,7 +15,7 @@ $('f').onsubmit = e => { e.preventDefault();
   const body = {text: $('text').value};
   const title = $('title').value.trim(); if (title) body.title = title;
   if (collection()) body.collection = collection();
-  api('/notes', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(body)})
+  api('/notes', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(withWorkspace(body))})
     .then(r => follow(r.documentId)).catch(err => show(describe(err), 'error')); };
 // XMLHttpRequest (fetch reports no upload progress); resolves with the parsed reply.
 function send(method, url, body, headers) { return new Promise((resolve, reject) => {
@@ -31,10 +31,10 @@ async function upload(file) {
   const type = file.type || 'application/octet-stream';
   if (!presigned) {
     const q = 'filename=' + encodeURIComponent(file.name) +
-      (collection() ? '&collection=' + encodeURIComponent(collection()) : '');
+      (collection() ? '&collection=' + encodeURIComponent(collection()) : '') + workspaceQuery('&');
     return send('POST', base + '/documents?' + q, file, {...authHeaders(), 'Content-Type': type}); }
   const ask = {filename: file.name, contentType: type}; if (collection()) ask.collection = collection();
-  const grant = await api('/uploads', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(ask)});
+  const grant = await api('/uploads', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(withWorkspace(ask))});
   const form = new FormData(); for (const [k, v] of Object.entries(grant.fields || {})) form.append(k, v);
   form.append('file', file);
   const url = new URL(grant.url, location.href), same = url.origin === location.origin;
@@ -56,6 +56,6 @@ $('u').onsubmit = e => { e.preventDefault();
     if (r.duplicate) show('Already uploaded, unchanged: ' + (r.title || file.name) + ' (' + r.status + ').', 'ok');
     else follow(r.documentId, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : ''); })
     .catch(err => { resetProgress(); show(describe(err), 'error'); }).finally(() => { button.disabled = false; }); };
-function start() { api('/openapi.json').then(doc => { presigned = !!((doc.paths || {})['/uploads'] || {}).post; })
+function start() { mountWorkspaces(() => {}); api('/openapi.json').then(doc => { presigned = !!((doc.paths || {})['/uploads'] || {}).post; })
   .catch(() => {}); }
 boot();

@@ -23,13 +23,16 @@ _PAGE = 8192  # rows per read of a scan
 
 
 def filter_sql(flt: SearchFilter, *, by_rid: bool = False) -> tuple[str, list[Any]]:
-    """The WHERE clause (and its parameters) of the owner's switched-on rows within the filter.
+    """The WHERE clause (and its parameters) of the switched-on rows of ``flt.partitions`` (the
+    owners searched) within the filter.
     The unary ``+`` keeps SQLite off an index that would read far more rows than needed: with
     ``by_rid`` (the rows are looked up by rid) off every index, with a document off
     ``vectors_by_owner`` (``vectors_by_document`` finds just the document's rows)."""
     plus = "+" if by_rid else ""
-    where = [f"{plus}owner = ?", f"{'+' if by_rid or flt.document_id is not None else ''}enabled = 1"]
-    params: list[Any] = [flt.owner]
+    owners = flt.partitions
+    owned = f"{plus}owner = ?" if len(owners) == 1 else f"{plus}owner IN ({','.join('?' * len(owners))})"
+    where = [owned, f"{'+' if by_rid or flt.document_id is not None else ''}enabled = 1"]
+    params: list[Any] = list(owners)
     if flt.collection is not None:
         where.append(f"{plus}collection = ?")
         params.append(flt.collection)

@@ -259,18 +259,19 @@ class LocalVectorIndex:
             return [(int(candidates[i]), float(scores[i])) for i in top]
         return [(int(i), float(scores[i])) for i in top if mask[i]]
 
-    def _texts(self, ids: Sequence[str]) -> dict[str, tuple[str, str | None, int, str | None]]:
-        out: dict[str, tuple[str, str | None, int, str | None]] = {}
+    def _texts(self, ids: Sequence[str]) -> dict[str, tuple[str, str | None, int, str | None, str]]:
+        out: dict[str, tuple[str, str | None, int, str | None, str]] = {}
         with self.db.read() as conn:
             for start in range(0, len(ids), _BATCH):
                 batch = list(ids[start : start + _BATCH])
                 marks = ",".join("?" * len(batch))
                 for r in conn.execute(
-                    "SELECT id, text, document_id, chunk_index, collection FROM vectors "
+                    "SELECT id, text, document_id, chunk_index, collection, owner FROM vectors "
                     f"WHERE id IN ({marks})",
                     batch,
                 ):
-                    out[r["id"]] = (r["text"], r["document_id"], int(r["chunk_index"]), r["collection"])
+                    row = (r["text"], r["document_id"], int(r["chunk_index"]), r["collection"], r["owner"])
+                    out[r["id"]] = row
         return out
 
     def _hits(self, scored: Sequence[tuple[str, float, float | None]]) -> list[Hit]:
@@ -280,7 +281,7 @@ class LocalVectorIndex:
             found = texts.get(id_)
             if found is None:  # deleted by another process between ranking and reading
                 continue
-            text, document_id, chunk_index, collection = found
+            text, document_id, chunk_index, collection, owner = found
             hits.append(
                 Hit(
                     id=id_,
@@ -290,6 +291,7 @@ class LocalVectorIndex:
                     chunk_index=chunk_index,
                     collection=collection,
                     similarity=similarity,
+                    owner=owner,
                 )
             )
         return hits
@@ -373,8 +375,9 @@ class LocalVectorIndex:
         if not tokens:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
-        where = ["vectors_fts MATCH ?", "v.owner = ?", "v.enabled = 1"]
-        params: list[Any] = [match, flt.owner]
+        owners = flt.partitions
+        where = ["vectors_fts MATCH ?", f"v.owner IN ({','.join('?' * len(owners))})", "v.enabled = 1"]
+        params: list[Any] = [match, *owners]
         if flt.collection is not None:
             where.append("v.collection = ?")
             params.append(flt.collection)

@@ -115,11 +115,12 @@ class Matrix:
         if cached is not None:
             return cached
         n = self.n
-        o = self.codes.get(flt.owner)
-        if o is None:
+        codes = [c for c in (self.codes.get(p) for p in flt.partitions) if c is not None]
+        if not codes:
             mask = np.zeros(n, dtype=np.bool_)
         else:
-            mask = self.alive[:n] & self.enabled[:n] & (self.owner[:n] == o)
+            owned = self.owner[:n] == codes[0] if len(codes) == 1 else np.isin(self.owner[:n], codes)
+            mask = self.alive[:n] & self.enabled[:n] & owned
             if flt.collection is not None:
                 c = self.codes.get(flt.collection)
                 mask &= self.collection[:n] == (c if c is not None else -1)

@@ -3,7 +3,7 @@ edit needs (the edited message and everything after it removed)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -48,14 +48,21 @@ class Conversations:
         collection: str | None = None,
         document_id: str | None = None,
         persona: str | None = None,
+        workspace: str | None = None,
+        readable: Sequence[str] = (),
     ) -> Conversation:
+        """``workspace``: the one workspace its questions search (checked by the caller), else
+        every one of ``readable`` (default: ``owner``'s own); ``document_id`` must be in one of
+        those."""
         if persona is not None:
             self.check_persona(persona)  # unknown → 400
-        if document_id and self.documents.get_document(owner, document_id) is None:
+        places = (workspace,) if workspace else (tuple(readable) or (owner,))
+        if document_id and all(self.documents.get_document(ws, document_id) is None for ws in places):
             raise NotFound("Document not found")
         conv = Conversation(
             id=new_id(),
             owner=owner,
+            workspace=workspace or None,
             title=" ".join(clean_title(title).split()) if title else "",
             collection=collection or None,
             document_id=document_id or None,

@@ -37,6 +37,7 @@ class Accepted:
     started: float
     deadline: float
     timings: dict[str, float]
+    workspaces: dict[str, str] | None = None  # the workspaces searched (id → name)
 
 
 @dataclass(slots=True)
@@ -58,6 +59,8 @@ class Turn:
     refused: bool  # the answerability guard's decision (``answering.refuses``), made once per turn
     timings: dict[str, float] = field(default_factory=dict)
     summary_stored: bool = False  # the window's pending summary was stored (once, after the answer)
+    # the workspaces searched (id → name; None: the conversation's owner alone, as before workspaces)
+    workspaces: dict[str, str] | None = None
 
 
 class Replayed(Exception):

@@ -1,5 +1,5 @@
-"""Note tools for tool-use mode (docs/chat.md): ``search_notes`` / ``get_note``, confined to the caller and
-the conversation's scope."""
+"""Note tools for tool-use mode (docs/chat.md): ``search_notes`` / ``get_note``, confined to the caller, the
+workspaces the conversation searches and its scope."""
 
 from __future__ import annotations
 
@@ -15,17 +15,25 @@ if TYPE_CHECKING:
 class ScopedNoteTools:
     """:class:`ragchat.ports.NoteTools` over the retriever's index and the document store."""
 
-    def __init__(self, retriever: Retriever, documents: DocumentStore, conv: Conversation) -> None:
+    def __init__(
+        self,
+        retriever: Retriever,
+        documents: DocumentStore,
+        conv: Conversation,
+        workspaces: tuple[str, ...] = (),
+    ) -> None:
         self._retriever = retriever
         self._documents = documents
-        self._flt = SearchFilter(owner=conv.owner, collection=conv.collection, document_id=conv.document_id)
+        self._flt = SearchFilter(
+            owner=conv.owner, collection=conv.collection, document_id=conv.document_id, owners=workspaces
+        )
 
     def search_notes(self, query: str, limit: int) -> list[Hit]:
         vector = self._retriever.embedder.embed_query(" ".join(query.split()))
         return self._retriever.index.search(vector, self._flt, limit)
 
     def get_note(self, note_id: str) -> Hit | None:
-        notes = self._documents.get_notes(self._flt.owner, [note_id])
+        notes = [n for ws in self._flt.partitions for n in self._documents.get_notes(ws, [note_id])]
         if not notes:
             return None
         n = notes[0]
@@ -40,4 +48,5 @@ class ScopedNoteTools:
             document_id=n.document_id,
             chunk_index=n.chunk_index,
             collection=n.collection,
+            owner=n.owner,
         )

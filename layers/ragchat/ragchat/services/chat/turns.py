@@ -77,6 +77,9 @@ class TurnParts:
     metrics: TurnMetrics
     stops: StopFlags
     pacing: StreamPacing
+    # the workspaces a conversation's questions search (id → name), resolved on each turn (its
+    # pinned workspace, or every one its user belongs to); None: the user's own notes only
+    scope: Callable[[Conversation], dict[str, str]] | None = None
 
 
 class Turns:
@@ -194,6 +197,8 @@ class Turns:
         conv = timed(timings, "db_read", lambda: self.p.store.get_conversation(owner, conv_id))
         if conv is None:
             raise NotFound("Conversation not found")
+        # who may read what is resolved now, before anything is stored (a removed member's next turn)
+        workspaces = self.p.scope(conv) if self.p.scope is not None else None
         if message_id and self.p.limiter is not None:
             # A retry of an answered message is a replay, not a new request: do not count it.
             replay = self.p.replays.answered(conv, message_id, text)
@@ -212,14 +217,20 @@ class Turns:
         conv = self._title(conv, text, timings)
         return Accepted(
             conv=conv, text=text, user=user, client_id=message_id, history=history,
-            started=started, deadline=deadline, timings=timings,
+            started=started, deadline=deadline, timings=timings, workspaces=workspaces,
         )  # fmt: skip
 
     def ready(self, acc: Accepted) -> Turn:
         """The history window (summarized if due) and retrieval."""
         conv, timings = acc.conv, acc.timings
         window, conv = self.p.history.window(conv, [*acc.history, acc.user], timings, deadline=acc.deadline)
-        flt = SearchFilter(owner=conv.owner, collection=conv.collection, document_id=conv.document_id)
+        workspaces = acc.workspaces
+        flt = SearchFilter(
+            owner=conv.owner,
+            collection=conv.collection,
+            document_id=conv.document_id,
+            owners=tuple(workspaces or ()),
+        )
         previous = [m.content for m in acc.history if m.role == "user"]
         condensed = None
         if previous and self.p.caller.model_id != EXTRACTIVE_MODEL and needs_condensing(acc.text):
@@ -243,6 +254,7 @@ class Turns:
             deadline=acc.deadline,
             refused=refuses(retrieval, tools=self.tools_mode),
             timings=timings,
+            workspaces=workspaces,
         )
 
     def _store_user(
@@ -289,7 +301,10 @@ class Turns:
         if self.p.caller.is_open(turn.breaker):
             self._log_circuit_open(turn)
             return self._store(turn, self._fallback(turn), assistant_id=assistant_id)
-        tools = ScopedNoteTools(self.p.retriever, self.p.documents, turn.conv) if self.tools_mode else None
+        scope = tuple(turn.workspaces or ())
+        tools = (
+            ScopedNoteTools(self.p.retriever, self.p.documents, turn.conv, scope) if self.tools_mode else None
+        )
         history, question = split_window(turn)
         try:
             answer = answerer.answer(
@@ -336,7 +351,13 @@ class Turns:
         return timed(
             turn.timings,
             "db_read",
-            lambda: locate_sources(self.p.documents, conv.owner, answer.sources, conversation_id=conv.id),
+            lambda: locate_sources(
+                self.p.documents,
+                conv.owner,
+                answer.sources,
+                conversation_id=conv.id,
+                workspaces=turn.workspaces,
+            ),
         )
 
     def _store(

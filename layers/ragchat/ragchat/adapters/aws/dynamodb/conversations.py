@@ -73,6 +73,7 @@ class DynamoConversationStore:
             message_count=max(0, int(v.get("message_count", 0))),
             created_at=v.get("created_at", ""),
             updated_at=v.get("updated_at", ""),
+            workspace=v.get("workspace"),
         )
 
     @staticmethod

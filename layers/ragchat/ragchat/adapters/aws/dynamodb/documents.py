@@ -77,6 +77,7 @@ class DynamoDocumentStore:
             "updated_at": doc.updated_at,
             "version": doc.version,
             "content_hash": doc.content_hash,
+            "size": doc.size,
         }
         if doc.collection is not None:
             values["gsi2pk"] = f"COLL#{doc.owner}#{doc.collection}"
@@ -104,6 +105,7 @@ class DynamoDocumentStore:
             updated_at=v.get("updated_at", ""),
             version=v.get("version"),
             content_hash=v.get("content_hash"),
+            size=None if v.get("size") is None else int(v["size"]),
         )
 
     @staticmethod

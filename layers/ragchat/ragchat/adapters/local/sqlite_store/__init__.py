@@ -1,4 +1,5 @@
-"""SQLite adapters for the local embedded backend: documents, notes, conversations, messages, counters.
+"""SQLite adapters for the local embedded backend: documents, notes, conversations, messages, counters,
+workspaces.
 
 Everything lives in one SQLite file (``<data dir>/ragchat.db``) in WAL mode, so a threaded HTTP
 server, its background ingestion worker and a separate ``ragchat ingest`` process can all use it at
@@ -24,6 +25,7 @@ from ragchat.adapters.local.sqlite_store.counters import SqliteCounters
 from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
 from ragchat.adapters.local.sqlite_store.documents import SqliteDocumentStore
 from ragchat.adapters.local.sqlite_store.schema import MIGRATIONS, SCHEMA_VERSION
+from ragchat.adapters.local.sqlite_store.workspaces import SqliteWorkspaceStore
 
 __all__ = [
     "MIGRATIONS",
@@ -32,4 +34,5 @@ __all__ = [
     "SqliteCounters",
     "SqliteDatabase",
     "SqliteDocumentStore",
+    "SqliteWorkspaceStore",
 ]

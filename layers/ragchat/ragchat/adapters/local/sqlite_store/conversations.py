@@ -23,7 +23,7 @@ from ragchat.domain.models import Conversation, Feedback, Message, Page, source_
 
 _CONV_COLUMNS = (
     "id, owner, title, collection, document_id, persona, summary_cursor, last_summary_id, "
-    "created_at, updated_at"
+    "created_at, updated_at, workspace"
 )
 _CONV_CHANGEABLE = {"title", "collection", "document_id", "persona", "summary_cursor", "last_summary_id"}
 _MSG_COLUMNS = (
@@ -46,6 +46,7 @@ def _row_to_conversation(row: sqlite3.Row) -> Conversation:
         message_count=int(row["message_count"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        workspace=row["workspace"],
     )
 
 
@@ -91,7 +92,7 @@ class SqliteConversationStore:
         with self.db.write() as conn:
             try:
                 conn.execute(
-                    f"INSERT INTO conversations ({_CONV_COLUMNS}) VALUES ({placeholders(10)})",
+                    f"INSERT INTO conversations ({_CONV_COLUMNS}) VALUES ({placeholders(11)})",
                     (
                         conv.id,
                         conv.owner,
@@ -103,6 +104,7 @@ class SqliteConversationStore:
                         conv.last_summary_id,
                         now,
                         now,
+                        conv.workspace,
                     ),
                 )
             except sqlite3.IntegrityError:

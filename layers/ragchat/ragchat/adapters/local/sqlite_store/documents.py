@@ -26,7 +26,7 @@ from ragchat.domain.models import Document, DocumentStatus, Note, Page
 
 _DOC_COLUMNS = (
     "id, owner, title, content_type, source, body_key, metadata, collection, status, error, "
-    "chunk_count, enabled, split, created_at, updated_at, version, content_hash"
+    "chunk_count, enabled, split, created_at, updated_at, version, content_hash, size"
 )
 _DOC_CHANGEABLE = {
     "title",
@@ -42,6 +42,7 @@ _DOC_CHANGEABLE = {
     "split",
     "version",
     "content_hash",
+    "size",
 }
 _NOTE_COLUMNS = "id, owner, document_id, chunk_index, text, collection, metadata, created_at"
 
@@ -65,6 +66,7 @@ def _row_to_document(row: sqlite3.Row) -> Document:
         updated_at=row["updated_at"],
         version=row["version"],
         content_hash=row["content_hash"],
+        size=row["size"],
     )
 
 
@@ -111,7 +113,7 @@ class SqliteDocumentStore:
             if existing is not None and existing["owner"] != doc.owner:
                 raise Conflict("A document with this id already exists")
             conn.execute(
-                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(17)})",
+                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(18)})",
                 (
                     doc.id,
                     doc.owner,
@@ -130,6 +132,7 @@ class SqliteDocumentStore:
                     now,
                     doc.version,
                     doc.content_hash,
+                    doc.size,
                 ),
             )
             row = conn.execute(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id = ?", (doc.id,)).fetchone()

@@ -1,8 +1,8 @@
 """The schema of the local SQLite file: ordered migrations, one list of statements per step.
 
 The tables of every local adapter live here (documents, notes, conversations, messages, counters,
-the vector index's ``vectors``/``vectors_fts``/``index_state``, and the precomputed
-``evidence_vectors``), so the file has one version.
+the vector index's ``vectors``/``vectors_fts``/``index_state``, the precomputed
+``evidence_vectors``, and ``workspaces``/``workspace_members``), so the file has one version.
 """
 
 from __future__ import annotations
@@ -195,6 +195,28 @@ MIGRATIONS: list[list[str]] = [
     # before this column, when every evidence vector was keyed by the model id alone.
     [
         "ALTER TABLE evidence_documents ADD COLUMN model TEXT",
+    ],
+    # 11: shared workspaces and their members (a personal workspace is implicit: its id is its
+    # user's id, so every record written before is already in its owner's personal workspace), and
+    # the workspace a conversation is pinned to (NULL: every workspace its user belongs to)
+    [
+        """CREATE TABLE workspaces (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE workspace_members (
+            workspace_id TEXT NOT NULL REFERENCES workspaces (id) ON DELETE CASCADE,
+            user_id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (workspace_id, user_id)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX workspace_members_by_user ON workspace_members (user_id, workspace_id)",
+        "ALTER TABLE conversations ADD COLUMN workspace TEXT",
+        # the uploaded body's size (a workspace's storage ceiling counts it; NULL: stored before)
+        "ALTER TABLE documents ADD COLUMN size INTEGER",
     ],
 ]
 

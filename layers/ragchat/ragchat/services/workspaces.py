@@ -1,0 +1,262 @@
+"""Workspaces (docs/workspaces.md): who may read and change which workspace's documents.
+
+Every user has a personal workspace (id = user id, name "Personal", role owner; never stored) and
+the shared workspaces they are a member of (``WorkspaceStore``). Access is resolved from the store
+on every call and kept no longer than the request that asked: a removed member's next request is
+refused. A workspace the caller is not a member of does not exist for them (404, never 403); a
+member whose role does not allow the action gets 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.errors import Conflict, Forbidden, NotFound, ValidationError
+from ragchat.domain.ids import new_id
+from ragchat.domain.labels import clean_title
+from ragchat.domain.workspaces import (
+    SHARED_PREFIX,
+    Membership,
+    Role,
+    Workspace,
+    can_manage,
+    is_shared,
+    personal_workspace_id,
+)
+from ragchat.services.blob_keys import blob_segment
+
+if TYPE_CHECKING:
+    from ragchat.domain.models import Document, Note
+    from ragchat.ports import BlobStore, DocumentStore, WorkspaceStore
+    from ragchat.services.documents import DocumentService
+
+logger = Logger(service="ragchat", child=True)
+
+PERSONAL_NAME = "Personal"
+MAX_NAME_CHARS = 100
+_RANK = {Role.VIEWER: 0, Role.EDITOR: 1, Role.OWNER: 2}
+_NEEDS = {Role.VIEWER: "read", Role.EDITOR: "change documents in", Role.OWNER: "manage"}
+
+
+@dataclass(slots=True, frozen=True)
+class Access:
+    """The caller's access to one workspace."""
+
+    id: str
+    name: str
+    role: Role
+    personal: bool = False
+
+    def json(self) -> dict[str, object]:
+        return {"id": self.id, "name": self.name, "role": str(self.role), "personal": self.personal}
+
+
+def validate_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise ValidationError("name must be a string")
+    clean = clean_title(name)
+    if not clean:
+        raise ValidationError("name must not be blank")
+    if len(clean) > MAX_NAME_CHARS:
+        raise ValidationError(f"name must be at most {MAX_NAME_CHARS} characters")
+    return clean
+
+
+def validate_member(user_id: object) -> str:
+    if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > 256:
+        raise ValidationError("userId must be a user id or name (1-256 characters)")
+    if user_id.strip().startswith(SHARED_PREFIX):
+        raise ValidationError(f"userId: a user id never starts with {SHARED_PREFIX!r}")
+    return user_id.strip()
+
+
+class WorkspaceService:
+    def __init__(
+        self,
+        store: WorkspaceStore,
+        documents: DocumentStore,
+        deleter: DocumentService,
+        blobs: BlobStore,
+        *,
+        resolve_email: Callable[[str], str | None] | None = None,
+    ) -> None:
+        """``resolve_email``: the user id of an e-mail address (the cloud's Cognito look-up), so a
+        member can be added by e-mail; ``None`` (locally): members are given by user id or name."""
+        self.store = store
+        self.documents = documents
+        self.deleter = deleter
+        self.blobs = blobs
+        self.resolve_email = resolve_email
+
+    # ------------------------------------------------------------------ access
+    def personal(self, user: str) -> Access:
+        return Access(personal_workspace_id(user), PERSONAL_NAME, Role.OWNER, personal=True)
+
+    def accessible(self, user: str) -> list[Access]:
+        """The caller's workspaces: personal first, then the shared ones by name."""
+        shared = [Access(m.workspace_id, m.workspace_name, m.role) for m in self.store.memberships(user)]
+        return [self.personal(user), *shared]
+
+    def readable(self, user: str) -> tuple[str, ...]:
+        """Ids of every workspace the caller may read (personal first)."""
+        return tuple(a.id for a in self.accessible(user))
+
+    def names(self, user: str) -> dict[str, str]:
+        return {a.id: a.name for a in self.accessible(user)}
+
+    def require(self, user: str, workspace_id: str | None, need: Role = Role.VIEWER) -> Access:
+        """The caller's access to ``workspace_id`` (``None``/blank: the personal one): NotFound when
+        not a member, Forbidden when the role is below ``need``."""
+        ws = (workspace_id or "").strip() or personal_workspace_id(user)
+        if ws == personal_workspace_id(user):
+            return self.personal(user)
+        member = self.store.membership(ws, user) if is_shared(ws) else None
+        if member is None:
+            raise NotFound("Workspace not found")
+        return self._checked(Access(ws, member.workspace_name, member.role), need)
+
+    def find_document(self, user: str, document_id: str, need: Role = Role.VIEWER) -> tuple[Access, Document]:
+        """The document ``document_id`` in one of the caller's workspaces (404 when in none)."""
+        for access in self.accessible(user):
+            doc = self.documents.get_document(access.id, document_id)
+            if doc is not None:
+                return self._checked(access, need), doc
+        raise NotFound("Document not found")
+
+    def find_note(self, user: str, note_id: str, need: Role = Role.VIEWER) -> tuple[Access, Note]:
+        for access in self.accessible(user):
+            notes = self.documents.get_notes(access.id, [note_id])
+            if notes:
+                return self._checked(access, need), notes[0]
+        raise NotFound("Note not found")
+
+    @staticmethod
+    def _checked(access: Access, need: Role) -> Access:
+        if _RANK[access.role] < _RANK[need]:
+            raise Forbidden(f"Your role in this workspace ({access.role}) cannot {_NEEDS[need]} it")
+        return access
+
+    # ------------------------------------------------------------------ workspaces
+    def create(self, user: str, name: object) -> Access:
+        fresh = Workspace(id=SHARED_PREFIX + new_id().lower(), name=validate_name(name))
+        ws = self.store.create_workspace(fresh, user)
+        logger.info("workspaces.created", extra={"workspaceId": ws.id})
+        return Access(ws.id, ws.name, Role.OWNER)
+
+    def _shared(self, user: str, workspace_id: str, need: Role) -> Access:
+        access = self.require(user, workspace_id, need)
+        if access.personal:
+            raise ValidationError("Your personal workspace cannot be renamed, shared or deleted")
+        return access
+
+    def rename(self, user: str, workspace_id: str, name: object) -> Access:
+        access = self._shared(user, workspace_id, Role.OWNER)
+        ws = self.store.rename_workspace(access.id, validate_name(name))
+        if ws is None:
+            raise NotFound("Workspace not found")
+        return Access(ws.id, ws.name, access.role)
+
+    def delete(self, user: str, workspace_id: str) -> int:
+        """Delete the workspace, its documents (notes, vectors, blobs) and memberships; returns how
+        many documents went. Conversations that searched it keep their messages."""
+        access = self._shared(user, workspace_id, Role.OWNER)
+        removed = 0
+        while True:
+            page = self.documents.list_documents(access.id, limit=100)
+            for doc in page.items:
+                self.deleter.delete(access.id, doc.id)
+                removed += 1
+            if not page.items:
+                break
+        for prefix in ("documents", "extracted", "uploads"):
+            self.blobs.delete_prefix(f"{prefix}/{blob_segment(access.id)}/")
+        self.store.delete_workspace(access.id)
+        logger.info("workspaces.deleted", extra={"workspaceId": access.id, "documents": removed})
+        return removed
+
+    # ------------------------------------------------------------------ members
+    def members(self, user: str, workspace_id: str) -> list[Membership]:
+        access = self.require(user, workspace_id)
+        if access.personal:
+            return [Membership(access.id, user, Role.OWNER, PERSONAL_NAME)]
+        return self.store.members(access.id)
+
+    def put_member(self, user: str, workspace_id: str, member: object, role: object) -> Membership:
+        access = self._shared(user, workspace_id, Role.OWNER)
+        who = self._member_id(member)
+        try:
+            wanted = Role(role if isinstance(role, str) else "")
+        except ValueError:
+            raise ValidationError("role must be one of viewer, editor, owner") from None
+        if wanted is not Role.OWNER:
+            self._keep_an_owner(access.id, who, "demote")
+        return self.store.put_member(access.id, who, wanted)
+
+    def remove_member(self, user: str, workspace_id: str, member: object) -> None:
+        """An owner removes anyone; any member may leave (remove themselves)."""
+        who = self._member_id(member)
+        access = self.require(user, workspace_id)
+        if access.personal:
+            raise ValidationError("Your personal workspace cannot be renamed, shared or deleted")
+        if who != user and not can_manage(access.role):
+            raise Forbidden(f"Your role in this workspace ({access.role}) cannot manage it")
+        self._keep_an_owner(access.id, who, "remove")
+        if not self.store.remove_member(access.id, who):
+            raise NotFound("Member not found")
+
+    def _member_id(self, member: object) -> str:
+        who = validate_member(member)
+        if self.resolve_email is not None and "@" in who:
+            found = self.resolve_email(who)
+            if found is None:
+                raise NotFound("No user with this e-mail address")
+            return found
+        return who
+
+    def _keep_an_owner(self, workspace_id: str, who: str, what: str) -> None:
+        members = self.store.members(workspace_id)
+        owners = [m.user_id for m in members if m.role is Role.OWNER]
+        if owners == [who]:
+            raise Conflict(
+                f"Cannot {what} the last owner of this workspace: make another member owner first "
+                "(or delete the workspace)"
+            )
+
+
+class PersonalOnly:
+    """A ``WorkspaceStore`` that holds nothing: every user has only their personal workspace
+    (a backend whose shared-workspace store is not configured); creating one is refused."""
+
+    def create_workspace(self, workspace: Workspace, owner: str) -> Workspace:
+        raise ValidationError("Shared workspaces are not available on this deployment")
+
+    def get_workspace(self, workspace_id: str) -> Workspace | None:
+        return None
+
+    def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None:
+        return None
+
+    def delete_workspace(self, workspace_id: str) -> bool:
+        return False
+
+    def memberships(self, user_id: str) -> list[Membership]:
+        return []
+
+    def membership(self, workspace_id: str, user_id: str) -> Membership | None:
+        return None
+
+    def members(self, workspace_id: str) -> list[Membership]:
+        return []
+
+    def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
+        raise KeyError(workspace_id)
+
+    def remove_member(self, workspace_id: str, user_id: str) -> bool:
+        return False
+
+
+__all__ = ["PERSONAL_NAME", "Access", "PersonalOnly", "WorkspaceService"]

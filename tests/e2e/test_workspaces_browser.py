@@ -1,0 +1,67 @@
+"""The workspace switcher and the members panel (issue 32) in headless Chromium against ``ragchat
+serve``: the Documents page lists the chosen workspace's documents and lets its owner add a member,
+the Add page writes into the chosen workspace, and a new conversation on the chat page is pinned to
+it. Same driver and skip rules as ``test_pages_browser.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Server
+from tests.e2e.test_pages_browser import SIGNED_IN, _expect, browser, fresh_page  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.e2e
+
+
+def test_switching_workspace_on_the_pages(browser: Any, server: Server) -> None:  # noqa: F811
+    expect = _expect()
+    ws = server.request("POST", "/workspaces", body={"name": "Lighthouse team"}).json()["id"]
+    note = {
+        "title": "Keeper rota",
+        "text": "The keeper of the Zephyr light changes every Sunday.",
+        "workspace": ws,
+    }
+    doc_id = server.request("POST", "/notes", body=note).json()["documentId"]
+    assert server.wait_document(doc_id)["status"] == "READY"
+    with fresh_page(browser, server, init_script=SIGNED_IN) as page:
+        page.goto("/documents/ui")
+        select = page.locator("#workspace")
+        expect(select.locator("option")).to_have_count(
+            len(server.request("GET", "/workspaces").json()["items"])
+        )
+        expect(page.locator(f"tr[data-id='{doc_id}']")).to_have_count(0)  # the personal workspace first
+        select.select_option(ws)
+        expect(page.locator(f"tr[data-id='{doc_id}']")).to_contain_text("READY")
+        members = page.locator("#members")
+        expect(members).to_contain_text("local — owner")
+        page.fill("#member-user", "bob")
+        page.select_option("#member-role", "editor")
+        page.locator("#members button[type=submit]").click()
+        expect(members).to_contain_text("bob — editor")
+        roles = server.request("GET", f"/workspaces/{ws}/members").json()["items"]
+        assert {(m["userId"], m["role"]) for m in roles} == {("local", "owner"), ("bob", "editor")}
+
+        # a source's "Open in Documents" link to a document of another workspace switches to it
+        page.evaluate("sessionStorage.setItem('ragchat.workspace', '')")
+        page.goto("/write")  # (a new page load: the same URL with another #fragment would not reload)
+        page.goto(f"/documents/ui#{doc_id}")
+        expect(page.locator(f"tr[data-id='{doc_id}'].linked")).to_be_visible()
+        expect(page.locator("#workspace")).to_have_value(ws)
+
+        page.goto("/write")  # the choice is kept for this tab
+        expect(page.locator("#workspace")).to_have_value(ws)
+        page.fill("#title", "Lamp oil")
+        page.fill("#text", "The lamp burns paraffin oil delivered by boat each month.")
+        page.locator("#f button").click()
+        expect(page.locator("#status")).to_contain_text("READY", timeout=60_000)
+        titles = [d["title"] for d in server.request("GET", f"/documents?workspace={ws}").json()["items"]]
+        assert "Lamp oil" in titles
+
+        page.goto("/ui")
+        expect(page.locator("#workspace")).to_have_value(ws)
+        page.locator("#new-conv-button").click()
+        expect(page.locator("#conv-title")).not_to_have_text("Ask your notes")
+        convs = server.request("GET", "/chat/conversations").json()["items"]
+        assert convs[0]["workspace"] == ws

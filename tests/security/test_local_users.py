@@ -1,0 +1,105 @@
+"""Several users of one ``ragchat serve`` (issue 32): RAGCHAT_USERS_FILE maps names to token hashes;
+each token signs its user in (their name is the principal), a team of three shares a workspace end
+to end over HTTP on loopback, and a token nobody holds is refused."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragchat.local_server import LocalServer
+from ragchat.serving.users import add_user, load_users, remove_user
+
+from tests.unit.api_support import make_api
+
+
+def test_add_user_prints_a_token_once_and_stores_only_its_hash(tmp_path: Path):
+    path = tmp_path / "users.json"
+    token = add_user(path, "ana")
+    stored = json.loads(path.read_text())
+    assert stored == {"ana": hashlib.sha256(token.encode()).hexdigest()}
+    assert token not in path.read_text()
+    assert path.stat().st_mode & 0o077 == 0
+    again = add_user(path, "ana")  # a new token replaces the old one
+    assert again != token and load_users(path)["ana"] == hashlib.sha256(again.encode()).hexdigest()
+    assert remove_user(path, "ana") and load_users(path) == {}
+
+
+def test_a_toml_users_file_is_read(tmp_path: Path):
+    path = tmp_path / "users.toml"
+    add_user(path, "ben")
+    assert set(load_users(path)) == {"ben"}
+    path.write_text('ben = "not a hash"\n')
+    with pytest.raises(ValueError, match="ben"):
+        load_users(path)
+
+
+@pytest.mark.parametrize("name", ["ws_team", "", "a/b", "x" * 65])
+def test_a_bad_user_name_is_refused(tmp_path: Path, name: str):
+    from ragchat.domain.errors import ValidationError
+
+    with pytest.raises(ValidationError):
+        add_user(tmp_path / "users.json", name)
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    path = tmp_path / "users.json"
+    tokens = {name: add_user(path, name) for name in ("ana", "ben", "cy")}
+    api = make_api({"RAGCHAT_USERS_FILE": str(path)})
+    server = LocalServer(api.container, port=0)
+    server.start()
+    try:
+        yield int(server.httpd.server_address[1]), tokens
+    finally:
+        server.stop()
+
+
+def _call(port: int, token: str | None, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        return resp.status, json.loads(raw) if raw else None
+    finally:
+        conn.close()
+
+
+def test_a_team_of_three_shares_a_workspace_through_the_local_server(team):
+    port, tokens = team
+    ana, ben, cy = tokens["ana"], tokens["ben"], tokens["cy"]
+    status, ws = _call(port, ana, "POST", "/workspaces", {"name": "Handbook"})
+    assert status == 201 and ws["role"] == "owner"
+    assert _call(port, ana, "PUT", f"/workspaces/{ws['id']}/members/ben", {"role": "editor"})[0] == 200
+    assert _call(port, ana, "PUT", f"/workspaces/{ws['id']}/members/cy", {"role": "viewer"})[0] == 200
+    note = {"text": "The office closes at six on Fridays.", "title": "Hours", "workspace": ws["id"]}
+    status, added = _call(port, ben, "POST", "/notes", note)
+    assert status == 202
+    status, answer = _call(port, cy, "GET", "/?text=When%20does%20the%20office%20close%20on%20Fridays%3F")
+    assert status == 200 and answer["guardUsed"] is False
+    assert answer["sources"][0]["workspace"] == {"id": ws["id"], "name": "Handbook"}
+    members = _call(port, cy, "GET", f"/workspaces/{ws['id']}/members")[1]["items"]
+    assert [(m["userId"], m["role"]) for m in members] == [
+        ("ana", "owner"),
+        ("ben", "editor"),
+        ("cy", "viewer"),
+    ]
+    # each token is its own user: cy's personal documents are not ana's
+    assert _call(port, cy, "POST", "/notes", {"text": "Cy's own note about ferns."})[0] == 202
+    assert _call(port, ana, "GET", "/documents")[1]["items"] == []
+    assert _call(port, cy, "GET", f"/documents/{added['documentId']}")[0] == 200
+
+
+def test_an_unknown_token_is_refused(team):
+    port, _ = team
+    assert _call(port, "not-a-users-token", "GET", "/workspaces")[0] == 401
+    assert _call(port, None, "GET", "/workspaces")[0] == 401

@@ -1,0 +1,196 @@
+"""Workspaces (issue 32): roles, the last owner, 404 for non-members and 403 for members whose role
+is too low, deleting a workspace with its documents, access re-read on every call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ragchat.domain.errors import Conflict, Forbidden, NotFound, ValidationError
+from ragchat.domain.models import Document, Note, VectorRecord
+from ragchat.domain.workspaces import Role
+from ragchat.services.documents import DocumentService
+from ragchat.services.workspaces import WorkspaceService
+
+from tests.fakes import FakeBlobStore, FakeDocumentStore, FakeVectorIndex, FakeWorkspaceStore
+
+
+@pytest.fixture
+def env():
+    docs, index, blobs = FakeDocumentStore(), FakeVectorIndex(dimension=4), FakeBlobStore()
+    service = WorkspaceService(FakeWorkspaceStore(), docs, DocumentService(docs, index, blobs), blobs)
+    return service, docs, index, blobs
+
+
+def _doc(docs, index, blobs, owner: str, doc_id: str) -> None:
+    key = f"documents/{owner}/{doc_id}/body.txt"
+    blobs.put(key, b"hello")
+    docs.create_document(Document(id=doc_id, owner=owner, title=doc_id, content_type="text/plain",
+                                  source="api", body_key=key))  # fmt: skip
+    docs.put_notes([Note(id=f"{doc_id}-00000", document_id=doc_id, chunk_index=0, text="t", owner=owner)])
+    index.upsert([VectorRecord(f"{doc_id}-00000", [1, 0, 0, 0], "t", owner, doc_id, 0)])
+
+
+def test_everyone_has_a_personal_workspace(env):
+    service, *_ = env
+    (personal,) = service.accessible("alice")
+    assert (personal.id, personal.name, personal.role, personal.personal) == (
+        "alice",
+        "Personal",
+        Role.OWNER,
+        True,
+    )
+    assert service.readable("alice") == ("alice",)
+    with pytest.raises(NotFound):
+        service.require("bob", "alice")  # someone else's personal workspace does not exist for bob
+
+
+def test_roles_decide_what_a_member_may_do(env):
+    service, *_ = env
+    team = service.create("alice", "  Team  handbook ")
+    assert (team.name, team.role) == ("Team  handbook", Role.OWNER) and team.id.startswith("ws_")
+    service.put_member("alice", team.id, "bob", "viewer")
+    assert service.readable("bob") == ("bob", team.id)
+    assert service.require("bob", team.id).role is Role.VIEWER
+    with pytest.raises(Forbidden):
+        service.require("bob", team.id, Role.EDITOR)
+    with pytest.raises(Forbidden):
+        service.rename("bob", team.id, "Mine now")
+    with pytest.raises(NotFound):  # carol is no member: the workspace does not exist for her
+        service.require("carol", team.id)
+    with pytest.raises(NotFound):
+        service.members("carol", team.id)
+    with pytest.raises(NotFound):
+        service.put_member("carol", team.id, "carol", "owner")
+    with pytest.raises(NotFound):
+        service.require("carol", "ws_guessed")
+
+
+def test_removed_member_loses_access_at_once(env):
+    service, *_ = env
+    team = service.create("alice", "Team")
+    service.put_member("alice", team.id, "bob", "editor")
+    assert service.require("bob", team.id, Role.EDITOR).role is Role.EDITOR
+    service.remove_member("alice", team.id, "bob")
+    with pytest.raises(NotFound):
+        service.require("bob", team.id)
+    assert service.readable("bob") == ("bob",)
+
+
+def test_the_last_owner_cannot_leave_or_be_demoted(env):
+    service, *_ = env
+    team = service.create("alice", "Team")
+    service.put_member("alice", team.id, "bob", "editor")
+    with pytest.raises(Conflict, match="last owner"):
+        service.put_member("alice", team.id, "alice", "editor")
+    with pytest.raises(Conflict, match="last owner"):
+        service.remove_member("alice", team.id, "alice")
+    service.put_member("alice", team.id, "bob", "owner")
+    service.remove_member("alice", team.id, "alice")  # now alice may leave
+    assert [(m.user_id, m.role) for m in service.members("bob", team.id)] == [("bob", Role.OWNER)]
+
+
+def test_a_member_may_leave_but_not_remove_others(env):
+    service, *_ = env
+    team = service.create("alice", "Team")
+    service.put_member("alice", team.id, "bob", "viewer")
+    service.put_member("alice", team.id, "carol", "editor")
+    with pytest.raises(Forbidden):
+        service.remove_member("bob", team.id, "carol")
+    service.remove_member("bob", team.id, "bob")
+    assert service.readable("bob") == ("bob",)
+
+
+def test_bad_input_is_a_clear_400(env):
+    service, *_ = env
+    team = service.create("alice", "Team")
+    for bad in ("", "   ", "x" * 101, 7):
+        with pytest.raises(ValidationError):
+            service.create("alice", bad)
+    with pytest.raises(ValidationError, match="role"):
+        service.put_member("alice", team.id, "bob", "admin")
+    with pytest.raises(ValidationError, match="ws_"):
+        service.put_member("alice", team.id, "ws_other", "viewer")
+    with pytest.raises(ValidationError, match="personal"):
+        service.put_member("alice", "alice", "bob", "viewer")
+    with pytest.raises(ValidationError, match="personal"):
+        service.delete("alice", "alice")
+
+
+def test_finding_a_document_looks_only_in_the_callers_workspaces(env):
+    service, docs, index, blobs = env
+    team = service.create("alice", "Team")
+    _doc(docs, index, blobs, team.id, "d-team")
+    _doc(docs, index, blobs, "alice", "d-alice")
+    service.put_member("alice", team.id, "bob", "viewer")
+    access, doc = service.find_document("bob", "d-team")
+    assert (access.id, doc.id) == (team.id, "d-team")
+    with pytest.raises(Forbidden):
+        service.find_document("bob", "d-team", Role.EDITOR)
+    with pytest.raises(NotFound):
+        service.find_document("bob", "d-alice")  # alice's personal document
+    with pytest.raises(NotFound):
+        service.find_document("carol", "d-team")
+    with pytest.raises(NotFound):
+        service.find_note("carol", "d-team-00000")
+    assert service.find_note("bob", "d-team-00000")[1].document_id == "d-team"
+
+
+def test_deleting_a_workspace_removes_its_documents_vectors_and_blobs(env):
+    service, docs, index, blobs = env
+    team = service.create("alice", "Team")
+    service.put_member("alice", team.id, "bob", "editor")
+    for i in range(3):
+        _doc(docs, index, blobs, team.id, f"d{i}")
+    _doc(docs, index, blobs, "alice", "mine")
+    with pytest.raises(Forbidden):
+        service.delete("bob", team.id)
+    assert service.delete("alice", team.id) == 3
+    assert docs.list_documents(team.id).items == []
+    assert index.count(team.id) == 0 and docs.get_notes(team.id, ["d0-00000"]) == []
+    assert not [k for k in blobs.objects if team.id in k]
+    assert docs.get_document("alice", "mine") is not None and index.count("alice") == 1
+    with pytest.raises(NotFound):
+        service.require("bob", team.id)
+
+
+def test_a_workspace_storage_ceiling_refuses_what_does_not_fit_and_counts_per_user():
+    from tests.unit.api_support import make_api
+
+    limits = {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "100", "INGEST_DOCUMENTS_PER_DAY": "3"}
+    api = make_api({"MAX_WORKSPACE_BYTES": "100", **limits})
+    ws = json.loads(api.call("POST", "/workspaces", body={"name": "Small"})["body"])["id"]
+    api.call("PUT", f"/workspaces/{ws}/members/bob", body={"role": "editor"})
+
+    def add(user: str, text: str, **extra: str) -> int:
+        return int(
+            api.call("POST", "/notes", principal=user, body={"text": text, "workspace": ws, **extra})[
+                "statusCode"
+            ]
+        )
+
+    assert add("alice", "a" * 60, source="s1") == 202
+    res = api.call("POST", "/notes", principal="bob", body={"text": "b" * 50, "workspace": ws})
+    assert res["statusCode"] == 413 and "MAX_WORKSPACE_BYTES" in json.loads(res["body"])["error"]
+    assert add("bob", "b" * 40) == 202  # fits exactly: 100
+    assert add("alice", "c" * 30, source="s1") == 202  # a new version replaces the old one's bytes
+    # the daily ceilings stay per user: bob's count is his own, alice's hers
+    assert add("bob", "x", source="b2") == 202 and add("bob", "y", source="b3") == 202
+    assert add("bob", "z", source="b4") == 429
+    assert add("alice", "w", source="a2") == 202
+
+
+def test_a_member_can_be_given_by_e_mail_where_a_resolver_is_wired():
+    docs, index, blobs = FakeDocumentStore(), FakeVectorIndex(dimension=4), FakeBlobStore()
+    known = {"bob@example.com": "sub-bob"}
+    service = WorkspaceService(
+        FakeWorkspaceStore(), docs, DocumentService(docs, index, blobs), blobs, resolve_email=known.get
+    )
+    team = service.create("alice", "Team")
+    assert service.put_member("alice", team.id, "bob@example.com", "editor").user_id == "sub-bob"
+    assert service.require("sub-bob", team.id, Role.EDITOR).id == team.id
+    with pytest.raises(NotFound, match="e-mail"):
+        service.put_member("alice", team.id, "nobody@example.com", "viewer")
+    service.remove_member("alice", team.id, "bob@example.com")
+    with pytest.raises(NotFound):
+        service.require("sub-bob", team.id)
