@@ -3,11 +3,11 @@
 How to add an adapter to a suite
 ================================
 Each port has a registry below (``DOCUMENT_STORES``, ``CONVERSATION_STORES``, ``COUNTERS``,
-``VECTOR_INDEXES``, ``BLOB_STORES``): a dict from a short name (it becomes the test id, e.g.
-``test_pagination[dynamodb]``) to a *factory*. A factory is a context-manager function that takes a
-:class:`ContractEnv` and yields a ready, **empty** adapter; whatever it needs around the adapter
-(a moto ``mock_aws()`` context, tables, a temporary folder) it sets up before the ``yield`` and
-tears down after it. Import heavy SDKs inside the factory, not at module level::
+``VECTOR_INDEXES``, ``BLOB_STORES``, ``WORKSPACE_STORES``): a dict from a short name (it becomes
+the test id, e.g. ``test_pagination[dynamodb]``) to a *factory*. A factory is a context-manager
+function that takes a :class:`ContractEnv` and yields a ready, **empty** adapter; whatever it needs
+around the adapter (a moto ``mock_aws()`` context, tables, a temporary folder) it sets up before the
+``yield`` and tears down after it. Import heavy SDKs inside the factory, not at module level::
 
     @contextmanager
     def dynamodb_document_store(env: ContractEnv) -> Iterator[DocumentStore]:
@@ -32,7 +32,7 @@ Rules every factory follows:
 * the adapter starts empty and nothing is shared between tests.
 
 The suites then receive the adapter through the fixtures ``document_store``, ``conversation_store``,
-``counters``, ``vector_index`` and ``blob_store``, parametrized over the registry.
+``counters``, ``vector_index``, ``blob_store`` and ``workspace_store``, parametrized over the registry.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragchat.ports import BlobStore, ConversationStore, Counters, DocumentStore, VectorIndex
+from ragchat.ports import BlobStore, ConversationStore, Counters, DocumentStore, VectorIndex, WorkspaceStore
 
 from tests.fakes import FakeClock
 
@@ -194,6 +194,15 @@ def dynamodb_counters(env: ContractEnv) -> Iterator[Counters]:
 
 
 @contextmanager
+def dynamodb_workspace_store(env: ContractEnv) -> Iterator[WorkspaceStore]:
+    """Workspaces and memberships live in the documents table (its own partitions)."""
+    from ragchat.adapters.aws.dynamodb import DynamoWorkspaceStore
+
+    with _dynamodb(env) as client:
+        yield DynamoWorkspaceStore("docs", client, clock=env.clock)
+
+
+@contextmanager
 def s3_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
     import boto3
     from moto import mock_aws
@@ -285,6 +294,7 @@ VECTOR_INDEXES: dict[str, Factory] = {
     "local-ann-delta": local_ann_delta_vector_index,
 }
 BLOB_STORES: dict[str, Factory] = {"files": file_blob_store}
+WORKSPACE_STORES: dict[str, Factory] = {}
 # Register further adapters here, one line each (see the module docstring), e.g.
 # DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
 DOCUMENT_STORES["dynamodb"] = dynamodb_document_store
@@ -299,6 +309,7 @@ COUNTERS["fake"] = fake_counters
 VECTOR_INDEXES["fake"] = fake_vector_index
 BLOB_STORES["fake"] = fake_blob_store
 VECTOR_INDEXES["s3vectors"] = s3vectors_vector_index
+WORKSPACE_STORES["dynamodb"] = dynamodb_workspace_store
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -342,3 +353,8 @@ def vector_index(request: pytest.FixtureRequest, contract_env: ContractEnv) -> I
 @pytest.fixture(params=sorted(BLOB_STORES))
 def blob_store(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[BlobStore]:
     yield from _adapter(BLOB_STORES, request, contract_env)
+
+
+@pytest.fixture(params=sorted(WORKSPACE_STORES))
+def workspace_store(request: pytest.FixtureRequest, contract_env: ContractEnv) -> Iterator[WorkspaceStore]:
+    yield from _adapter(WORKSPACE_STORES, request, contract_env)
