@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Embedder,
         Metrics,
         VectorIndex,
+        WorkspaceStore,
     )
 
 logger = logging.getLogger("ragchat.bootstrap")
@@ -141,6 +142,18 @@ class Backends:
         from ragchat.adapters.local.sqlite_store import SqliteCounters
 
         return SqliteCounters(self._sqlite)
+
+    @cached_property
+    def workspaces(self) -> WorkspaceStore | None:
+        """Shared workspaces and members: in the documents table on AWS. ``None`` where no store is
+        wired yet (then every shared-workspace upload is refused, personal ones are unaffected)."""
+        if self.settings.backend == "aws":
+            from ragchat.adapters.aws.dynamodb import DynamoWorkspaceStore
+
+            return DynamoWorkspaceStore(
+                required(self.settings.documents_table, "DOCUMENTS_TABLE"), self._dynamodb, clock=self.clock
+            )
+        return None
 
     @cached_property
     def blobs(self) -> BlobStore:
