@@ -205,6 +205,8 @@ class Settings(BaseSettings):
     # The Cognito user-pool app client the pages sign in with (template: !Ref UserPoolClient); with it
     # set, the pages call Cognito's InitiateAuth in AWS_REGION (see ``page_auth``).
     cognito_client_id: str | None = Field(None, alias="COGNITO_CLIENT_ID", pattern=r"^[\w+]{1,128}$")
+    # The user pool workspace members are looked up in by e-mail or sub (template: !Ref UserPool).
+    cognito_user_pool_id: str | None = Field(None, alias="COGNITO_USER_POOL_ID", pattern=r"^[\w-]{1,55}$")
     # chat_stream function: the port the Lambda Web Adapter forwards to (ragchat.lambda_web)
     lwa_port: int = Field(8080, alias="AWS_LWA_PORT", ge=1, le=65535)
     # --- the HTTP server of ``ragchat serve`` and the chat_stream function (``serving.asgi.Limits``)
@@ -384,7 +386,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"{part!r} is not an origin (scheme://host[:port])")
         return value
 
-    @field_validator("cognito_client_id", "model_dir", "xdg_cache_home", mode="before")
+    @field_validator(
+        "cognito_client_id", "cognito_user_pool_id", "model_dir", "xdg_cache_home", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         DocumentStore,
         Embedder,
         Metrics,
+        UserDirectory,
         VectorIndex,
         WorkspaceStore,
     )
@@ -154,6 +155,19 @@ class Backends:
                 required(self.settings.documents_table, "DOCUMENTS_TABLE"), self._dynamodb, clock=self.clock
             )
         return None
+
+    @cached_property
+    def user_directory(self) -> UserDirectory:
+        """Who a member identifier (user id or e-mail) names: the Cognito user pool on AWS; locally,
+        the identifier is the user id."""
+        if self.settings.backend == "aws":
+            from ragchat.adapters.aws.cognito import CognitoUserDirectory
+
+            pool = required(self.settings.cognito_user_pool_id, "COGNITO_USER_POOL_ID")
+            return CognitoUserDirectory(pool, self._client("cognito-idp"))
+        from ragchat.adapters.local.directory import IdentityDirectory
+
+        return IdentityDirectory()
 
     @cached_property
     def blobs(self) -> BlobStore:
