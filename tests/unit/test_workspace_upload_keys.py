@@ -74,6 +74,16 @@ def test_only_a_shared_workspace_or_your_own_can_be_named() -> None:
 # ------------------------------------------------------------------------------ the local receiver
 @pytest.fixture
 def team_api(tmp_path: Path) -> Iterator[Api]:
+    yield from _team_api(tmp_path, {})
+
+
+@pytest.fixture
+def limited_team_api(tmp_path: Path) -> Iterator[Api]:
+    """One document a day per user."""
+    yield from _team_api(tmp_path, {"ENABLE_RATE_LIMITING": "true", "INGEST_DOCUMENTS_PER_DAY": "1"})
+
+
+def _team_api(tmp_path: Path, env: dict[str, str]) -> Iterator[Api]:
     """The local API with uploads into ws_team (alice owns it, bob edits), over the DynamoDB
     workspace store on moto (any WorkspaceStore does: the contract suite holds them alike)."""
     import boto3
@@ -88,13 +98,13 @@ def team_api(tmp_path: Path) -> Iterator[Api]:
         workspaces.create_workspace(Workspace("ws_team", "Team"), "alice")
         workspaces.put_member("ws_team", "bob", Role.EDITOR)
         blobs = FileBlobStore(tmp_path / "blobs")
-        api = make_api(blobs=blobs, workspaces=workspaces)
+        api = make_api(env, blobs=blobs, workspaces=workspaces)
         blobs.clock = api.clock
         yield api
 
 
-def _ticket(api: Api, uploader: str) -> dict[str, Any]:
-    ticket = api.container.uploads.presign(uploader, filename="memo.md", workspace="ws_team")
+def _ticket(api: Api, uploader: str, filename: str = "memo.md") -> dict[str, Any]:
+    ticket = api.container.uploads.presign(uploader, filename=filename, workspace="ws_team")
     url = "http://localhost:8000" + ticket.post.url  # what POST /uploads answers behind that Host
     return {"url": url, "fields": ticket.post.fields, "documentId": ticket.document_id}
 
@@ -121,3 +131,14 @@ def test_a_local_grant_outlived_by_its_membership_is_403_and_stays_unused(team_a
 
     team_api.container.workspaces.put_member("ws_team", "bob", Role.EDITOR)  # type: ignore[union-attr]
     assert post_file(team_api, ticket, b"# Memo\n\nBack again.\n")["statusCode"] == 201
+
+
+def test_daily_ceilings_count_the_uploader_not_the_shared_workspace(limited_team_api: Api) -> None:
+    api = limited_team_api
+    assert post_file(api, _ticket(api, "bob", "one.md"), b"# One\n\nFirst.\n")["statusCode"] == 201
+
+    over = post_file(api, _ticket(api, "bob", "two.md"), b"# Two\n\nSecond.\n")
+    others = post_file(api, _ticket(api, "alice", "three.md"), b"# Three\n\nThird.\n")
+
+    assert over["statusCode"] == 429  # bob's one document today
+    assert others["statusCode"] == 201  # alice's own allowance: the workspace is not charged

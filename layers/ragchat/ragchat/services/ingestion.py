@@ -194,12 +194,15 @@ class IngestionService:
         document_id: str | None = None,
         stored_key: str | None = None,
         direct_upload: bool = False,
+        charged_to: str | None = None,
     ) -> Accepted:
         """Accept a document (``body``; ``text`` is an alias for a text body): the document as stored
         (``PENDING``) once the pipeline is started. All is checked before anything is stored (a refused
         document leaves no trace). ``direct_upload``: a file that came by upload (up to
         ``MAX_UPLOAD_BYTES``); ``stored_key`` (implies it): its body already lies there, used in place.
-        ``document_id`` (derived from a name or source): a duplicate of it is returned untouched."""
+        ``document_id`` (derived from a name or source): a duplicate of it is returned untouched.
+        ``charged_to``: the user whose daily ingestion ceilings count it when ``owner`` is a shared
+        workspace (ceilings are per user, issue 32); default ``owner``."""
         if not owner:
             raise ValidationError("owner is required")
         max_body, limit = self.settings.max_body_bytes, self.settings.body_limit_bytes
@@ -234,7 +237,7 @@ class IngestionService:
             if _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
         if self.limiter is not None:  # valid and about to be stored: count it (429 when over a ceiling)
-            self.limiter.charge_ingestion(owner, len(raw))
+            self.limiter.charge_ingestion(charged_to or owner, len(raw))
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)

@@ -58,7 +58,6 @@ from ragchat.domain.uploads import (
     document_id_for_key,
     grant_claim_key,
     is_granted,
-    owner_of_key,
     parse_form,
     upload_key,
     upload_metadata,
@@ -201,8 +200,9 @@ class UploadService:
     ) -> Accepted:
         title = decode_metadata_value(metadata.get("title") or "").strip()
         collection = metadata.get("collection") or None
+        target = upload_target(key)
         return self.ingestion.accept(
-            owner_of_key(key),
+            target.workspace,
             body=data,
             filename=key.rsplit("/", 1)[-1],
             content_type=None,
@@ -212,6 +212,7 @@ class UploadService:
             document_id=document_id_for_key(key, collection),
             stored_key=stored_key,
             direct_upload=True,
+            charged_to=target.uploader,  # the daily ceilings are the uploader's, whatever the workspace
         )
 
     def check_grant(self, token: str, declared_bytes: int | None = None) -> UploadGrant:
