@@ -15,7 +15,7 @@ from ragchat.domain.errors import Forbidden, NotFound
 from ragchat.domain.ids import named_document_id
 from ragchat.domain.workspaces import Role, Workspace
 
-from tests.integration.moto_stack import BUCKET, Stack
+from tests.integration.moto_stack import BUCKET, TABLES, Stack
 from tests.integration.test_direct_uploads_s3 import bucket_keys, s3_event
 
 ALICE, BOB, CAROL, MALLORY = "alice-sub", "bob-sub", "carol-sub", "mallory-sub"
@@ -66,6 +66,10 @@ def test_a_grant_issued_before_the_uploader_was_removed_ingests_nothing(team: St
     result = team.handler("s3_ingest")(s3_event(ticket.key), None)
 
     assert result["accepted"] == []
+    if team.iam is not None:  # the trigger read the membership as its own role, and was allowed to
+        checked = {(who, r.action, r.resource.rsplit("/", 1)[-1]) for who, r in team.iam.checked}
+        assert ("S3IngestFunction", "dynamodb:BatchGetItem", TABLES["documents"]) in checked
+        assert team.iam.denials == []
     ((rejected),) = result["rejected"]
     assert rejected["key"] == ticket.key
     assert "not a member of workspace ws_team" in rejected["error"]
