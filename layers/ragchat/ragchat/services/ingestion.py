@@ -194,15 +194,13 @@ class IngestionService:
         document_id: str | None = None,
         stored_key: str | None = None,
         direct_upload: bool = False,
-        charged_to: str | None = None,
+        charged_to: str | None = None,  # whose daily ceilings count it (per user, even in a workspace)
     ) -> Accepted:
         """Accept a document (``body``; ``text`` is an alias for a text body): the document as stored
         (``PENDING``) once the pipeline is started. All is checked before anything is stored (a refused
         document leaves no trace). ``direct_upload``: a file that came by upload (up to
         ``MAX_UPLOAD_BYTES``); ``stored_key`` (implies it): its body already lies there, used in place.
-        ``document_id`` (derived from a name or source): a duplicate of it is returned untouched.
-        ``charged_to``: the user whose daily ingestion ceilings count it when ``owner`` is a shared
-        workspace (ceilings are per user, issue 32); default ``owner``."""
+        ``document_id`` (derived from a name or source): a duplicate of it is returned untouched."""
         if not owner:
             raise ValidationError("owner is required")
         max_body, limit = self.settings.max_body_bytes, self.settings.body_limit_bytes
@@ -211,10 +209,8 @@ class IngestionService:
         raw = _raw_body(body if body is not None else text, max_body, limit)
         ctype = resolve_content_type(content_type, filename, raw)
         if ctype == PDF and len(raw) > self.settings.max_pdf_bytes:
-            raise PayloadTooLarge(
-                f"a PDF may be at most {self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has "
-                f"{len(raw)}: split it into smaller files"
-            )
+            too_big = f"{self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has {len(raw)}"
+            raise PayloadTooLarge(f"a PDF may be at most {too_big}: split it into smaller files")
         body_text = _checked_text(raw, ctype)
         given_title = optional_title(title)
         doc = Document(
