@@ -119,6 +119,15 @@ def _secrets(operation: str, params: Mapping[str, Any], region: str) -> list[Req
     return [Request(f"secretsmanager:{operation}", arn, {})]
 
 
+def _cognito(operation: str, params: Mapping[str, Any], region: str) -> list[Request]:
+    pool = params.get("UserPoolId")
+    if pool is None:
+        raise Unmapped(f"cognito-idp:{operation}")
+    return [
+        Request(f"cognito-idp:{operation}", f"arn:aws:cognito-idp:{region}:{ACCOUNT}:userpool/{pool}", {})
+    ]
+
+
 def requests_for(prefix: str, operation: str, params: Mapping[str, Any], region: str) -> list[Request]:
     """``prefix``: the service's IAM prefix (its signing name: dynamodb, s3, states, bedrock, ...)."""
     if prefix == "dynamodb":
@@ -135,4 +144,6 @@ def requests_for(prefix: str, operation: str, params: Mapping[str, Any], region:
         return _sqs(operation, params, region)
     if prefix == "secretsmanager":
         return _secrets(operation, params, region)
+    if prefix == "cognito-idp":
+        return _cognito(operation, params, region)
     raise Unmapped(f"{prefix}:{operation}")

@@ -42,6 +42,7 @@ _ARN_KINDS = {
     "AWS::KMS::Key": "arn:aws:kms:{region}:{account}:key/{name}",
     "AWS::SNS::Topic": "arn:aws:sns:{region}:{account}:{name}",
     "AWS::IAM::Role": "arn:aws:iam::{account}:role/{name}",
+    "AWS::Cognito::UserPool": "arn:aws:cognito-idp:{region}:{account}:userpool/{name}",
 }
 _NO_VALUE = object()
 

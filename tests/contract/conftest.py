@@ -3,11 +3,11 @@
 How to add an adapter to a suite
 ================================
 Each port has a registry below (``DOCUMENT_STORES``, ``CONVERSATION_STORES``, ``COUNTERS``,
-``VECTOR_INDEXES``, ``BLOB_STORES``, ``WORKSPACE_STORES``): a dict from a short name (it becomes the
-test id, e.g. ``test_pagination[dynamodb]``) to a *factory*. A factory is a context-manager function
-that takes a :class:`ContractEnv` and yields a ready, **empty** adapter; whatever it needs around the adapter
-(a moto ``mock_aws()`` context, tables, a temporary folder) it sets up before the ``yield`` and
-tears down after it. Import heavy SDKs inside the factory, not at module level::
+``VECTOR_INDEXES``, ``BLOB_STORES``, ``WORKSPACE_STORES``): a dict from a short name (it becomes
+the test id, e.g. ``test_pagination[dynamodb]``) to a *factory*. A factory is a context-manager
+function that takes a :class:`ContractEnv` and yields a ready, **empty** adapter; whatever it needs
+around the adapter (a moto ``mock_aws()`` context, tables, a temporary folder) it sets up before the
+``yield`` and tears down after it. Import heavy SDKs inside the factory, not at module level::
 
     @contextmanager
     def dynamodb_document_store(env: ContractEnv) -> Iterator[DocumentStore]:
@@ -32,7 +32,7 @@ Rules every factory follows:
 * the adapter starts empty and nothing is shared between tests.
 
 The suites then receive the adapter through the fixtures ``document_store``, ``conversation_store``,
-``counters``, ``vector_index`` and ``blob_store``, parametrized over the registry.
+``counters``, ``vector_index``, ``blob_store`` and ``workspace_store``, parametrized over the registry.
 """
 
 from __future__ import annotations
@@ -44,14 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragchat.ports import (
-    BlobStore,
-    ConversationStore,
-    Counters,
-    DocumentStore,
-    VectorIndex,
-    WorkspaceStore,
-)
+from ragchat.ports import BlobStore, ConversationStore, Counters, DocumentStore, VectorIndex, WorkspaceStore
 
 from tests.fakes import FakeClock
 
@@ -209,6 +202,15 @@ def dynamodb_counters(env: ContractEnv) -> Iterator[Counters]:
 
 
 @contextmanager
+def dynamodb_workspace_store(env: ContractEnv) -> Iterator[WorkspaceStore]:
+    """Workspaces and memberships live in the documents table (its own partitions)."""
+    from ragchat.adapters.aws.dynamodb import DynamoWorkspaceStore
+
+    with _dynamodb(env) as client:
+        yield DynamoWorkspaceStore("docs", client, clock=env.clock)
+
+
+@contextmanager
 def s3_blob_store(env: ContractEnv) -> Iterator[BlobStore]:
     import boto3
     from moto import mock_aws
@@ -325,6 +327,7 @@ COUNTERS["fake"] = fake_counters
 VECTOR_INDEXES["fake"] = fake_vector_index
 BLOB_STORES["fake"] = fake_blob_store
 VECTOR_INDEXES["s3vectors"] = s3vectors_vector_index
+WORKSPACE_STORES["dynamodb"] = dynamodb_workspace_store
 
 
 # ------------------------------------------------------------------------------ fixtures

@@ -46,6 +46,8 @@ def _f32(x: float) -> float:
 
 
 def _compare(op: str, actual: Any, expected: Any) -> bool:
+    if op in ("$in", "$nin") and (not isinstance(expected, list) or not expected):
+        raise ValueError(f"{op} takes a non-empty array of values")
     if op == "$exists":
         return (actual is not None) == bool(expected)
     if actual is None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.contract import test_vector_index_contract as contract
+from tests.contract import test_vector_index_workspaces as workspaces
 
 URL = os.environ.get("OPENSEARCH_URL")  # tests may read the environment; the package never does
 pytestmark = pytest.mark.skipif(not URL, reason="OPENSEARCH_URL is not set: no live OpenSearch cluster")
@@ -29,7 +30,9 @@ def vector_index() -> Iterator[object]:
         client.indices.delete(index=name, ignore=[404])
 
 
-# Re-run every contract test of the suite with the live fixture above.
-for _name in dir(contract):
-    if _name.startswith("test_"):
-        globals()[_name] = getattr(contract, _name)
+# Re-run every contract test of the suite (and of the search over several workspaces) with the
+# live fixture above.
+for _suite in (contract, workspaces):
+    for _name in dir(_suite):
+        if _name.startswith("test_"):
+            globals()[_name] = getattr(_suite, _name)

@@ -4,7 +4,7 @@ new one there with one line)."""
 from __future__ import annotations
 
 import pytest
-from ragchat.domain.errors import Conflict
+from ragchat.domain.errors import Conflict, NotFound
 from ragchat.domain.workspaces import Role, Workspace
 
 
@@ -41,7 +41,7 @@ def test_put_member_adds_or_changes_the_role(workspace_store):
         ("alice", Role.OWNER),
         ("bob", Role.EDITOR),
     ]
-    with pytest.raises(KeyError):
+    with pytest.raises(NotFound):
         workspace_store.put_member("ws_missing", "bob", Role.VIEWER)
 
 

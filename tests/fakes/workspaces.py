@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 
 from ragchat.domain.clock import utc_iso
-from ragchat.domain.errors import Conflict
+from ragchat.domain.errors import Conflict, NotFound
 from ragchat.domain.workspaces import Membership, Role, Workspace
 
 from tests.fakes.clock import FakeClock
@@ -69,7 +69,7 @@ class FakeWorkspaceStore:
     def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
         with self._lock:
             if workspace_id not in self.workspaces:
-                raise KeyError(workspace_id)
+                raise NotFound("Workspace not found")
             self.roles[(workspace_id, user_id)] = Role(role)
             return self._member(workspace_id, user_id)
 

@@ -20,6 +20,7 @@ from tests.integration.moto_stack import (
     STATE_MACHINE,
     STEPS_FUNCTION,
     TABLES,
+    USER_POOL,
     Stack,
     load_function,
 )
@@ -41,6 +42,7 @@ def iam_roles() -> Roles | None:
         "DocumentsBucket": BUCKET,
         "IngestStateMachine": machine_arn,
         "IngestStepsFunction": STEPS_FUNCTION,
+        "UserPool": USER_POOL,
     }
     return roles_of(resolve_template(template, REGION, physical), template["Resources"])
 

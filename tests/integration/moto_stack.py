@@ -52,6 +52,7 @@ COUNTERS = "ragchat-test-counters"
 BUCKET = "ragchat-dev-documents-123456789012-1b2c3d4e"
 STATE_MACHINE = "ragchat-dev-ingest"
 STEPS_FUNCTION = "ragchat-test-ingest-steps"
+USER_POOL = "us-east-1_RagchatT1"  # the user pool's id (Cognito is stubbed: botocore Stubber)
 
 
 def load_event(name: str) -> dict[str, Any]:

@@ -273,3 +273,23 @@ def test_other_errors_are_not_retried(cluster):
     with pytest.raises(RequestError):
         index.count("alice")
     assert clock.sleeps == []
+
+
+def test_a_search_over_several_workspaces_sends_one_terms_filter_and_hits_name_their_workspace(cluster):
+    index = OpenSearchVectorIndex(cluster.client(), "notes", 2)
+    index.upsert([rec("m", [1, 0]), rec("t", [1, 0], owner="ws_team"), rec("o", [1, 0], owner="ws_other")])
+    flt = SearchFilter(owner="alice", owners=("alice", "ws_team"))
+
+    hits = index.search([1.0, 0.0], flt, 5)
+    (_, _, _, body) = _requests(cluster, "/notes/_search")[-1]
+    assert body["query"]["knn"]["vector"]["filter"] == {
+        "bool": {"filter": [{"terms": {"owner": ["alice", "ws_team"]}}, {"term": {"enabled": True}}]}
+    }
+    assert sorted((h.id, h.owner) for h in hits) == [("m", "alice"), ("t", "ws_team")]
+
+    hybrid = index.hybrid_search("text", [1.0, 0.0], flt, 5)
+    (_, _, _, body) = _requests(cluster, "/notes/_search")[-1]
+    keyword, knn = body["query"]["hybrid"]["queries"]
+    assert keyword["bool"]["filter"][0] == {"terms": {"owner": ["alice", "ws_team"]}}
+    assert knn["knn"]["vector"]["filter"]["bool"]["filter"][0] == {"terms": {"owner": ["alice", "ws_team"]}}
+    assert sorted((h.id, h.owner) for h in hybrid) == [("m", "alice"), ("t", "ws_team")]

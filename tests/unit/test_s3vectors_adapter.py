@@ -242,3 +242,36 @@ def test_the_version_tags_of_a_document_come_from_its_note_ids_and_its_versions(
     assert version_tags(ids, "v2", None) == sorted({version_tag("v1"), version_tag("v2")})
     assert note_tag(note_id("D1-00000v12345678", 3)) is None  # the id's own end decides
     assert note_tag(note_id("D1", 123456, "v1")) == version_tag("v1")
+
+
+def test_a_search_over_several_workspaces_sends_one_in_clause_and_hits_name_their_workspace(stubbed):
+    index, stub = stubbed
+    stub.add_response(
+        "query_vectors",
+        {
+            "vectors": [
+                {"key": "t", "distance": 0.0, "metadata": {"text": "tt", "owner": "ws_team"}},
+                {"key": "m", "distance": 0.5, "metadata": {"text": "tm", "owner": "alice"}},
+            ],
+            "distanceMetric": "cosine",
+        },
+        {
+            **WHERE,
+            "topK": 5,
+            "queryVector": {"float32": [1.0, 0.0]},
+            "filter": {"$and": [{"owner": {"$in": ["alice", "ws_team"]}}, {"enabled": {"$eq": True}}]},
+            "returnMetadata": True,
+            "returnDistance": True,
+        },
+    )
+    hits = index.search([1.0, 0.0], SearchFilter(owner="alice", owners=("alice", "ws_team")), 5)
+    assert [(h.id, h.owner) for h in hits] == [("t", "ws_team"), ("m", "alice")]
+
+
+def test_the_fake_rejects_an_empty_in_list_as_the_service_does():
+    from botocore.exceptions import ClientError
+
+    fake = FakeS3Vectors("vec-bucket", "notes", 2)
+    with pytest.raises(ClientError, match="non-empty"):
+        query = {"topK": 1, "queryVector": {"float32": [1.0, 0.0]}, "filter": {"owner": {"$in": []}}}
+        fake.query_vectors(**WHERE, **query)

@@ -108,9 +108,7 @@ class Settings(BaseSettings):
     # where ``ragchat calibrate`` stores the fitted answerability coefficients and the deployed
     # functions read them: an SSM parameter (the stack sets its name), else a file in the data dir
     answerability_parameter: str = Field("", alias="ANSWERABILITY_PARAMETER")
-    # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences per answer,
-    # ~120 ms when embedded at question time, ~0 once precomputed) or by shared words alone (BM25);
-    # Bedrock embedders always use words
+    # the extractive answerer picks sentences by meaning (MiniLM) or shared words (BM25; Bedrock embedders)
     extractive_sentences: Literal["meaning", "words"] = Field("meaning", alias="EXTRACTIVE_SENTENCES")
     # local (SQLite index): embed those passages and sentences once a document is READY, in the
     # background, so a question embeds only itself (ragchat.services.evidence; ~7 KB per chunk)
@@ -135,13 +133,11 @@ class Settings(BaseSettings):
     chat_model: Literal["auto", "extractive", "anthropic", "bedrock"] = Field(
         "auto", alias="RAGCHAT_CHAT_MODEL"
     )
-    # local model cache (the exported ONNX MiniLM): one per user, independent of the data dir;
-    # defaults to the platform's cache folder (``user_cache_dir``) + ``/ragchat/models``
+    # local model cache (the exported ONNX MiniLM), per user: default the user's cache + /ragchat/models
     model_dir: Path | None = Field(None, alias="RAGCHAT_MODEL_DIR")
     xdg_cache_home: Path | None = Field(None, alias="XDG_CACHE_HOME")
-    # the local MiniLM's weights: the fp32 export or int8 (dynamic quantization made by ``make
-    # install``: 1.32x faster, cosine >= 0.98 to fp32 per text, SciFact nDCG@10 within 0.004, but one
-    # grounding answer fewer, so not the default; see docs/benchmarks.md); re-ingest after changing it
+    # the local MiniLM's weights: fp32 or int8 (1.32x faster, one grounding answer fewer: not the
+    # default; docs/benchmarks.md); re-ingest after changing it
     embedder_precision: Literal["fp32", "int8"] = Field("fp32", alias="EMBEDDER_PRECISION")
 
     # --- retrieval ---------------------------------------------------------------------------
@@ -151,8 +147,7 @@ class Settings(BaseSettings):
     context_chars: int = Field(1200, alias="CONTEXT_CHARS", ge=100)
     chunk_size: int = Field(1000, alias="CHUNK_SIZE", ge=100)
     chunk_overlap: int = Field(100, alias="CHUNK_OVERLAP", ge=0)
-    # Embed each chunk as "title — nearest heading" + newline + text (the note stores the text
-    # only); changing it needs a re-ingest for the stored vectors to follow.
+    # Embed each chunk as "title — nearest heading" + newline + text (re-ingest after changing it)
     chunk_headers: bool = Field(True, alias="CHUNK_HEADERS")
 
     # --- limits ------------------------------------------------------------------------------
@@ -215,6 +210,7 @@ class Settings(BaseSettings):
     # The Cognito user-pool app client the pages sign in with (template: !Ref UserPoolClient); with it
     # set, the pages call Cognito's InitiateAuth in AWS_REGION (see ``page_auth``).
     cognito_client_id: str | None = Field(None, alias="COGNITO_CLIENT_ID", pattern=r"^[\w+]{1,128}$")
+    cognito_user_pool_id: str | None = Field(None, alias="COGNITO_USER_POOL_ID", pattern=r"^[\w-]{1,55}$")
     # chat_stream function: the port the Lambda Web Adapter forwards to (ragchat.lambda_web)
     lwa_port: int = Field(8080, alias="AWS_LWA_PORT", ge=1, le=65535)
     # --- the HTTP server of ``ragchat serve`` and the chat_stream function (``serving.asgi.Limits``)
@@ -390,7 +386,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"{part!r} is not an origin (scheme://host[:port])")
         return value
 
-    @field_validator("cognito_client_id", "model_dir", "xdg_cache_home", mode="before")
+    @field_validator(
+        "cognito_client_id", "cognito_user_pool_id", "model_dir", "xdg_cache_home", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

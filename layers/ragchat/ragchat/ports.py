@@ -422,3 +422,14 @@ class CalibrationStore(Protocol):
     def save(self, model_id: str, entry: Mapping[str, Any]) -> None:
         """Store ``entry`` under ``model_id`` (the other models' entries kept)."""
         ...
+
+
+@runtime_checkable
+class UserDirectory(Protocol):
+    """Who a member identifier names, for adding workspace members (issue 32): a user id (a Cognito
+    ``sub``, ``apikey:<id>``, a local user name) or an e-mail address. Cloud: the Cognito user pool;
+    locally: the users of ``ragchat serve``."""
+
+    def resolve(self, identifier: str) -> str | None:
+        """The user id ``identifier`` names, or ``None`` when it names nobody known."""
+        ...

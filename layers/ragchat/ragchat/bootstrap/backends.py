@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         DocumentStore,
         Embedder,
         Metrics,
+        UserDirectory,
         VectorIndex,
         WorkspaceStore,
     )
@@ -145,13 +146,29 @@ class Backends:
 
     @cached_property
     def workspace_store(self) -> WorkspaceStore:
-        if self.settings.backend == "aws":  # the DynamoDB adapter is wired here by the cloud half
-            from ragchat.services.workspaces import PersonalOnly
+        """Shared workspaces and members: in the documents table on AWS, in SQLite locally."""
+        if self.settings.backend == "aws":
+            from ragchat.adapters.aws.dynamodb import DynamoWorkspaceStore
 
-            return PersonalOnly()
+            return DynamoWorkspaceStore(
+                required(self.settings.documents_table, "DOCUMENTS_TABLE"), self._dynamodb, clock=self.clock
+            )
         from ragchat.adapters.local.sqlite_store import SqliteWorkspaceStore
 
         return SqliteWorkspaceStore(self._sqlite, clock=self.clock)
+
+    @cached_property
+    def user_directory(self) -> UserDirectory:
+        """Who a member identifier (user id or e-mail) names: the Cognito user pool on AWS; locally,
+        the identifier is the user id."""
+        if self.settings.backend == "aws":
+            from ragchat.adapters.aws.cognito import CognitoUserDirectory
+
+            pool = required(self.settings.cognito_user_pool_id, "COGNITO_USER_POOL_ID")
+            return CognitoUserDirectory(pool, self._client("cognito-idp"))
+        from ragchat.adapters.local.directory import IdentityDirectory
+
+        return IdentityDirectory()
 
     @cached_property
     def blobs(self) -> BlobStore:

@@ -148,6 +148,7 @@ class IngestionRoot(Models):
             expires_in=s.upload_url_expires_s,
             claims=self.counters,
             clock=self.clock,
+            workspaces=self.workspace_store,
         )
 
     @cached_property

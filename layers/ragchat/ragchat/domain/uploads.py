@@ -1,8 +1,14 @@
 """Direct uploads (issue 11): the rules for a presigned upload, independent of where it lands.
 
-- Key: ``uploads/<owner>/<upload id>/<file name>``. The S3 trigger takes the owner from the second
-  segment only and derives the document id from the owner, the collection and the file name
-  (``document_id_for_key``), so the id is known when the upload is granted, and uploading the same
+- Key: the workspace, then the uploader (issue 32). In a shared workspace
+  ``uploads/<workspace>/<uploader>/<upload id>/<file name>``; in the uploader's personal workspace
+  (whose id is the user id) the two are one segment, ``uploads/<owner>/<upload id>/<file name>``,
+  the layout keys had before workspaces, so old keys and grants keep working unchanged. The second
+  segment tells them apart: shared workspace ids start with ``ws_`` and user ids never do
+  (:func:`upload_target`). Only the key names the workspace and the uploader (never metadata); the
+  S3 trigger ingests a shared workspace's upload only if the uploader is an editor or owner of it at
+  that moment. The document id comes from the workspace, the collection and the file name
+  (``document_id_for_key``), so it is known when the upload is granted, and uploading the same
   name again is that document again (unchanged bytes: a duplicate; changed: a new version).
 - The file name keeps its extension (the trigger detects the type from it) and loses anything that
   is not plainly safe in a key.
@@ -34,6 +40,7 @@ from ragchat.domain.errors import Forbidden, ValidationError
 from ragchat.domain.extraction import detect_content_type, supported_extensions
 from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import optional_title, validate_collection
+from ragchat.domain.workspaces import is_shared
 
 UPLOADS_PREFIX = "uploads/"
 MAX_FILENAME_CHARS = 128
@@ -110,30 +117,69 @@ def safe_filename(filename: str) -> str:
     return stem[:room] + (f".{ext}" if ext else "")
 
 
-def upload_key(owner: str, upload_id: str, filename: str) -> str:
-    """``uploads/<owner>/<upload id>/<file name>``; an owner that cannot be a key segment as-is (the
-    trigger reads it back verbatim) cannot upload directly."""
-    if not _SAFE_OWNER.match(owner) or owner in (".", ".."):
+@dataclass(frozen=True, slots=True)
+class UploadTarget:
+    """Whose an upload key is: the workspace its document goes to and the user who uploaded it (the
+    same id for a personal workspace)."""
+
+    workspace: str
+    uploader: str
+
+    @property
+    def shared(self) -> bool:
+        return self.workspace != self.uploader
+
+
+def _key_segment(value: str) -> bool:
+    return bool(_SAFE_OWNER.match(value)) and value not in (".", "..")
+
+
+def upload_key(owner: str, upload_id: str, filename: str, *, workspace: str | None = None) -> str:
+    """Where ``owner`` uploads a file: ``uploads/<owner>/<upload id>/<file name>`` into their personal
+    workspace (``workspace`` None or their own id), ``uploads/<workspace>/<owner>/<upload id>/<file>``
+    into a shared one. An owner that cannot be a key segment as-is (the trigger reads it back
+    verbatim) cannot upload directly."""
+    if not _key_segment(owner) or is_shared(owner):
         raise Forbidden("This account cannot upload directly; use POST /documents")
-    return f"{UPLOADS_PREFIX}{owner}/{upload_id}/{safe_filename(filename)}"
+    name = safe_filename(filename)
+    if workspace is None or workspace == owner:
+        return f"{UPLOADS_PREFIX}{owner}/{upload_id}/{name}"
+    if not is_shared(workspace) or not _key_segment(workspace):
+        raise ValidationError("workspace must be the id of a shared workspace (ws_...) or your own")
+    return f"{UPLOADS_PREFIX}{workspace}/{owner}/{upload_id}/{name}"
+
+
+def upload_target(key: str) -> UploadTarget:
+    """The workspace and uploader an upload key names; nothing else can name them.
+    ``uploads/ws_…/<uploader>/…`` is a shared workspace's; ``uploads/<owner>/…`` is ``<owner>``'s
+    personal workspace, uploaded by ``<owner>`` (the layout before workspaces)."""
+    parts = key.split("/")
+    if len(parts) < 3 or parts[0] != "uploads" or not parts[1].strip():
+        raise ValidationError(f"{key}: no owner (upload under uploads/<owner>/<file>)")
+    workspace = parts[1].strip()
+    if not is_shared(workspace):
+        return UploadTarget(workspace, workspace)
+    if len(parts) < 4 or not parts[2].strip() or is_shared(parts[2].strip()):
+        raise ValidationError(f"{key}: no uploader (upload under uploads/<workspace>/<uploader>/<file>)")
+    return UploadTarget(workspace, parts[2].strip())
 
 
 def owner_of_key(key: str) -> str:
-    """The owner named by the key ``uploads/<owner>/<file>``; nothing else can name it."""
-    parts = key.split("/")
-    if len(parts) >= 3 and parts[0] == "uploads" and parts[1].strip():
-        return parts[1].strip()
-    raise ValidationError(f"{key}: no owner (upload under uploads/<owner>/<file>)")
+    """The owner (workspace) of the document an upload key becomes; see :func:`upload_target`."""
+    return upload_target(key).workspace
 
 
 def document_id_for_key(key: str, collection: str | None = None) -> str:
     """The id the S3 trigger gives the document an upload key becomes. A presigned upload's key
-    (``uploads/<owner>/<ULID>/<file>``) is the file ``<file>`` of that owner in ``collection``
-    (:func:`named_document_id`: uploading the same name again is the same document, whichever way
-    it came in); any other key is known by the whole key."""
+    (``uploads/<owner>/<ULID>/<file>``, or ``uploads/<workspace>/<uploader>/<ULID>/<file>``) is the
+    file ``<file>`` of that workspace in ``collection`` (:func:`named_document_id`: uploading the
+    same name again is the same document, whoever in the workspace uploads it, whichever way it came
+    in); any other key is known by the whole key."""
     parts = key.split("/")
-    if len(parts) == 4 and parts[0] + "/" == UPLOADS_PREFIX and _UPLOAD_ID.match(parts[2]):
-        return named_document_id(parts[1], collection, parts[3])
+    if parts[0] + "/" == UPLOADS_PREFIX and len(parts) >= 4:
+        shared = is_shared(parts[1])
+        if len(parts) == (5 if shared else 4) and _UPLOAD_ID.match(parts[-2]):
+            return named_document_id(parts[1], collection, parts[-1])
     return stable_document_id(key)
 
 

@@ -1,8 +1,12 @@
 """S3 ``ObjectCreated`` under ``uploads/`` → the ingestion pipeline (docs/ingestion.md).
 
-- Owner: ONLY the first path segment of the key (``uploads/<owner>/<file>``): whoever may write the
-  key's prefix owns the document; object metadata cannot claim another owner. A key without an owner
-  segment is rejected (logged, reported in the result).
+- Owner: ONLY the key's first segments (``uploads/<owner>/<file>``: the owner's personal workspace;
+  ``uploads/<workspace>/<uploader>/<file>``: a shared workspace, ``ws_…``); object metadata cannot
+  claim another owner. A key without an owner (or, in a shared workspace, an uploader) is rejected.
+- A shared workspace's upload is ingested only if its uploader is an editor or owner of the
+  workspace at that moment (one consistent read of the ``WorkspaceStore``; a grant issued before the
+  uploader was removed or made a viewer ingests nothing): otherwise it is rejected with the reason
+  (logged as ``s3_ingest.rejected``, reported, not retried, so no DLQ) and a granted file removed.
 - The object is read through the ``BlobStore`` port (the documents bucket); an event for any other
   bucket is rejected.
 - Document id: stable per object key (``stable_document_id``), so re-uploading the same key
@@ -16,8 +20,9 @@
   so deleting the document deletes it.
 - Object metadata may carry ``title`` (plain or RFC 2047, as ``POST /uploads`` signs it) and
   ``collection``.
-- Permanent problems (unsupported type, too large, no owner) are logged as ``s3_ingest.rejected``
-  and reported; anything else (throttling, storage errors) is raised so Lambda retries the event.
+- Permanent problems (unsupported type, too large, no owner, uploader not an editor) are logged as
+  ``s3_ingest.rejected`` and reported; anything else (throttling, storage errors) is raised so
+  Lambda retries the event.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from urllib.parse import unquote_plus
 
 from ragchat.bootstrap import Container, ContainerFactory, LazyContainer
 from ragchat.domain.errors import PayloadTooLarge, RagchatError, TransientError, ValidationError
-from ragchat.domain.uploads import UPLOADS_PREFIX, owner_of_key
+from ragchat.domain.uploads import UPLOADS_PREFIX, owner_of_key, upload_target
 from ragchat.observability import S3_REQUEST_ID, lambda_entry, root_logger
 
 root_logger()  # JSON log lines on stdout, correlated by the S3 request id (ragchat.observability)
@@ -65,7 +70,7 @@ def _ingest(container: Container, bucket: str, key: str, size: int) -> tuple[str
     settings = container.settings
     if settings.documents_bucket and bucket != settings.documents_bucket:
         raise ValidationError(f"{key}: bucket {bucket!r} is not the documents bucket (DOCUMENTS_BUCKET)")
-    owner_of_key(key)  # no owner: rejected before reading anything
+    upload_target(key)  # no owner (or no uploader in a shared workspace): rejected before reading
     if size > settings.max_upload_bytes:  # too large: rejected before reading it into memory
         raise PayloadTooLarge(f"{key}: {size} bytes is over MAX_UPLOAD_BYTES ({settings.max_upload_bytes})")
     try:

@@ -208,10 +208,8 @@ class IngestionService:
         raw = _raw_body(body if body is not None else text, max_body, limit)
         ctype = resolve_content_type(content_type, filename, raw)
         if ctype == PDF and len(raw) > self.settings.max_pdf_bytes:
-            raise PayloadTooLarge(
-                f"a PDF may be at most {self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has "
-                f"{len(raw)}: split it into smaller files"
-            )
+            too_big = f"{self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has {len(raw)}"
+            raise PayloadTooLarge(f"a PDF may be at most {too_big}: split it into smaller files")
         body_text = _checked_text(raw, ctype)
         given_title = optional_title(title)
         doc = Document(

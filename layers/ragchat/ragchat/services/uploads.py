@@ -15,6 +15,14 @@ is stored at the document's own place (``documents/…``, like ``POST /documents
 is removed. Deleting the document deletes its body. Objects dropped under ``uploads/`` without a
 grant are ingested where they lie.
 
+Workspaces (issue 32): ``presign(…, workspace=…)`` grants an upload into a shared workspace (key
+``uploads/<workspace>/<uploader>/<upload id>/<file>``) to its editors and owners only; without a
+workspace the upload goes to the uploader's personal workspace (the key layout before workspaces).
+Every way a file lands (the S3 trigger, the local receiver) checks again, at that moment, that the
+uploader may still write there (:meth:`UploadService.check_uploader`): a member removed (or made a
+viewer) after the grant was issued gets nothing ingested; the refusal is logged and reported (a
+``Forbidden``, never a retryable error) and a granted file is removed.
+
 Single use (docs/security.md): a grant is consumed by the first upload that lands — locally when the
 receiver accepts it, on S3 when the trigger ingests it — by a conditional write in the counters
 store (``claims``). A replay is refused with 409 and ingests nothing: locally before its body is read
@@ -31,26 +39,35 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, system_clock, utc_iso
-from ragchat.domain.errors import Conflict, Forbidden, PayloadTooLarge, RagchatError, ValidationError
+from ragchat.domain.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    RagchatError,
+    ValidationError,
+)
 from ragchat.domain.file_errors import EMPTY_FILE, too_large
 from ragchat.domain.ids import new_id
 from ragchat.domain.models import Document
 from ragchat.domain.uploads import (
     PresignedUpload,
     UploadGrant,
+    UploadTarget,
     decode_metadata_value,
     document_id_for_key,
     grant_claim_key,
     is_granted,
-    owner_of_key,
     parse_form,
     upload_key,
     upload_metadata,
+    upload_target,
     validate_upload_request,
 )
+from ragchat.domain.workspaces import can_write
 
 if TYPE_CHECKING:
-    from ragchat.ports import BlobStore, Counters
+    from ragchat.ports import BlobStore, Counters, WorkspaceStore
     from ragchat.services.ingestion import Accepted, IngestionService
 
 logger = Logger(service="ragchat", child=True)
@@ -82,8 +99,10 @@ class UploadService:
         expires_in: int,
         claims: Counters,
         clock: Clock = system_clock,
+        workspaces: WorkspaceStore | None = None,
     ) -> None:
         self.blobs = blobs
+        self.workspaces = workspaces
         self.ingestion = ingestion
         self.claims = claims
         self.max_bytes = max_bytes
@@ -98,10 +117,17 @@ class UploadService:
         content_type: object = None,
         title: object = None,
         collection: object = None,
+        workspace: str | None = None,
     ) -> UploadTicket:
-        """Validate (the same title/collection/file-type rules as every other way in) and sign."""
+        """Validate (the same title/collection/file-type rules as every other way in) and sign.
+        ``workspace``: a shared workspace's id to upload into (``owner`` must be an editor or owner
+        of it: ``NotFound`` for a non-member, ``Forbidden`` for a viewer); ``None`` or ``owner``'s
+        own id: their personal workspace."""
         req = validate_upload_request(filename, content_type, title, collection)
-        key = upload_key(owner, new_id(), req.filename)
+        key = upload_key(owner, new_id(), req.filename, workspace=workspace)
+        target = upload_target(key)
+        if target.shared:
+            self._require_writer(target, at_request=True)
         post = self.blobs.presign_post(
             key,
             content_type=req.content_type,
@@ -137,7 +163,13 @@ class UploadService:
         reach of the presigned POST. A replay lands on the staging key again, is refused (``Conflict``)
         and removed. An object dropped without a grant is ingested where it lies."""
         if not is_granted(metadata):
+            self.check_uploader(key)  # refused: the object stays where it was dropped
             return self._accept(key, data, metadata, source=source, stored_key=key)
+        try:
+            self.check_uploader(key)
+        except Forbidden:
+            self.blobs.delete(key)  # the grant's staging object: nothing will ever ingest it
+            raise
         try:
             self._claim(key, ttl_seconds=self.expires_in + 3600)
         except Conflict:
@@ -168,8 +200,9 @@ class UploadService:
     ) -> Accepted:
         title = decode_metadata_value(metadata.get("title") or "").strip()
         collection = metadata.get("collection") or None
+        target = upload_target(key)
         return self.ingestion.accept(
-            owner_of_key(key),
+            target.workspace,
             body=data,
             filename=key.rsplit("/", 1)[-1],
             content_type=None,
@@ -179,6 +212,7 @@ class UploadService:
             document_id=document_id_for_key(key, collection),
             stored_key=stored_key,
             direct_upload=True,
+            user=target.uploader,  # the daily ceilings are the uploader's, whatever the workspace
         )
 
     def check_grant(self, token: str, declared_bytes: int | None = None) -> UploadGrant:
@@ -208,6 +242,7 @@ class UploadService:
             raise PayloadTooLarge(too_large(len(data), grant.max_bytes))
         if len(data) < grant.min_bytes:
             raise ValidationError(EMPTY_FILE)
+        self.check_uploader(grant.key)
         self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
         try:
             return self._accept(grant.key, data, grant.metadata, source="api", stored_key=None)
@@ -215,6 +250,34 @@ class UploadService:
             if exc.status >= 500:
                 self._release(grant.key)
             raise
+
+    def check_uploader(self, key: str) -> UploadTarget:
+        """Whose the upload at ``key`` is, once checked NOW (not when it was granted): a shared
+        workspace's upload is accepted only while its uploader is an editor or owner there, else
+        ``Forbidden`` saying why (the S3 trigger logs it as ``s3_ingest.rejected``). A personal
+        upload is its uploader's own."""
+        target = upload_target(key)
+        if target.shared:
+            self._require_writer(target, at_request=False)
+        return target
+
+    def _require_writer(self, target: UploadTarget, *, at_request: bool) -> None:
+        """``target.uploader`` may write in ``target.workspace`` now (one consistent read). At a
+        request a non-member gets ``NotFound`` (the workspace stays unseen) and a viewer
+        ``Forbidden``; a landed file gets ``Forbidden`` with the reason either way."""
+        store = self.workspaces
+        membership = store.membership(target.workspace, target.uploader) if store is not None else None
+        if membership is not None and can_write(membership.role):
+            return
+        if at_request:
+            if membership is None:
+                raise NotFound("Workspace not found")
+            raise Forbidden("Viewers cannot add documents to this workspace")
+        reason = f"a {membership.role} of" if membership is not None else "not a member of"
+        raise Forbidden(
+            f"uploader {target.uploader} is {reason} workspace {target.workspace} now "
+            "(editors and owners only): not ingested"
+        )
 
     def _claim(self, key: str, *, ttl_seconds: float) -> None:
         """Mark the grant of ``key`` used (atomic); ``Conflict`` when it already was."""

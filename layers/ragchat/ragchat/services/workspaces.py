@@ -253,7 +253,7 @@ class PersonalOnly:
         return []
 
     def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
-        raise KeyError(workspace_id)
+        raise NotFound("Workspace not found")
 
     def remove_member(self, workspace_id: str, user_id: str) -> bool:
         return False

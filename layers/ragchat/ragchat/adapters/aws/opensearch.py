@@ -45,6 +45,7 @@ from ragchat.adapters.aws.opensearch_bodies import (
     HYBRID_PIPELINE,
     filter_clauses,
     index_body,
+    owned_query,
     pipeline_body,
 )
 from ragchat.adapters.aws.opensearch_bulk import (
@@ -252,9 +253,6 @@ class OpenSearchVectorIndex:
             for q in self._term_batches(query)
         )
 
-    def _owned(self, owner: str, document_id: str) -> dict[str, Any]:
-        return {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"document_id": document_id}}]}}
-
     # ------------------------------------------------------------------ VectorIndex
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         vectors = [self._check(r.vector) for r in records]  # validate everything before sending
@@ -295,6 +293,7 @@ class OpenSearchVectorIndex:
             chunk_index=int(src.get("chunk_index") or 0),
             collection=src.get("collection"),
             similarity=similarity,
+            owner=src.get("owner"),
         )
 
     def search(self, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
@@ -406,7 +405,7 @@ class OpenSearchVectorIndex:
     def _delete_document(self, owner: str, document_id: str) -> int:
         if not self._exists():
             return 0
-        query = self._owned(owner, document_id)
+        query = owned_query(owner, document_id)
         if self.server_ids:
             found = list(self._scan(query, with_source=False))
             self._bulk(
@@ -424,7 +423,7 @@ class OpenSearchVectorIndex:
         ``chunk_count``: wait until the version's chunks are all visible, flip, wait until exactly those
         are, all in the new state (:mod:`~ragchat.adapters.aws.opensearch_searchable`)."""
         wait = chunk_count is not None and not self.refresh
-        version = version_query(self._owned(owner, document_id), document_id, int(chunk_count or 0), tags)
+        version = version_query(owned_query(owner, document_id), document_id, int(chunk_count or 0), tags)
         if wait:
             self._await_visible(version, document_id, int(chunk_count or 0), None)
         self._once.run("set_enabled", lambda _: self._set_enabled(owner, document_id, enabled))
@@ -446,7 +445,7 @@ class OpenSearchVectorIndex:
     def _set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
         if not self._exists():
             return
-        query = self._owned(owner, document_id)
+        query = owned_query(owner, document_id)
         if self.server_ids:
             self._flip_by_reindex(query, enabled)
             return

@@ -1,5 +1,6 @@
 """Request bodies of the OpenSearch vector index (:mod:`ragchat.adapters.aws.opensearch`): the index
-mapping, the hybrid search pipeline and the filter clauses every search carries."""
+mapping, the hybrid search pipeline and the filter clauses every search carries (the owner clause
+is a ``terms`` over every workspace a search may see)."""
 
 from __future__ import annotations
 
@@ -55,8 +56,22 @@ def pipeline_body() -> dict[str, Any]:
     }
 
 
+def owned_query(owner: str, document_id: str) -> dict[str, Any]:
+    """One document's notes (delete, enable/disable: always within one owner)."""
+    return {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"document_id": document_id}}]}}
+
+
+def owner_clause(owners: tuple[str, ...]) -> dict[str, Any]:
+    """One owner: a ``term``; several (a search over the caller's workspaces): one ``terms``."""
+    if len(owners) == 1:
+        return {"term": {"owner": owners[0]}}
+    return {"terms": {"owner": list(owners)}}
+
+
 def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
-    clauses: list[dict[str, Any]] = [{"term": {"owner": flt.owner}}, {"term": {"enabled": True}}]
+    """What every search and hybrid search carries: the owners (``flt.partitions``: the workspaces
+    searched), enabled notes only, then the collection and the document when given."""
+    clauses: list[dict[str, Any]] = [owner_clause(flt.partitions), {"term": {"enabled": True}}]
     if flt.collection is not None:
         clauses.append({"term": {"collection": flt.collection}})
     if flt.document_id is not None:

@@ -58,8 +58,11 @@ def _unit(vector: Sequence[float]) -> list[float]:
 
 
 def metadata_filter(flt: SearchFilter, *, enabled: bool | None = True) -> dict[str, Any]:
-    """The S3 Vectors filter document for a search filter (``$and`` of ``$eq`` clauses)."""
-    clauses: list[dict[str, Any]] = [{"owner": {"$eq": flt.owner}}]
+    """The S3 Vectors filter document for a search filter (``$and`` of ``$eq`` clauses; the owners
+    a search may see, ``flt.partitions``, are one ``$eq`` or, for several workspaces, one ``$in``)."""
+    owners = flt.partitions
+    owner = {"$eq": owners[0]} if len(owners) == 1 else {"$in": list(owners)}
+    clauses: list[dict[str, Any]] = [{"owner": owner}]
     if enabled is not None:
         clauses.append({"enabled": {"$eq": enabled}})
     if flt.collection is not None:
@@ -157,6 +160,7 @@ class S3VectorsIndex:
             chunk_index=int(meta.get("chunk_index") or 0),
             collection=meta.get("collection"),
             similarity=cosine,
+            owner=meta.get("owner"),
         )
 
     # ------------------------------------------------------------------ VectorIndex

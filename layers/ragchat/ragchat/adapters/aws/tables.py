@@ -37,6 +37,28 @@ note id in the base table (not under their document) so retrieval fetches them b
 consistent BatchGetItem; the GSIs give the ordered listings. The ``<tiebreak>`` (wall-clock
 nanoseconds at write) keeps write order among records stamped in the same millisecond.
 
+Workspaces (in the documents table)
+===================================
+Shared workspaces and their members live in the documents table, in partitions of their own (``WS#``
+and ``USERWS#`` never collide with ``OWNER#``/``DOCID#``), so the functions that read documents can
+read memberships with the grants they already have. Personal workspaces are implicit (their id is
+the user id: the ``OWNER#<user>`` partition above) and have no items here.
+
+- Workspace: ``WS#<id>`` / ``WS`` (``name``, ``created_at``, ``updated_at``).
+- Membership: ``WS#<id>`` / ``MEMBER#<user>`` (``role``).
+- Its inverse: ``USERWS#<user>`` / ``WS#<id>`` (``role``), written and deleted with the membership
+  in one TransactWriteItems conditioned on the workspace item existing.
+
+Access patterns (all strongly consistent: a removed member loses access on the very next request):
+
+- a user's workspaces: Query ``pk = USERWS#u`` (ConsistentRead) + BatchGetItem of the ``WS`` items
+  for the names. An inverse item rather than a GSI, because a GSI cannot be read consistently.
+- a membership (every request on a shared workspace): BatchGetItem ``WS#w``/``WS`` + ``WS#w``/``MEMBER#u``.
+- a workspace's members: Query ``pk = WS#w`` (the workspace item and its members in one partition).
+- rename: UpdateItem on ``WS`` (names are never copied into memberships).
+- delete: DeleteItem ``WS`` (nothing can join after: adding a member checks it), then Query
+  ``pk = WS#w`` + BatchWriteItem deleting both halves of every membership.
+
 Conversations table (conversations + messages)
 ==============================================
 Items:

@@ -10,7 +10,7 @@ import sqlite3
 
 from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
 from ragchat.domain.clock import Clock, system_clock, utc_iso
-from ragchat.domain.errors import Conflict
+from ragchat.domain.errors import Conflict, NotFound
 from ragchat.domain.workspaces import Membership, Role, Workspace
 
 _MEMBER_SQL = (
@@ -95,7 +95,7 @@ class SqliteWorkspaceStore:
         with self.db.write() as conn:
             row = conn.execute("SELECT name FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
             if row is None:
-                raise KeyError(workspace_id)
+                raise NotFound("Workspace not found")
             conn.execute(
                 "INSERT INTO workspace_members (workspace_id, user_id, role, created_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role",
