@@ -372,3 +372,24 @@ def test_split_must_be_a_json_boolean_and_titles_lose_control_characters():
     assert res["statusCode"] == 202
     doc = json_body(api.call("GET", f"/documents/{json_body(res)['documentId']}"))
     assert doc["title"] == "Ferns and spores"
+
+
+def test_a_note_is_read_whole_by_its_owner_only():
+    """A cited passage is shown whole (GET /notes/{id}); another owner's note is 404 like a missing one."""
+    api = make_api()
+    post_note(api, CATS, title="Cats")
+    note = json_body(api.call("GET", "/notes"))["items"][0]
+    got = json_body(api.call("GET", f"/notes/{note['id']}"))
+    assert (got["id"], got["text"], got["documentId"]) == (note["id"], CATS, note["documentId"])
+    assert api.call("GET", f"/notes/{note['id']}", principal="mallory")["statusCode"] == 404
+    missing = api.call("GET", "/notes/NOPE-00000")
+    assert missing["statusCode"] == 404 and json_body(missing)["error"] == "Note not found"
+
+
+def test_with_no_documents_the_refusal_says_to_add_one():
+    api = make_api()
+    body = json_body(api.call("GET", "/", query={"text": "how long do cats sleep"}))
+    assert body == {"answer": f"{GUARD_REPLY} You have no documents yet — add one.", "sources": [], "guardUsed": True}
+    post_note(api, CATS)  # with a document, an unrelated question gets the plain guard reply
+    body = json_body(api.call("GET", "/", query={"text": "quantum chromodynamics lattice"}))
+    assert body["answer"] == GUARD_REPLY

@@ -102,6 +102,10 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
     ) -> dict[str, Any]:
         return list_notes(limit, cursor, documentId)
 
+    @r.get("/notes/<note_id>", summary="One note (a chunk): its whole text, e.g. a cited passage", tags=["notes"])
+    def get_note(note_id: Annotated[str, Path()]) -> dict[str, Any]:
+        return note_json(container.document_service.get_note(owner(), note_id))
+
     @r.delete("/notes/<note_id>", summary="Delete a note and its vector", tags=["notes"])
     def delete_note(note_id: Annotated[str, Path()]) -> Response[None]:
         container.document_service.delete_note(owner(), note_id)

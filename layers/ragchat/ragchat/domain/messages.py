@@ -15,6 +15,8 @@ FALLBACK_MODEL = "fallback"
 GUARD_MODEL = "guard"
 # Suggestions sent with an SSE ``refusal`` event.
 REFUSAL_SUGGESTIONS = ("Rephrase your question", "Add documents that cover this topic")
+# Said after the guard reply when the caller has nothing indexed to answer from (the page links "add one").
+NO_DOCUMENTS_HINT = "You have no documents yet — add one."
 
 _WS = re.compile(r"\s+")
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)

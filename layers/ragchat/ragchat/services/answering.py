@@ -19,7 +19,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.citations import CitationResult, source_refs, validate_citations
 from ragchat.domain.errors import ModelError, TransientError, ValidationError
-from ragchat.domain.messages import FALLBACK_MODEL, GUARD_MODEL, sanitize_message
+from ragchat.domain.messages import FALLBACK_MODEL, GUARD_MODEL, NO_DOCUMENTS_HINT, sanitize_message
 from ragchat.domain.models import ChatTurn, Hit, ModelRequest, SearchFilter, SourceRef
 from ragchat.domain.names import not_found_sentence
 from ragchat.domain.parts import parts_reply
@@ -90,9 +90,13 @@ class Answerer:
 
     def guard_answer(self, retrieval: Retrieval) -> Answer:
         """The exact guard reply; a question naming things no document mentions gets one more
-        sentence saying what was not found."""
+        sentence saying what was not found; with nothing indexed at all, one saying so."""
+        from ragchat.services.retrieval import EMPTY_KNOWLEDGE_BASE
+
         text = GUARD_REPLY
-        if retrieval.unknown_names:
+        if retrieval.reason == EMPTY_KNOWLEDGE_BASE:
+            text = f"{GUARD_REPLY} {NO_DOCUMENTS_HINT}"
+        elif retrieval.unknown_names:
             text = f"{GUARD_REPLY} {not_found_sentence(retrieval.unknown_names)}"
         return Answer(
             text=text, sources=[], guard_used=True, model=GUARD_MODEL, timings=dict(retrieval.timings)

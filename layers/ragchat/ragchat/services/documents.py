@@ -157,6 +157,13 @@ class DocumentService:
             owner, document_id=document_id or None, limit=_limit(limit), cursor=cursor or None
         )
 
+    def get_note(self, owner: str, note_id: str) -> Note:
+        """One of the owner's notes (a cited passage, whole); another owner's is 404 like a missing one."""
+        found = self.documents.get_notes(owner, [note_id])
+        if not found:
+            raise NotFound("Note not found")
+        return found[0]
+
     def delete_note(self, owner: str, note_id: str) -> Note:
         note = self.documents.delete_note(owner, note_id)
         if note is None:
