@@ -343,7 +343,7 @@ def test_light_and_dark_at_1280_and_375_px_keep_aa_contrast_and_the_composer_who
         _open(page, title)
         expect(page.locator(".msg.assistant.refusal")).to_have_count(1)
         page.locator(".msg.assistant .chip").first.click()
-        expect(page.locator(".source-detail").first).to_be_visible()
+        expect(page.get_by_role("dialog").locator(".passage")).not_to_be_empty()  # the side panel
         page.get_by_label("Message", exact=True).fill("A question typed on a small screen")
         dark = page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
         assert dark is (scheme == "dark")
@@ -395,7 +395,9 @@ def test_keyboard_only_finds_opens_answers_and_rates(browser: Any, served: Serve
         chip = page.locator(".msg.assistant .chip")
         expect(chip).to_be_focused()
         page.keyboard.press("Enter")
-        expect(chip).to_have_attribute("aria-expanded", "true")
-        expect(page.locator(".msg.assistant .source-detail")).to_be_visible()
+        expect(page.get_by_role("dialog")).to_be_visible()  # the passage in the side panel, Close focused
+        expect(page.get_by_role("dialog").get_by_role("button", name="Close")).to_be_focused()
+        page.keyboard.press("Escape")
+        expect(chip).to_be_focused()
     finally:
         _close(page)

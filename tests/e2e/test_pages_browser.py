@@ -162,12 +162,11 @@ def test_ask_once_shows_the_answer_and_the_cited_source(page: Any, notes: dict[s
     expect(page.locator("#answer")).to_contain_text("Ada Quill", timeout=WAIT_MS)
     source = page.locator("#sources li").filter(has_text="Zephyr lighthouse")
     expect(source).to_have_count(1)
-    source.locator(".chip").click()  # the source opens: title, snippet, a link to its document
-    expect(source.locator(".snippet")).to_contain_text("Ada Quill")
-    link = source.get_by_role("link", name="Open in Documents")
-    assert link.get_attribute("href") == f"/documents/ui#{notes['lighthouse']}"
-    link.click()
-    expect(page.locator(f"tr[data-id='{notes['lighthouse']}']")).to_have_class("linked")
+    source.locator(".chip").click()  # the source opens in the side panel, then its document
+    panel = page.get_by_role("dialog")
+    expect(panel.locator(".passage mark").first).to_contain_text("Ada Quill")
+    panel.get_by_role("button", name="Open document").click()
+    expect(panel.locator(".doc-text")).to_contain_text("twenty-two nautical miles")
 
 
 def test_chat_two_turns_with_sources_and_reopen(page: Any, notes: dict[str, str]) -> None:
@@ -234,21 +233,21 @@ def test_markup_in_documents_is_shown_as_text_never_run(page: Any, hostile: str)
     row = page.locator(f"tr[data-id='{hostile}']")
     expect(row).to_contain_text(f"Hostile {SCRIPT}{IMG}")
     expect(row).to_contain_text("READY")
-    assert_inert(2)  # common.js, documents.js
+    assert_inert(3)  # common.js, viewer.js, documents.js
 
     page.goto("/ui")
     page.fill("#q", "What is written in the quokka cipher memo?")
     page.click("#f button")
     expect(page.locator("#sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#sources li").filter(has_text=SCRIPT)).to_have_count(1)
-    assert_inert(5)  # common.js, marked, DOMPurify, markdown.js, ask.js
+    assert_inert(6)  # common.js, marked, DOMPurify, viewer.js, markdown.js, ask.js
 
     page.fill("#collection", "browser-xss")
     page.click("#new-conv-button")
     page.fill("#message", "What is written in the quokka cipher memo?")
     page.click("#send")
     expect(page.locator(".msg.assistant .sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
-    assert_inert(5)
+    assert_inert(6)
 
 
 def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) -> None:

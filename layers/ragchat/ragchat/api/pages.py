@@ -111,15 +111,18 @@ _NAV = (("ask", "/ui", "Chat"), ("write", "/write", "Add"), ("documents", "/docu
 # Markdown renderer and sanitizer (``web/vendor``, versions in its README) at ``/static/<file>`` too.
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 STATIC_FILES = {
-    **{n: n for n in ("common.js", "markdown.js", "ask.js", "write.js", "documents.js", "style.css")},
+    **{
+        n: n
+        for n in ("common.js", "markdown.js", "viewer.js", "ask.js", "write.js", "documents.js", "style.css")
+    },
     "marked.min.js": "vendor/marked.min.js",
     "purify.min.js": "vendor/purify.min.js",
 }
 # Each page's scripts after common.js, in order (the chat page renders Markdown).
 _SCRIPTS = {
-    "ask": ("marked.min.js", "purify.min.js", "markdown.js", "ask.js"),
+    "ask": ("marked.min.js", "purify.min.js", "viewer.js", "markdown.js", "ask.js"),
     "write": ("write.js",),
-    "documents": ("documents.js",),
+    "documents": ("viewer.js", "documents.js"),
 }
 WEB = Path(__file__).resolve().parent.parent / "web"
 

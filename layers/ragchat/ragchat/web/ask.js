@@ -18,10 +18,10 @@ $('f').onsubmit = e => { e.preventDefault();
   box.hidden = false; box.classList.remove('failed', 'refusal'); list.replaceChildren(); $('answer-label').hidden = true;
   out.replaceChildren(typing());
   api('/?text=' + encodeURIComponent($('q').value)).then(r => {
-    box.sources = r.sources || [];
+    box.sources = r.sources || []; box.content = r.answer;
     if (r.guardUsed) { box.classList.add('refusal'); $('answer-label').hidden = false; out.textContent = r.answer; }
     else renderContent(out, r.answer, box);
-    fillSources(list, box.sources);
+    fillSources(list, box.sources, box);
   }).catch(err => { box.classList.add('failed'); out.textContent = describe(err); }); };
 
 // ------------------------------------------------------------------ messages
@@ -54,7 +54,7 @@ function showMessage(div, m) {  // (re)draws a message from its stored form
   div.classList.toggle('refusal', !!refused);
   if (m.role !== 'assistant' || refused) { content.textContent = div.content; }
   else { renderContent(content, div.content, div);
-    if (div.sources.length) { const ol = el('ol', null, 'sources'); fillSources(ol, div.sources); div.append(ol); } }
+    if (div.sources.length) { const ol = el('ol', null, 'sources'); fillSources(ol, div.sources, div); div.append(ol); } }
   if (refused) content.before(el('p', 'Not answered from your notes', 'refusal-label'));
   if (m.role === 'assistant') showSearched(div, m.query);
   if (m.interrupted) div.append(el('p', 'Stopped: this answer was cut short.', 'note'));

@@ -1,0 +1,212 @@
+"""Issue 33, the pages a daily user keeps open, in headless Chromium (Debian's) against ``ragchat serve``
+(real embedder, SQLite, extractive answerer) at 1280 and 375 px, light and dark where it matters:
+citations open their passage in a side panel with the cited sentences marked and the document one
+click away; the newest answer is never under the composer; conversations have addresses; the landing
+page is one composer with questions from the user's own documents; the Documents page follows the
+status live; the Add page names documents, takes several files, states its limit.
+
+Same driver as ``test_pages_browser.py`` (skipped without Playwright or Chromium, failing on CI).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Server, run_server
+from tests.e2e.test_pages_browser import SIGNED_IN, browser  # noqa: F401 (the fixture)
+from tests.pdfs import make_pdf
+
+pytestmark = pytest.mark.e2e
+
+WAIT_MS = 60_000
+SIZES = {1280: 800, 375: 740}
+# Docs screenshots are written when RAGCHAT_UI_SCREENSHOTS names a folder (docs/screenshots).
+SHOTS = os.environ.get("RAGCHAT_UI_SCREENSHOTS")
+
+HARBOUR = """# Harbour rules
+
+The harbour master is Ines Marlowe, who has kept the Gullwick harbour log since the winter of 1998.
+Boats moor on the east quay from April to October, and every skipper signs the log on arrival.
+Visiting crews pay the mooring fee of twelve crowns a night at the harbour office.
+
+## Night sailing
+
+The lighthouse keeper lowers the chain across the harbour mouth at midnight. After midnight no boat
+may leave the harbour without the keeper's written permission, given only for rescues."""
+ORCHARD = (
+    "The Brindle orchard grows forty varieties of heritage apples. The harvest festival at the "
+    "orchard takes place every October and ends with a cider pressing contest."
+)
+PDF_PAGES = [
+    "The Quillon observatory guide.\nVisitors enter through the west gate.",
+    "The great telescope of the Quillon observatory\nwas ground by the optician Mara Venn in 1911.",
+]
+
+
+def _expect() -> Any:
+    from playwright.sync_api import expect
+
+    return expect
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with run_server(tmp_path_factory.mktemp("ragchat-daily")) as srv:
+        yield srv
+
+
+def _note(server: Server, title: str, text: str, content_type: str = "text/markdown") -> str:
+    body = {"title": title, "text": text, "contentType": content_type}
+    res = server.request("POST", "/notes", body=body)
+    assert res.status == 202, res.body
+    doc_id = str(res.json()["documentId"])
+    assert server.wait_document(doc_id)["status"] == "READY"
+    return doc_id
+
+
+@pytest.fixture(scope="module")
+def docs(server: Server) -> dict[str, str]:
+    pdf = server.request(
+        "POST",
+        "/documents?filename=quillon.pdf&title=Quillon%20guide",
+        data=make_pdf(PDF_PAGES),
+        headers={"Content-Type": "application/pdf"},
+    )
+    assert pdf.status == 202, pdf.body
+    pdf_id = str(pdf.json()["documentId"])
+    assert server.wait_document(pdf_id)["status"] == "READY"
+    return {
+        "harbour": _note(server, "Harbour rules", HARBOUR),
+        "orchard": _note(server, "Brindle orchard", ORCHARD, "text/plain"),
+        "pdf": pdf_id,
+    }
+
+
+@contextmanager
+def _page(browser: Any, server: Server, width: int = 1280, scheme: str = "light") -> Iterator[Any]:  # noqa: F811
+    context = browser.new_context(
+        base_url=server.url, viewport={"width": width, "height": SIZES[width]}, color_scheme=scheme
+    )
+    context.add_init_script(SIGNED_IN)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield page
+        assert not errors, f"JavaScript errors on the page: {errors}"
+    finally:
+        context.close()
+
+
+def _in_view(page: Any, locator: Any) -> bool:
+    """The element's whole box is inside the window (not under anything fixed is checked separately)."""
+    box = locator.bounding_box()
+    size = page.viewport_size
+    return bool(
+        box
+        and box["y"] >= 0
+        and box["y"] + box["height"] <= size["height"]
+        and box["x"] >= 0
+        and box["x"] + box["width"] <= size["width"]
+    )
+
+
+def _chat(page: Any) -> None:
+    """The chat page with its composer on screen."""
+    page.goto("/ui")
+    message = page.get_by_label("Message", exact=True)
+    if not message.is_visible():
+        if page.get_by_role("button", name="Conversations").is_visible():
+            page.get_by_role("button", name="Conversations").click()
+        page.get_by_role("button", name="New conversation").click()
+    _expect()(message).to_be_visible()
+
+
+def _ask(page: Any, question: str) -> Any:
+    """Sends ``question`` from the composer; returns the newest answer once it is complete."""
+    expect = _expect()
+    answers = page.locator(".msg.assistant")
+    before = answers.count()
+    message = page.get_by_label("Message", exact=True)
+    message.fill(question)
+    message.press("Enter")
+    expect(answers).to_have_count(before + 1, timeout=WAIT_MS)
+    answer = answers.nth(before)
+    expect(answer.locator(".msg-actions")).to_be_visible(timeout=WAIT_MS)
+    return answer
+
+
+def _shot(page: Any, name: str) -> None:
+    if SHOTS:
+        page.screenshot(path=str(Path(SHOTS) / name))
+
+
+# ----------------------------------------------------------------------------- 1. citations
+@pytest.mark.parametrize(("width", "scheme"), [(1280, "light"), (375, "dark")])
+def test_a_citation_opens_its_passage_with_the_cited_sentence_marked_and_the_document(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+    width: int,
+    scheme: str,
+) -> None:
+    expect = _expect()
+    with _page(browser, server, width, scheme) as page:
+        _chat(page)
+        answer = _ask(page, "How much is the mooring fee for visiting crews at Gullwick harbour?")
+        expect(answer.locator(".content")).to_contain_text("twelve crowns")
+        answer.get_by_role("button", name="Source 1").first.click()
+
+        panel = page.get_by_role("dialog")
+        expect(panel).to_be_visible()
+        expect(panel.locator("#panel-title")).to_have_text("Harbour rules")
+        mark = panel.locator("mark")
+        expect(mark.first).to_contain_text("mooring fee of twelve crowns a night")
+        assert _in_view(page, mark.first)
+        # the whole passage, whole words: its last sentence ends where the note ends
+        expect(panel.locator(".passage")).to_contain_text("given only for rescues.")
+        expect(panel.locator(".passage")).not_to_contain_text("# Harbour")  # no Markdown marks
+        assert _in_view(page, panel.get_by_role("button", name="Close"))
+        _shot(page, f"citation-{'dark-' if scheme == 'dark' else ''}{width}.png")
+
+        panel.get_by_role("button", name="Open document").click()
+        expect(panel.locator(".doc-text")).to_contain_text("The lighthouse keeper lowers the chain")
+        expect(panel.locator(".doc-text mark").first).to_contain_text("twelve crowns")
+        download = panel.get_by_role("link", name="Download text")
+        assert download.get_attribute("download") == "Harbour rules.txt"
+
+        page.keyboard.press("Escape")
+        expect(panel).to_be_hidden()
+        # focus goes back to where the reader was
+        assert page.evaluate("document.activeElement.getAttribute('aria-label') || ''").startswith("Source 1")
+
+
+def test_a_pdf_citation_opens_its_page_with_the_page_number(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+) -> None:
+    expect = _expect()
+    with _page(browser, server) as page:
+        _chat(page)
+        answer = _ask(page, "Who ground the great telescope of the Quillon observatory?")
+        expect(answer.locator(".content")).to_contain_text("Mara Venn")
+        chip = answer.locator(".sources .chip").filter(has_text="Quillon guide · p. 2")
+        expect(chip).to_have_count(1)
+        chip.click()
+        panel = page.get_by_role("dialog")
+        expect(panel.locator("#panel-title")).to_have_text("Quillon guide · p. 2")
+        expect(panel.locator("mark").first).to_contain_text("Mara Venn")
+        panel.get_by_role("button", name="Open document").click()
+        expect(panel.locator(".page-no")).to_have_text("Page 2 of 2")
+        expect(panel.locator(".doc-text")).to_contain_text("ground by the optician Mara Venn in 1911.")
+        expect(panel.locator(".doc-text")).not_to_contain_text("west gate")
+        panel.get_by_role("button", name="Previous page").click()
+        expect(panel.locator(".page-no")).to_have_text("Page 1 of 2")
+        expect(panel.locator(".doc-text")).to_contain_text("Visitors enter through the west gate.")
