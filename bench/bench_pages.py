@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     for path in PAGES:
                         w = weight(url, path)
                         for size in WIDTHS:
-                            rows.append({"page": path, "width": size[0], **w, **paint(browser, url, path, size, args.runs)})
+                            painted = paint(browser, url, path, size, args.runs)
+                            rows.append({"page": path, "width": size[0], **w, **painted})
                 finally:
                     browser.close()
         finally:

@@ -389,7 +389,8 @@ def test_a_note_is_read_whole_by_its_owner_only():
 def test_with_no_documents_the_refusal_says_to_add_one():
     api = make_api()
     body = json_body(api.call("GET", "/", query={"text": "how long do cats sleep"}))
-    assert body == {"answer": f"{GUARD_REPLY} You have no documents yet — add one.", "sources": [], "guardUsed": True}
+    hint = f"{GUARD_REPLY} You have no documents yet — add one."
+    assert body == {"answer": hint, "sources": [], "guardUsed": True}
     post_note(api, CATS)  # with a document, an unrelated question gets the plain guard reply
     body = json_body(api.call("GET", "/", query={"text": "quantum chromodynamics lattice"}))
     assert body["answer"] == GUARD_REPLY

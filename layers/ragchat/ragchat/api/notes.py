@@ -102,7 +102,7 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
     ) -> dict[str, Any]:
         return list_notes(limit, cursor, documentId)
 
-    @r.get("/notes/<note_id>", summary="One note (a chunk): its whole text, e.g. a cited passage", tags=["notes"])
+    @r.get("/notes/<note_id>", summary="One note (a chunk), whole: e.g. a cited passage", tags=["notes"])
     def get_note(note_id: Annotated[str, Path()]) -> dict[str, Any]:
         return note_json(container.document_service.get_note(owner(), note_id))
 
