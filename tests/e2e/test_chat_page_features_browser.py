@@ -279,10 +279,12 @@ def test_search_over_titles_tooltips_and_a_stored_refusal(browser: Any, served: 
         expect(search).to_have_value("")
         expect(items.filter(has_text="Tea budget")).to_have_count(1)
 
-        page.get_by_label("Question").fill("zqx vbnm plork?")  # asked once: refused the same way
-        page.get_by_role("button", name="Ask", exact=True).click()
-        expect(page.locator("#answer-box.refusal #answer-label")).to_have_text("Not answered from your notes")
-        expect(page.locator("#answer")).to_have_text(turn["content"])
+        message = page.get_by_label("Message", exact=True)  # from the start page: refused the same way
+        message.fill("zqx vbnm plork?")
+        message.press("Enter")
+        asked = page.locator(".msg.assistant.refusal")
+        expect(asked.locator(".refusal-label")).to_have_text("Not answered from your notes")
+        expect(asked.locator(".content")).to_have_text(turn["content"])
 
         _open(page, "Off topic")
         refused = page.locator(".msg.assistant")

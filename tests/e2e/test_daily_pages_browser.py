@@ -11,6 +11,7 @@ Same driver as ``test_pages_browser.py`` (skipped without Playwright or Chromium
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,11 @@ ORCHARD = (
     "The Brindle orchard grows forty varieties of heritage apples. The harvest festival at the "
     "orchard takes place every October and ends with a cider pressing contest."
 )
+FERRY = """# Ferry timetable
+
+## When does the first ferry leave Gullwick?
+
+The first ferry leaves Gullwick at six in the morning, and the last one returns at ten at night."""
 PDF_PAGES = [
     "The Quillon observatory guide.\nVisitors enter through the west gate.",
     "The great telescope of the Quillon observatory\nwas ground by the optician Mara Venn in 1911.",
@@ -84,6 +90,7 @@ def docs(server: Server) -> dict[str, str]:
     return {
         "harbour": _note(server, "Harbour rules", HARBOUR),
         "orchard": _note(server, "Brindle orchard", ORCHARD, "text/plain"),
+        "ferry": _note(server, "Ferry timetable", FERRY),
         "pdf": pdf_id,
     }
 
@@ -210,3 +217,149 @@ def test_a_pdf_citation_opens_its_page_with_the_page_number(
         panel.get_by_role("button", name="Previous page").click()
         expect(panel.locator(".page-no")).to_have_text("Page 1 of 2")
         expect(panel.locator(".doc-text")).to_contain_text("Visitors enter through the west gate.")
+
+
+# ----------------------------------------------------------------------------- 2. the newest answer in view
+def _visible_above_composer(page: Any, locator: Any) -> bool:
+    """Wholly on screen, between the chat header and the composer (not behind either)."""
+    box = locator.bounding_box()
+    scroller = page.locator("#scroller").bounding_box()
+    return bool(
+        box
+        and scroller
+        and box["y"] >= scroller["y"] - 1
+        and box["y"] + box["height"] <= scroller["y"] + scroller["height"] + 1
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_the_newest_answer_is_never_behind_the_composer_and_jump_to_latest_returns(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+    width: int,
+) -> None:
+    expect = _expect()
+    with _page(browser, server, width) as page:
+        _chat(page)
+        questions = (
+            "How much is the mooring fee for visiting crews at Gullwick harbour?",
+            "When is the harvest festival at the Brindle orchard?",
+            "Who ground the great telescope of the Quillon observatory?",
+            "zqx vbnm plork?",  # a refusal: its label, suggestions and buttons in view too
+        )
+        for question in questions:
+            answer = _ask(page, question)
+            last = answer.locator(".msg-actions")
+            assert _visible_above_composer(page, last), (question, last.bounding_box())
+            if answer.locator(".sources").count():
+                assert _visible_above_composer(page, answer.locator(".sources"))
+        expect(page.locator(".msg.assistant.refusal .suggestions")).to_be_visible()
+        assert page.evaluate("scroller.scrollHeight > scroller.clientHeight")  # the test needs overflow
+        expect(page.get_by_role("button", name="Jump to latest ↓")).to_be_hidden()
+
+        page.evaluate("scroller.scrollTop = 0")
+        jump = page.get_by_role("button", name="Jump to latest ↓")
+        expect(jump).to_be_visible()
+        assert _in_view(page, jump)
+        jump.click()
+        expect(jump).to_be_hidden()
+        assert _visible_above_composer(page, page.locator(".msg.assistant").last.locator(".msg-actions"))
+        _shot(page, f"chat-scroll-{width}.png")
+
+
+# ----------------------------------------------------------------------------- 3. addresses
+def test_a_conversation_has_an_address_that_reload_back_and_forward_restore(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+) -> None:
+    expect = _expect()
+    with _page(browser, server) as page:
+        _chat(page)
+        expect(page).to_have_url(re.compile(r"/ui$"))
+        _ask(page, "When is the harvest festival at the Brindle orchard?")
+        expect(page).to_have_url(re.compile(r"/ui/c/[^/]+$"))
+        address = page.url
+
+        page.reload()
+        expect(page.locator(".msg.user .content")).to_have_text(
+            ["When is the harvest festival at the Brindle orchard?"]
+        )
+        expect(page.locator(".msg.assistant")).to_contain_text("October")
+        expect(page.locator("#conv-title")).to_have_text(
+            "When is the harvest festival at the Brindle orchard?"
+        )
+
+        page.get_by_role("button", name="New conversation").click()
+        expect(page).to_have_url(re.compile(r"/ui$"))
+        expect(page.locator(".msg")).to_have_count(0)
+        _ask(page, "How much is the mooring fee for visiting crews at Gullwick harbour?")
+        second = page.url
+        assert second != address
+
+        page.go_back()  # the start page, then the first conversation
+        expect(page).to_have_url(re.compile(r"/ui$"))
+        expect(page.locator("#welcome")).to_be_visible()
+        page.go_back()
+        expect(page).to_have_url(address)
+        expect(page.locator(".msg.assistant")).to_contain_text("October")
+        page.go_forward()
+        page.go_forward()
+        expect(page).to_have_url(second)
+        expect(page.locator(".msg.assistant")).to_contain_text("twelve crowns")
+
+        page.goto("/ui/c/NOPE0000")  # gone (or never there): said, and the start page
+        expect(page.locator("#chat-error")).to_have_text(
+            "That conversation does not exist (it may have been deleted)."
+        )
+        expect(page).to_have_url(re.compile(r"/ui$"))
+
+
+# ----------------------------------------------------------------------------- 4. the start page
+@pytest.mark.parametrize(
+    ("width", "scheme"), [(1280, "light"), (375, "light"), (1280, "dark"), (375, "dark")]
+)
+def test_the_start_page_is_one_composer_with_questions_from_your_documents(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+    width: int,
+    scheme: str,
+) -> None:
+    expect = _expect()
+    with _page(browser, server, width, scheme) as page:
+        page.goto("/ui")
+        message = page.get_by_label("Message", exact=True)
+        expect(message).to_be_visible()
+        assert _in_view(page, page.locator("#chat-form"))
+        expect(page.get_by_text("Ask once")).to_have_count(0)
+        lead = page.locator("#welcome .lead").inner_text()
+        assert " ," not in lead and " ." not in lead, lead
+        suggested = page.locator("#suggested")
+        suggestion = suggested.get_by_role("button", name="When does the first ferry leave Gullwick?")
+        expect(suggestion).to_be_visible()
+        expect(suggested.get_by_role("button", name="What is Harbour rules?")).to_be_visible()
+        expect(page.get_by_text("You have no documents yet")).to_be_hidden()
+        _shot(page, f"chat-start-{'dark-' if scheme == 'dark' else ''}{width}.png")
+        suggestion.click()
+        answer = page.locator(".msg.assistant")
+        expect(answer.locator(".content")).to_contain_text("six in the morning", timeout=WAIT_MS)
+        expect(page).to_have_url(re.compile(r"/ui/c/[^/]+$"))
+
+
+def test_with_no_documents_the_start_page_and_the_reply_say_add_one(
+    browser: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    expect = _expect()
+    with run_server(tmp_path) as empty, _page(browser, empty, 375) as page:
+        page.goto("/ui")
+        note = page.locator("#no-docs")
+        expect(note).to_have_text("You have no documents yet — add one.")
+        assert note.get_by_role("link", name="add one").get_attribute("href") == "/write"
+        expect(page.locator("#samples-note")).to_contain_text("ragchat serve --samples")
+        expect(page.locator("#suggest-box")).to_be_hidden()
+        answer = _ask(page, "What is the mooring fee?")
+        expect(answer.locator(".content")).to_contain_text("You have no documents yet — add one.")
+        expect(answer.get_by_role("link", name="Add a document")).to_have_attribute("href", "/write")

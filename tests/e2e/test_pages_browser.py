@@ -9,6 +9,7 @@ download is not used). Without Playwright or Chromium the tests skip with the re
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 from collections.abc import Iterator
@@ -128,7 +129,7 @@ def test_add_a_note_on_write_and_see_it_reach_ready(page: Any, server: Server) -
     page.fill("#title", "Written in the browser")
     page.fill("#text", "The Corvid library lends telescopes to members on weekends.")
     page.fill("#collection", "browser-write")
-    page.click("text=Add note")
+    page.get_by_role("button", name="Add note").click()
     expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
     doc_id = page.locator("#status").inner_text().split()[1].rstrip(":")
     doc = server.request("GET", f"/documents/{doc_id}").json()
@@ -154,13 +155,16 @@ def test_upload_a_file_on_write_with_progress_until_ready(page: Any, server: Ser
     assert (doc["collection"], doc["status"]) == ("browser-upload", "READY")
 
 
-def test_ask_once_shows_the_answer_and_the_cited_source(page: Any, notes: dict[str, str]) -> None:
+def test_the_start_page_composer_answers_and_cites(page: Any, notes: dict[str, str]) -> None:
+    """One composer on the start page: the first message starts a conversation (at its address)."""
     expect = _expect()
     page.goto("/ui")
-    page.fill("#q", "Who built the Zephyr lighthouse on Mallow Island?")
-    page.click("#f button")
-    expect(page.locator("#answer")).to_contain_text("Ada Quill", timeout=WAIT_MS)
-    source = page.locator("#sources li").filter(has_text="Zephyr lighthouse")
+    page.fill("#message", "Who built the Zephyr lighthouse on Mallow Island?")
+    page.click("#send")
+    answer = page.locator(".msg.assistant")
+    expect(answer).to_contain_text("Ada Quill", timeout=WAIT_MS)
+    expect(page).to_have_url(re.compile(r"/ui/c/[^/]+$"))
+    source = answer.locator(".sources li").filter(has_text="Zephyr lighthouse")
     expect(source).to_have_count(1)
     source.locator(".chip").click()  # the source opens in the side panel, then its document
     panel = page.get_by_role("dialog")
@@ -211,6 +215,7 @@ def test_chat_shows_the_api_error_and_keeps_the_message(page: Any, server: Serve
     expect(page.locator("#chat-form")).to_be_visible()
     page.fill("#message", "   ")  # passes the form's `required`, is empty once sanitized → 400
     page.click("#send")
+    expect(page).to_have_url(re.compile(r"/ui/c/[^/]+$"))  # the first message made the conversation
     conv_id = page.evaluate("current")
     res = server.request("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "   "})
     assert res.status == 400
@@ -236,17 +241,17 @@ def test_markup_in_documents_is_shown_as_text_never_run(page: Any, hostile: str)
     assert_inert(3)  # common.js, viewer.js, documents.js
 
     page.goto("/ui")
-    page.fill("#q", "What is written in the quokka cipher memo?")
-    page.click("#f button")
-    expect(page.locator("#sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
-    expect(page.locator("#sources li").filter(has_text=SCRIPT)).to_have_count(1)
-    assert_inert(6)  # common.js, marked, DOMPurify, viewer.js, markdown.js, ask.js
-
     page.fill("#collection", "browser-xss")
     page.click("#new-conv-button")
     page.fill("#message", "What is written in the quokka cipher memo?")
     page.click("#send")
     expect(page.locator(".msg.assistant .sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator(".msg.assistant .sources li").filter(has_text=SCRIPT)).to_have_count(1)
+    assert_inert(6)  # common.js, marked, DOMPurify, viewer.js, markdown.js, ask.js
+    page.locator(".msg.assistant .chip").first.click()  # the passage and the document, as text
+    expect(page.get_by_role("dialog").locator(".passage")).to_contain_text(IMG)
+    page.get_by_role("dialog").get_by_role("button", name="Open document").click()
+    expect(page.get_by_role("dialog").locator(".doc-text")).to_contain_text(SCRIPT)
     assert_inert(6)
 
 
@@ -324,10 +329,6 @@ def test_token_sign_in_on_ragchat_serve_with_an_api_token(
         page.click("#signin-button")
         _signed_in(page)
         expect(page.locator("#signin-secret")).to_have_value("")  # not left in the form
-        page.fill("#q", "Who built the Zephyr lighthouse on Mallow Island?")
-        page.click("#f button")
-        expect(page.locator("#answer")).to_contain_text("Ada Quill", timeout=WAIT_MS)
-        expect(page.locator("#sources li").filter(has_text="Zephyr lighthouse")).to_have_count(1)
         _chat_turn(page, "browser")
 
         page.reload()  # sessionStorage keeps the tab signed in; the conversation list loads
@@ -470,7 +471,7 @@ def test_cognito_sign_in_sends_the_id_token_on_every_api_call(cognito_page: tupl
     _chat_turn(page, "cognito")  # through the fake authorizer to the real API
     page.goto("/write")
     page.fill("#text", "The Corvid library lends telescopes to members on weekends.")
-    page.click("text=Add note")
+    page.get_by_role("button", name="Add note").click()
     expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
     assert len(fake.api_calls) >= 6
     assert {token for _, _, token in fake.api_calls} == {ID_TOKEN}  # raw, no "Bearer "

@@ -1,4 +1,5 @@
-"""Area "ui": minimal HTML pages (``/ui`` ask, ``/write`` add a note or upload, ``/documents/ui``).
+"""Area "ui": minimal HTML pages (``/ui`` chat and ``/ui/c/<id>`` one conversation, ``/write`` add
+notes and files, ``/documents/ui``).
 
 The pages are static shells: data is fetched from the JSON API by a few lines of script and rendered
 with ``textContent`` only (never as HTML), so nothing from documents or answers can inject markup. API
@@ -41,11 +42,11 @@ from ragchat.domain.labels import MAX_COLLECTION_CHARS
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
 
+# The chat page; ``/ui/c/<id>`` is the same shell with a conversation open (ask.js reads the address).
 _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label=Conversations>
 <form id=new-conv class=new-conv><button id=new-conv-button class="btn primary wide">New conversation</button>
 <label for=collection class=label>Collection <span class=muted>(optional)</span></label>
 <input id=collection placeholder="All notes" maxlength=@COLLECTION@ autocomplete=off></form>
-<button id=ask-once type=button class=side-link>Ask once</button>
 <h2 class=side-heading>Recent</h2><div id=search-box class=search-box hidden>
 <label for=conv-search class=sr-only>Search conversations</label>
 <input id=conv-search type=search placeholder="Search conversations" autocomplete=off></div>
@@ -56,19 +57,16 @@ _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label
 <button id=menu type=button class="icon-btn menu" aria-label="Conversations" aria-controls=sidebar
 aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
 <div id=scroller class=scroller><div id=welcome class=welcome>
-<p class=lead>Start a conversation <span class=wide-only>from the list on the left</span>
-<span class=narrow-only>from the menu at the top left</span>, or ask a single question without history.</p>
-<form id=f class=ask-form><label for=q class=sr-only>Question</label>
-<input id=q placeholder="Ask a question about your notes" required autocomplete=off>
-<button class="btn primary">Ask</button></form>
-<div id=answer-box class=answer-card hidden aria-live=polite>
-<p id=answer-label class=refusal-label hidden>Not answered from your notes</p>
-<div id=answer class=content></div>
-<ol id=sources class=sources></ol></div></div>
+<p class=lead>Ask anything about your documents: every answer cites the passages it comes from.
+Earlier conversations are in <span class=wide-only>the list on the left</span><span
+class=narrow-only>the menu at the top left</span>.</p>
+<div id=suggest-box hidden><h3 class=suggest-h>Try asking</h3><ul id=suggested class=suggested></ul></div>
+<p id=no-docs class=no-docs hidden>You have no documents yet — <a data-p="/write">add one</a>.</p>
+<p id=samples-note class="muted small"></p></div>
 <div id=messages class=messages></div></div>
 <div class=composer-wrap><button id=jump type=button class="btn small jump" hidden>Jump to latest ↓</button>
 <p id=chat-error class=error role=alert></p>
-<form id=chat-form class=composer hidden><label for=message class=sr-only>Message</label>
+<form id=chat-form class=composer><label for=message class=sr-only>Message</label>
 <textarea id=message rows=1 placeholder="Message your notes…" maxlength=4000 required></textarea>
 <button id=send class="btn primary send">Send</button>
 <button id=stop type=button class="btn stop" hidden>Stop</button></form>
@@ -101,7 +99,7 @@ _DOCUMENTS_BODY = """<section class=card><div class=toolbar>
 
 _PAGES = {
     "ask": ("Chat", _ASK_BODY),
-    "write": ("Add a note", _WRITE_BODY),
+    "write": ("Add notes and files", _WRITE_BODY),
     "documents": ("Documents", _DOCUMENTS_BODY),
 }
 # Where each page's shell lives, so its static links resolve under any stage prefix (``/Prod/…``).
@@ -186,9 +184,11 @@ def _fill(body: str) -> str:
     )
 
 
-def render(page: str, config: dict[str, str] | None = None) -> str:
+def render(page: str, config: dict[str, str] | None = None, *, up: str | None = None) -> str:
+    """``up``: the way from the page's address to the static files when it is not the page's usual
+    one (a conversation's address ``/ui/c/<id>`` is two levels below ``/ui``'s)."""
     title, body = _PAGES[page]
-    up = _UP[page]
+    up = _UP[page] if up is None else up
     config = config or {"auth": "none"}
     auth: PageAuth = config["auth"]  # type: ignore[assignment]
     # The Swagger page needs a principal, which a link click (a plain navigation) can't send: the
@@ -262,19 +262,25 @@ def router(container: Container) -> APIGatewayRouter:
         # the size limit the Add page states before anything is sent (the upload grant's limit)
         return {**shown, "maxUploadBytes": str(container.uploads.max_bytes)}
 
-    def page(name: str) -> Response[str]:
+    def page(name: str, up: str | None = None) -> Response[str]:
         # No principal needed: the shell is the same for everyone (see the module docstring).
         current = config()
         return Response(
             status_code=200,
             content_type="text/html; charset=utf-8",
-            body=render(name, current),
+            body=render(name, current, up=up),
             headers=security_headers(current, upload_origin=container.settings.documents_bucket_origin),
         )
 
     @r.get("/ui", summary="Ask page", tags=["ui"], include_in_schema=False)
     def ui() -> Response[str]:
         return page("ask")
+
+    @r.get("/ui/c/<conversation_id>", summary="A conversation", tags=["ui"], include_in_schema=False)
+    def ui_conversation(conversation_id: str) -> Response[str]:
+        # The same shell: its script opens the conversation the address names (or says it is gone).
+        # The id is never written into the page (it reaches anyone, see the module docstring).
+        return page("ask", up="../../")
 
     @r.get("/write", summary="Add a note / upload", tags=["ui"], include_in_schema=False)
     def write() -> Response[str]:

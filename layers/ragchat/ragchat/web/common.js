@@ -1,6 +1,6 @@
 // Shared by every page: sign-in, API calls (same origin and stage), DOM helpers. Rendered with
 // textContent only, never as HTML. Each page's own script runs after this one and calls boot().
-const base = location.pathname.replace(/\/(ui|write|documents\/ui)$/, '');
+const base = location.pathname.replace(/\/(ui(\/c\/[^/]+)?|write|documents\/ui)$/, '');
 const JSON_HEADERS = {'Content-Type': 'application/json'};
 const CONFIG = JSON.parse(document.getElementById('ragchat-config').textContent);
 const AUTH_KEY = 'ragchat.authorization';  // sessionStorage: the Authorization value of every call
@@ -73,4 +73,4 @@ function boot() { tokenFromLink(); if (CONFIG.auth !== 'none') {
 function el(tag, text, cls) { const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
 function $(id) { return document.getElementById(id); }
-for (const a of document.querySelectorAll('nav a')) a.href = base + a.dataset.p;
+for (const a of document.querySelectorAll('a[data-p]')) a.href = base + a.dataset.p;
