@@ -9,8 +9,8 @@ download is not used). Without Playwright or Chromium the tests skip with the re
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
