@@ -363,3 +363,91 @@ def test_with_no_documents_the_start_page_and_the_reply_say_add_one(
         answer = _ask(page, "What is the mooring fee?")
         expect(answer.locator(".content")).to_contain_text("You have no documents yet — add one.")
         expect(answer.get_by_role("link", name="Add a document")).to_have_attribute("href", "/write")
+
+
+# ----------------------------------------------------------------------------- 5. the Documents page
+def test_the_documents_page_follows_the_status_live_and_stops_when_settled(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+) -> None:
+    """The list first says the harbour note is PROCESSING (the list reply is altered on its way in);
+    the page reads it again by itself (the page's clock is Playwright's, moved by the test) until the
+    server says READY, then reads nothing more."""
+    expect = _expect()
+    with _page(browser, server) as page:
+        page.clock.install()
+        altered = {"done": False}
+
+        def processing_once(route: Any) -> None:
+            reply = route.fetch()
+            body = reply.json()
+            if not altered["done"]:
+                altered["done"] = True
+                for d in body["items"]:
+                    if d["id"] == docs["harbour"]:
+                        d["status"] = "PROCESSING"
+            route.fulfill(response=reply, json=body)
+
+        page.route(re.compile(r"/documents\?limit="), processing_once)
+        reads: list[str] = []
+        page.on(
+            "request", lambda r: reads.append(r.url) if f"/documents/{docs['harbour']}" in r.url else None
+        )
+        page.goto("/documents/ui")
+        row = page.locator(f"tr[data-id='{docs['harbour']}']")
+        expect(row.locator(".badge")).to_have_text("PROCESSING")
+        expect(page.locator("#doc-live")).to_have_text(
+            "1 document is being indexed: their status updates here."
+        )
+        page.clock.run_for(1500)  # one poll
+        expect(row.locator(".badge")).to_have_text("READY")
+        expect(page.locator("#doc-live")).to_have_text("")
+        settled = len(reads)
+        assert settled >= 1
+        page.clock.run_for(30_000)  # thirty more seconds: no further read
+        assert len(reads) == settled
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_the_documents_page_searches_filters_by_collection_and_views_a_document(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+    width: int,
+) -> None:
+    expect = _expect()
+    server.request("PATCH", f"/documents/{docs['orchard']}", body={"title": "Brindle orchard"})
+    pier = {
+        "title": "Pier lamps",
+        "text": "The pier lamps are lit at dusk.",
+        "collection": "pier",
+        "source": "t:pier",
+    }
+    tagged = server.request("POST", "/notes", body=pier)  # the second time: the same document
+    server.wait_document(tagged.json()["documentId"])
+    with _page(browser, server, width) as page:
+        page.goto("/documents/ui")
+        rows = page.locator("#rows tr")
+        expect(rows.filter(has_text="Harbour rules")).to_be_visible()
+        expect(page.locator("thead")).not_to_contain_text("Chunks")
+        page.get_by_label("Search titles").fill("orchard")
+        expect(rows.filter(visible=True)).to_have_count(1)
+        expect(rows.filter(visible=True)).to_contain_text("Brindle orchard")
+        page.get_by_label("Search titles").fill("nothing like it")
+        expect(page.locator("#doc-none")).to_have_text("No document title matches “nothing like it”.")
+        page.get_by_label("Search titles").fill("")
+        page.get_by_label("Collection").select_option("pier")
+        expect(rows).to_have_count(1)
+        expect(rows).to_contain_text("Pier lamps")
+        page.get_by_label("Collection").select_option("")
+        expect(rows.filter(has_text="Harbour rules")).to_have_count(1)
+
+        rows.filter(has_text="Harbour rules").get_by_role("button", name="View Harbour rules").click()
+        viewer = page.get_by_role("dialog")
+        expect(viewer.locator("#panel-title")).to_have_text("Harbour rules")
+        expect(viewer.locator(".doc-text")).to_contain_text("The lighthouse keeper lowers the chain")
+        expect(viewer.get_by_role("link", name="Download text")).to_be_visible()
+        assert _in_view(page, viewer.get_by_role("button", name="Close"))
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # nothing sideways
+        _shot(page, f"documents-view-{width}.png")

@@ -90,12 +90,17 @@ _WRITE_BODY = """<div class=cards><section class="card wide collection">
 <p id=file-limit class=muted></p>
 <div class=actions><button class="btn primary" id=upload>Upload</button></div></form></section></div>"""
 
-_DOCUMENTS_BODY = """<section class=card><div class=toolbar>
-<p class=muted>Your notes and files, newest first.</p><button id=refresh class=btn>Refresh</button></div>
-<p id=doc-error class=error role=alert></p>
-<div class=table-wrap><table><thead><tr><th>Title</th><th>Status</th><th>Chunks</th><th>Error</th>
-<th>Enabled</th><th>Created</th><th><span class=sr-only>Actions</span></th></tr></thead>
-<tbody id=rows></tbody></table></div><p><button id=more class=btn hidden>More</button></p></section>"""
+_DOCUMENTS_BODY = """<section class=card><div class="toolbar doc-tools">
+<label for=doc-search class=sr-only>Search titles</label>
+<input id=doc-search type=search placeholder="Search titles" autocomplete=off>
+<label for=doc-collection class=sr-only>Collection</label>
+<select id=doc-collection><option value="">All collections</option></select>
+<button id=refresh class=btn>Refresh</button></div>
+<p id=doc-live class="muted small" role=status></p><p id=doc-error class=error role=alert></p>
+<div class=table-wrap><table><thead><tr><th>Title</th><th>Status</th><th>Error</th>
+<th>In answers</th><th>Added</th><th><span class=sr-only>Actions</span></th></tr></thead>
+<tbody id=rows></tbody></table></div><p id=doc-none class=muted hidden></p>
+<p><button id=more class=btn hidden>More</button></p></section>"""
 
 _PAGES = {
     "ask": ("Chat", _ASK_BODY),
