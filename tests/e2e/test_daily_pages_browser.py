@@ -451,3 +451,70 @@ def test_the_documents_page_searches_filters_by_collection_and_views_a_document(
         assert _in_view(page, viewer.get_by_role("button", name="Close"))
         assert page.evaluate("document.documentElement.scrollWidth") <= width  # nothing sideways
         _shot(page, f"documents-view-{width}.png")
+
+
+# ----------------------------------------------------------------------------- 6. the Add page
+DROPPED = """() => { const dt = new DataTransfer();
+  const text = 'The ferry to Skerry leaves at noon on Sundays.';
+  dt.items.add(new File([text], 'skerry-ferry.txt', {type: 'text/plain'}));
+  return dt; }"""
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_the_add_page_takes_several_files_each_with_its_status_by_title(
+    browser: Any,  # noqa: F811
+    server: Server,
+    width: int,
+) -> None:
+    expect = _expect()
+    with _page(browser, server, width) as page:
+        page.goto("/write")
+        expect(page.get_by_role("heading", level=1)).to_have_text("Add notes and files")
+        limit = page.locator("#file-limit")
+        expect(limit).to_have_text(
+            "Files up to 1.7 MB each; choose or drop several at once."
+        )  # before any upload
+        upload_form, note_text = page.locator("#u").bounding_box(), page.locator("#text").bounding_box()
+        assert upload_form and note_text and upload_form["y"] < note_text["y"]  # files first, also on a phone
+        assert _in_view(page, page.get_by_role("button", name="Upload"))
+        page.fill("#collection", f"add-{width}")
+        big = b"x" * 2_300_000  # over this server's upload limit (its 2 MiB body limit, less the framing)
+        page.set_input_files(
+            "#file",
+            files=[
+                {
+                    "name": f"tides-{width}.md",
+                    "mimeType": "text/markdown",
+                    "buffer": b"# Tides\n\nHigh tide at six.",
+                },
+                {"name": "huge.txt", "mimeType": "text/plain", "buffer": big},
+                {
+                    "name": f"gulls-{width}.txt",
+                    "mimeType": "text/plain",
+                    "buffer": b"Gulls nest on the old pier.",
+                },
+            ],
+        )
+        page.get_by_role("button", name="Upload").click()
+        lines = page.locator("#uploads li")
+        expect(lines).to_have_count(3)
+        expect(lines.nth(0).locator(".file-status")).to_have_text(
+            f"“tides-{width}.md”: READY", timeout=WAIT_MS
+        )
+        expect(lines.nth(1).locator(".file-status")).to_have_text(
+            "The file is too large (2.3 MB): the limit is 1.7 MB."
+        )
+        expect(lines.nth(1).locator("progress")).to_be_hidden()  # no full bar left after a refusal
+        expect(lines.nth(2).locator(".file-status")).to_have_text(
+            f"“gulls-{width}.txt”: READY", timeout=WAIT_MS
+        )
+        assert "DSZ" not in page.locator("#uploads").inner_text()  # no ids
+        _shot(page, f"write-files-{width}.png")
+
+        page.dispatch_event("#drop", "drop", {"dataTransfer": page.evaluate_handle(DROPPED)})
+        dropped = lines.filter(has_text="skerry-ferry.txt")
+        expect(dropped.locator(".file-status")).to_have_text("“skerry-ferry.txt”: READY", timeout=WAIT_MS)
+        titles = {
+            d["title"] for d in server.request("GET", f"/documents?collection=add-{width}").json()["items"]
+        }
+        assert titles == {f"tides-{width}.md", f"gulls-{width}.txt", "skerry-ferry.txt"}

@@ -130,9 +130,8 @@ def test_add_a_note_on_write_and_see_it_reach_ready(page: Any, server: Server) -
     page.fill("#text", "The Corvid library lends telescopes to members on weekends.")
     page.fill("#collection", "browser-write")
     page.get_by_role("button", name="Add note").click()
-    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
-    doc_id = page.locator("#status").inner_text().split()[1].rstrip(":")
-    doc = server.request("GET", f"/documents/{doc_id}").json()
+    expect(page.locator("#status")).to_have_text("“Written in the browser”: READY", timeout=WAIT_MS)
+    (doc,) = server.request("GET", "/documents?collection=browser-write").json()["items"]
     assert (doc["title"], doc["collection"], doc["status"]) == (
         "Written in the browser",
         "browser-write",
@@ -147,12 +146,10 @@ def test_upload_a_file_on_write_with_progress_until_ready(page: Any, server: Ser
     body = b"# Harbour\n\nThe Pelican ferry leaves the harbour at dawn.\n" * 300  # ~16 KB
     page.set_input_files("#file", files=[{"name": "harbour.md", "mimeType": "text/markdown", "buffer": body}])
     page.get_by_role("button", name="Upload").click()
-    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
-    expect(page.locator("#progress")).to_be_visible()
-    expect(page.locator("#progress")).to_have_js_property("value", 100)
-    doc_id = page.locator("#status").inner_text().split()[1].rstrip(":")
-    doc = server.request("GET", f"/documents/{doc_id}").json()
-    assert (doc["collection"], doc["status"]) == ("browser-upload", "READY")
+    line = page.locator("#uploads li").filter(has_text="harbour.md")
+    expect(line.locator(".file-status")).to_have_text("“harbour.md”: READY", timeout=WAIT_MS)
+    (doc,) = server.request("GET", "/documents?collection=browser-upload").json()["items"]
+    assert (doc["title"], doc["collection"], doc["status"]) == ("harbour.md", "browser-upload", "READY")
 
 
 def test_the_start_page_composer_answers_and_cites(page: Any, notes: dict[str, str]) -> None:

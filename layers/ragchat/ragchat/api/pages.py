@@ -73,22 +73,25 @@ class=narrow-only>the menu at the top left</span>.</p>
 <p class="hint muted small">Enter sends · Shift+Enter adds a line · Esc stops</p>
 <p id=chat-status class=sr-only role=status></p></div></section></div>"""
 
+# Files first (the common case; on a phone the upload form is not below the note's text box).
 _WRITE_BODY = """<div class=cards><section class="card wide collection">
 <label for=collection class=label>Collection
-<span class=muted>(optional; for the note or the file)</span></label>
+<span class=muted>(optional; for the notes and files added here)</span></label>
 <input id=collection maxlength=@COLLECTION@ autocomplete=off placeholder="All notes"></section>
-<div class="wide status-box"><p id=status class="status muted" role=status></p>
-<progress id=progress max=100 value=0 hidden aria-label="Upload progress"></progress></div>
+<section class=card aria-labelledby=upload-h><h2 id=upload-h>Upload files</h2>
+<form id=u class=stack><div id=drop class=drop><label for=file class=label>Files
+<span class=muted>(@UPLOAD_LIST@)</span></label>
+<input id=file type=file multiple accept="@UPLOAD_ACCEPT@" aria-describedby=file-limit>
+<p class="muted small drop-hint">or drop them here</p></div>
+<p id=file-limit class=muted></p>
+<div class=actions><button class="btn primary" id=upload>Upload</button></div></form>
+<ul id=uploads class=uploads aria-live=polite></ul></section>
 <section class=card aria-labelledby=note-h><h2 id=note-h>Write a note</h2>
 <form id=f class=stack><label for=title class=label>Title <span class=muted>(optional)</span></label>
 <input id=title maxlength=1000 autocomplete=off>
-<label for=text class=label>Text</label><textarea id=text rows=9 required></textarea>
-<div class=actions><button class="btn primary">Add note</button></div></form></section>
-<section class=card aria-labelledby=upload-h><h2 id=upload-h>Upload a file</h2>
-<form id=u class=stack><label for=file class=label>File <span class=muted>(@UPLOAD_LIST@)</span></label>
-<input id=file type=file accept="@UPLOAD_ACCEPT@" aria-describedby=file-limit>
-<p id=file-limit class=muted></p>
-<div class=actions><button class="btn primary" id=upload>Upload</button></div></form></section></div>"""
+<label for=text class=label>Text</label><textarea id=text rows=6 required></textarea>
+<div class=actions><button class="btn primary">Add note</button></div></form>
+<p id=status class="status muted" role=status></p></section></div>"""
 
 _DOCUMENTS_BODY = """<section class=card><div class="toolbar doc-tools">
 <label for=doc-search class=sr-only>Search titles</label>
