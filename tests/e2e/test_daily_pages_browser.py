@@ -518,3 +518,27 @@ def test_the_add_page_takes_several_files_each_with_its_status_by_title(
             d["title"] for d in server.request("GET", f"/documents?collection=add-{width}").json()["items"]
         }
         assert titles == {f"tides-{width}.md", f"gulls-{width}.txt", "skerry-ferry.txt"}
+
+
+# ----------------------------------------------------------------------------- 12. still being indexed
+def test_the_start_page_says_a_document_is_still_being_indexed(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+) -> None:
+    """The document list is altered on its way in (one document PROCESSING); the refusal's own
+    sentence is the API's (tests/unit/test_api_notes.py, test_a_refusal_while_documents_…)."""
+    expect = _expect()
+    with _page(browser, server, 375) as page:
+
+        def one_processing(route: Any) -> None:
+            reply = route.fetch()
+            body = reply.json()
+            body["items"][0]["status"] = "PROCESSING"
+            route.fulfill(response=reply, json=body)
+
+        page.route(re.compile(r"/documents\?limit=50$"), one_processing)
+        page.goto("/ui")
+        expect(page.locator("#indexing-note")).to_have_text(
+            "1 document is still being indexed: questions about it are answered once it is ready."
+        )

@@ -394,3 +394,18 @@ def test_with_no_documents_the_refusal_says_to_add_one():
     post_note(api, CATS)  # with a document, an unrelated question gets the plain guard reply
     body = json_body(api.call("GET", "/", query={"text": "quantum chromodynamics lattice"}))
     assert body["answer"] == GUARD_REPLY
+
+
+def test_a_refusal_while_documents_are_being_indexed_says_so():
+    """Issue 33 item 12: a question asked while a document is still PENDING/PROCESSING is refused with
+    a sentence saying how many are still being indexed (instead of "add one")."""
+    api = make_api(run_pipeline=False)  # accepted, not yet ingested: PENDING
+    post_note(api, CATS)
+    body = json_body(api.call("GET", "/", query={"text": "how long do cats sleep"}))
+    assert body["answer"] == f"{GUARD_REPLY} 1 document is still being indexed: ask again once it is ready."
+    post_note(api, ROCKETS)
+    conv = json_body(api.call("POST", "/chat/conversations", body={}))
+    path = f"/chat/conversations/{conv['id']}/messages"
+    turn = json_body(api.call("POST", path, body={"content": "cats?"}))
+    hint = " 2 documents are still being indexed: ask again once they are ready."
+    assert turn["guardUsed"] is True and turn["content"] == GUARD_REPLY + hint

@@ -62,7 +62,7 @@ Earlier conversations are in <span class=wide-only>the list on the left</span><s
 class=narrow-only>the menu at the top left</span>.</p>
 <div id=suggest-box hidden><h3 class=suggest-h>Try asking</h3><ul id=suggested class=suggested></ul></div>
 <p id=no-docs class=no-docs hidden>You have no documents yet — <a data-p="/write">add one</a>.</p>
-<p id=samples-note class="muted small"></p></div>
+<p id=indexing-note class="note warn" role=status></p><p id=samples-note class="muted small"></p></div>
 <div id=messages class=messages></div></div>
 <div class=composer-wrap><button id=jump type=button class="btn small jump" hidden>Jump to latest ↓</button>
 <p id=chat-error class=error role=alert></p>

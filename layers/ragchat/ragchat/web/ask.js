@@ -308,6 +308,9 @@ const HEADING_QUESTION = /^#{1,4}[ \t]+(.{8,120}\?)[ \t]*$/gm;
 function suggest() { return api('/documents?limit=50').then(async p => {
   const docs = p.items, ready = docs.filter(d => d.status === 'READY' && d.enabled);
   $('no-docs').hidden = docs.length > 0;
+  const indexing = docs.filter(d => d.status === 'PENDING' || d.status === 'PROCESSING').length;
+  $('indexing-note').textContent = !indexing ? '' : indexing === 1 ? '1 document is still being indexed: questions about it are answered once it is ready.'
+    : indexing + ' documents are still being indexed: questions about them are answered once they are ready.';
   $('samples-note').textContent = docs.some(d => d.collection === 'samples')
     ? 'Your documents include the samples (collection “samples”): five short guides to ragchat itself.'
     : docs.length ? '' : 'Or try the samples: `ragchat serve --samples` adds five short guides to ragchat itself.';
