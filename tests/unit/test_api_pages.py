@@ -78,9 +78,9 @@ def test_pages_are_html_and_need_no_principal():
         assert "textContent" in texts[0], path
         # the page's own script last; the chat page first loads the Markdown renderer and sanitizer
         expected = {
-            "/ui": ["marked.min.js", "purify.min.js", "viewer.js", "markdown.js", "ask.js"],
+            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "ask.js"],
             "/write": ["write.js"],
-            "/documents/ui": ["viewer.js", "documents.js"],
+            "/documents/ui": ["documents.js"],
         }[path]
         assert [s.rsplit("/", 1)[1] for s in scripts[1:]] == expected, path
     marked = api.call("GET", "/static/marked.min.js", principal=None)
@@ -206,7 +206,7 @@ def test_ui_page_has_ask_and_chat():
         "'/chat/conversations/'",
         "'/messages'",
         "'/stop'",
-        "'/notes/'",
+        "'/static/viewer.js'",  # the side panel, fetched when first opened
     ):
         assert endpoint in body, endpoint
     assert "text/event-stream" in body and "getReader()" in body  # answers stream in

@@ -124,11 +124,12 @@ STATIC_FILES = {
     "marked.min.js": "vendor/marked.min.js",
     "purify.min.js": "vendor/purify.min.js",
 }
-# Each page's scripts after common.js, in order (the chat page renders Markdown).
+# Each page's scripts after common.js, in order (the chat page renders Markdown); viewer.js (the side
+# panel) is fetched by the page when first opened.
 _SCRIPTS = {
-    "ask": ("marked.min.js", "purify.min.js", "viewer.js", "markdown.js", "ask.js"),
+    "ask": ("marked.min.js", "purify.min.js", "markdown.js", "ask.js"),
     "write": ("write.js",),
-    "documents": ("viewer.js", "documents.js"),
+    "documents": ("documents.js",),
 }
 WEB = Path(__file__).resolve().parent.parent / "web"
 

@@ -283,7 +283,7 @@ function addressed() { const m = location.pathname.match(/\/ui\/c\/([^/]+)$/); r
 function go(id, how) { if (how === 'none' || location.pathname === convPath(id)) return;
   history[how === 'replace' ? 'replaceState' : 'pushState']({conv: id || null}, '', convPath(id)); }
 function open(id, draft, how) { if (busy && busy.convId !== id) stop(); return api('/chat/conversations/' + enc(id)).then(c => {
-  current = c.id; go(c.id, how); if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar(); panel.hide();
+  current = c.id; go(c.id, how); if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar(); hidePanel();
   $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);
   input.focus(); toBottom(); return loadConversations(); }).catch(err => {
     if (err.status === 404) { home('replace'); chatError.textContent = 'That conversation does not exist (it may have been deleted).'; }
@@ -291,7 +291,7 @@ function open(id, draft, how) { if (busy && busy.convId !== id) stop(); return a
 function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
   (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
 function home(how) { if (busy) stop(); current = null; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;
-  chatError.textContent = ''; $('conv-title').textContent = 'Ask your notes'; closeSidebar(); panel.hide(); loadConversations(); suggest(); }
+  chatError.textContent = ''; $('conv-title').textContent = 'Ask your notes'; closeSidebar(); hidePanel(); loadConversations(); suggest(); }
 // "New conversation": the start page; the first message sent creates the conversation (in the
 // collection typed beside the button, if any).
 $('new-conv').onsubmit = e => { e.preventDefault(); home(); input.focus(); };

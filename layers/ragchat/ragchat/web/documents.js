@@ -1,4 +1,4 @@
-// The Documents page (loaded after common.js and viewer.js): your documents, newest first, with their
+// The Documents page (loaded after common.js; viewer.js when a document is first viewed): your documents, newest first, with their
 // status followed live (polled while any is PENDING or PROCESSING, not once all are settled), a
 // viewer (the side panel), a title search and a collection filter.
 let cursor = null, timer = null;
@@ -11,7 +11,7 @@ function when(iso) { const d = new Date(iso || ''); return isNaN(d) ? '' : d.toL
 function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
   const view = button('View'), toggle = button(d.enabled ? 'Disable' : 'Enable'), del = button('Delete', 'danger');
   view.setAttribute('aria-label', 'View ' + (d.title || 'Untitled note')); view.setAttribute('aria-haspopup', 'dialog');
-  view.disabled = d.status !== 'READY'; view.onclick = () => panel.documentView(d.id, {title: d.title}, view);
+  view.disabled = d.status !== 'READY'; view.onclick = () => viewer().then(p => p.documentView(d.id, {title: d.title}, view)).catch(fail);
   toggle.onclick = () => api('/documents/' + enc(d.id), {method: 'PATCH',
     headers: JSON_HEADERS, body: JSON.stringify({enabled: !d.enabled})})
     .then(n => { docError.textContent = ''; tr.replaceWith(row(n)); }).catch(fail);

@@ -63,7 +63,7 @@ function placeCitations(root, make) {
     node.replaceWith(...out); } }
 // A citation or a chip opens the side panel (viewer.js): the passage whole, the cited sentences marked.
 function openSource(msgEl, id, from) { const s = (msgEl.sources || []).find(x => x.id === id);
-  if (s) panel.passage(s, msgEl.content || '', from); }
+  if (s) viewer().then(p => p.passage(s, msgEl.content || '', from)); }
 function sourceItem(s, n, msgEl) {
   const li = el('li'); li.dataset.id = s.id;
   const chip = el('button', null, 'chip'); chip.type = 'button'; chip.setAttribute('aria-haspopup', 'dialog');

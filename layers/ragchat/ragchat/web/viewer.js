@@ -1,4 +1,4 @@
-// The side panel (loaded after common.js on the Chat and Documents pages): a cited passage whole,
+// The side panel (fetched by common.js's viewer() on the Chat and Documents pages when first opened): a cited passage whole,
 // with the sentences the answer took from it highlighted, and the document viewer (its text; a PDF
 // one page at a time, with the page number). Text from documents is shown with textContent only.
 const panel = (() => {
@@ -48,7 +48,9 @@ const panel = (() => {
     for (const block of String(text).replace(/\r\n/g, '\n').split(/\n\s*\n/)) { if (!block.trim()) continue;
       const heading = /^\s*#{1,6}\s+/.test(block) && !block.trim().includes('\n');
       const p = el(heading ? 'h3' : 'p', null, heading ? 'doc-h' : 'doc-p');
-      const raw = heading ? clean(block.replace(/^\s*#{1,6}\s+/, '').trim()) : block.split('\n').map(clean).join('\n');
+      // a paragraph's wrapped lines run on (a list item, a table row or code keeps its own line)
+      const raw = heading ? clean(block.replace(/^\s*#{1,6}\s+/, '').trim()) : block.split('\n').map(clean)
+        .reduce((out, line) => !out ? line : out + (/^\s*(?:•|\d+[.)]\s|\||```|\s{4})/.test(line) ? '\n' : ' ') + line.trim(), '');
       for (const s of sentences(raw)) { if (!heading && cited.length && isCited(s, cited)) {
           const m = el('mark', s); p.append(m); if (!first) first = m; } else p.append(s); }
       box.append(p); }

@@ -43,12 +43,13 @@ async function upload(file, bar) {
 // The size limit, stated before anything is sent, in the words the API uses (domain/file_errors.py).
 const LIMIT = Number(CONFIG.maxUploadBytes || 0);
 function megabytes(n) { const mb = n / 1e6; return (mb < 0.1 ? mb.toFixed(2) : mb.toFixed(1)) + ' MB'; }
+function size(n) { return n >= 1e6 ? megabytes(n) : Math.ceil(n / 1e3) + ' KB'; }  // a file's line
 if (LIMIT) $('file-limit').textContent = 'Files up to ' + megabytes(LIMIT) + ' each; choose or drop several at once.';
 // One file: its line (name, size, progress bar, status), refused before sending when too large or empty.
 async function one(file) {
   const li = el('li', null, 'upload'), bar = el('progress'), out = el('span', '', 'file-status');
   bar.max = 100; bar.value = 0; bar.setAttribute('aria-label', 'Upload progress of ' + file.name);
-  li.append(el('span', file.name, 'file-name'), el('span', megabytes(file.size), 'muted small'), bar, out); uploads.append(li);
+  li.append(el('span', file.name, 'file-name'), el('span', size(file.size), 'muted small'), bar, out); uploads.append(li);
   const refuse = text => { bar.hidden = true; bar.value = 0; show(out, text, 'error'); };
   if (LIMIT && file.size > LIMIT) return refuse('The file is too large (' + megabytes(file.size) + '): the limit is ' + megabytes(LIMIT) + '.');
   if (!file.size) return refuse('The file is empty.');
