@@ -70,7 +70,9 @@ def test_the_add_page_states_the_limit_and_checks_it_before_sending() -> None:
     assert config["maxUploadBytes"] == str(LIMIT)
     assert "id=file-limit" in page
     script = (Path(__file__).parents[2] / "layers/ragchat/ragchat/web/write.js").read_text()
-    # the same sentence as the API's, and the progress bar reset after any refusal
+    # the same sentence as the API's, and the file's progress bar reset after any refusal (what a
+    # user sees: tests/e2e/test_daily_pages_browser.py::test_the_add_page_takes_several_files_…)
     assert "'The file is too large (' + megabytes(file.size) + '): the limit is '" in script
     assert "'Files up to ' + megabytes(LIMIT)" in script
-    assert ".catch(err => { resetProgress();" in script
+    assert "const refuse = text => { bar.hidden = true; bar.value = 0;" in script
+    assert "catch (err) { refuse(describe(err)); }" in script
