@@ -292,6 +292,8 @@ def test_sources_refusals_and_rate_limits_as_sent(browser: Any) -> None:  # noqa
             chips.nth(1).click()
             expect(panel.locator(".passage")).to_contain_text("The reading room opens at nine")
             expect(panel.locator(".passage")).not_to_contain_text("**")
+            expect(panel.locator(".passage")).to_contain_text("one week in advance at…")  # not "at th"
+            expect(panel.locator(".passage")).not_to_contain_text("at th")
             answer.get_by_role("button", name="Source 4").click()
             expect(panel.locator(".passage")).to_contain_text("Snippet 4")
             page.keyboard.press("Escape")

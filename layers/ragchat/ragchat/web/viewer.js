@@ -57,6 +57,9 @@ const panel = (() => {
     return first; }
 
   // ---------------------------------------------------------------- a cited passage
+  // A stored source keeps the note's first 160 characters: shown up to its last whole word.
+  function wholeWords(t) { if (t.length < 160 || /[.!?…"')\]]$/.test(t)) return t;
+    const space = t.lastIndexOf(' '); return (space > 40 ? t.slice(0, space) : t).replace(/[,;:\s-]+$/, '') + '…'; }
   function label(s) { return (s.title || 'Untitled note') + (s.page ? ' · p. ' + s.page : ''); }
   function passage(source, answer, from) {
     const box = show(label(source), from), cited = citing(answer, source.id);
@@ -67,7 +70,7 @@ const panel = (() => {
     box.append(actions);
     api('/notes/' + encodeURIComponent(source.id)).then(n => { text.replaceChildren(); render(text, n.text, cited); })
       .catch(err => { text.replaceChildren(); if (err.status === 404) {  // the note is gone: what the answer stored
-        render(text, source.text || '', cited); text.append(el('p', 'This passage is no longer in your documents.', 'muted small')); }
+        render(text, wholeWords(source.text || ''), cited); text.append(el('p', 'This passage is no longer in your documents.', 'muted small')); }
       else fail(err); }); }
 
   // ---------------------------------------------------------------- the document viewer
