@@ -382,7 +382,10 @@ def test_keyboard_only_finds_opens_answers_and_rates(browser: Any, served: Serve
         message = page.get_by_label("Message", exact=True)
         expect(message).to_be_focused()  # opened, ready to type
         page.keyboard.press("Tab")
+        expect(page.get_by_role("button", name="Attach files")).to_be_focused()
+        page.keyboard.press("Tab")
         expect(page.get_by_role("button", name="Send")).to_be_focused()
+        page.keyboard.press("Shift+Tab")
         page.keyboard.press("Shift+Tab")
         page.keyboard.press("Shift+Tab")  # back past the box: the last answer's controls
         bad = page.locator(".msg.assistant").get_by_role("button", name="Bad answer")

@@ -542,3 +542,28 @@ def test_the_start_page_says_a_document_is_still_being_indexed(
         expect(page.locator("#indexing-note")).to_have_text(
             "1 document is still being indexed: questions about it are answered once it is ready."
         )
+
+
+# ----------------------------------------------------------------------------- attaching from the chat
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_file_attached_in_the_chat_is_indexed_and_answers(
+    browser: Any,  # noqa: F811
+    server: Server,
+    docs: dict[str, str],
+    width: int,
+) -> None:
+    expect = _expect()
+    with _page(browser, server, width) as page:
+        _chat(page)
+        attach = page.get_by_role("button", name="Attach files")
+        assert _in_view(page, attach) and _in_view(page, page.get_by_role("button", name="Send"))
+        name = f"lantern-{width}.md"
+        text = b"# Lanterns\n\nThe Wexham lantern parade starts at the old mill at seven in the evening."
+        page.set_input_files(
+            "#attach-file", files=[{"name": name, "mimeType": "text/markdown", "buffer": text}]
+        )
+        line = page.locator("#attached li").filter(has_text=name)
+        expect(line.locator(".file-status")).to_have_text(f"“{name}”: READY", timeout=WAIT_MS)
+        answer = _ask(page, "Where does the Wexham lantern parade start?")
+        expect(answer.locator(".content")).to_contain_text("old mill")
+        expect(answer.locator(".sources .chip").filter(has_text=name)).to_have_count(1)

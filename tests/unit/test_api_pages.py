@@ -79,7 +79,7 @@ def test_pages_are_html_and_need_no_principal():
         # the page's own script last; the chat page first loads the Markdown renderer and sanitizer
         expected = {
             "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "ask.js"],
-            "/write": ["write.js"],
+            "/write": ["uploads.js", "write.js"],
             "/documents/ui": ["documents.js"],
         }[path]
         assert [s.rsplit("/", 1)[1] for s in scripts[1:]] == expected, path
@@ -206,7 +206,8 @@ def test_ui_page_has_ask_and_chat():
         "'/chat/conversations/'",
         "'/messages'",
         "'/stop'",
-        "'/static/viewer.js'",  # the side panel, fetched when first opened
+        "viewer.js",  # the side panel, fetched when first opened
+        "uploads.js",  # attaching a file, fetched when first needed
     ):
         assert endpoint in body, endpoint
     assert "text/event-stream" in body and "getReader()" in body  # answers stream in

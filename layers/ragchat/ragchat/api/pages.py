@@ -66,8 +66,12 @@ class=narrow-only>the menu at the top left</span>.</p>
 <div id=messages class=messages></div></div>
 <div class=composer-wrap><button id=jump type=button class="btn small jump" hidden>Jump to latest ↓</button>
 <p id=chat-error class=error role=alert></p>
+<ul id=attached class=uploads aria-live=polite></ul>
 <form id=chat-form class=composer><label for=message class=sr-only>Message</label>
 <textarea id=message rows=1 placeholder="Message your notes…" maxlength=4000 required></textarea>
+<button id=attach type=button class="icon-btn attach" aria-label="Attach files"
+title="Attach files (they are added to your documents)">+</button>
+<input id=attach-file type=file multiple accept="@UPLOAD_ACCEPT@" hidden>
 <button id=send class="btn primary send">Send</button>
 <button id=stop type=button class="btn stop" hidden>Stop</button></form>
 <p class="hint muted small">Enter sends · Shift+Enter adds a line · Esc stops</p>
@@ -119,16 +123,25 @@ STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; char
 STATIC_FILES = {
     **{
         n: n
-        for n in ("common.js", "markdown.js", "viewer.js", "ask.js", "write.js", "documents.js", "style.css")
+        for n in (
+            "common.js",
+            "markdown.js",
+            "viewer.js",
+            "uploads.js",
+            "ask.js",
+            "write.js",
+            "documents.js",
+            "style.css",
+        )
     },
     "marked.min.js": "vendor/marked.min.js",
     "purify.min.js": "vendor/purify.min.js",
 }
 # Each page's scripts after common.js, in order (the chat page renders Markdown); viewer.js (the side
-# panel) is fetched by the page when first opened.
+# panel) and uploads.js (attaching a file on the chat page) are fetched when first needed.
 _SCRIPTS = {
     "ask": ("marked.min.js", "purify.min.js", "markdown.js", "ask.js"),
-    "write": ("write.js",),
+    "write": ("uploads.js", "write.js"),
     "documents": ("documents.js",),
 }
 WEB = Path(__file__).resolve().parent.parent / "web"

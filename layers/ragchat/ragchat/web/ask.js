@@ -323,6 +323,15 @@ function suggest() { return api('/documents?limit=50').then(async p => {
     b.onclick = () => { input.value = q; autosize(); chatForm.requestSubmit(); }; li.append(b); return li; }));
   $('suggest-box').hidden = !shown.length; }).catch(() => {}); }
 
+// ------------------------------------------------------------------ attaching files from the chat
+// The files are added to your documents (in the conversation's collection, else the one typed beside
+// New conversation), each with its status until READY; then questions can be about them.
+$('attach').onclick = () => $('attach-file').click();
+$('attach-file').onchange = async e => { const files = [...e.target.files]; e.target.value = '';
+  const conv = allConvs.find(c => c.id === current), collection = (conv ? conv.collection : $('collection').value.trim()) || '';
+  const up = await later('uploads.js', () => uploads).catch(err => { fail(err); return null; });
+  if (up) for (const f of files) await up.one(f, collection, $('attached')); };
+
 // ------------------------------------------------------------------ composer, keyboard, layout
 function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 192) + 'px'; }
 input.oninput = autosize;

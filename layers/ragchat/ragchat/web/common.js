@@ -73,12 +73,13 @@ function boot() { tokenFromLink(); if (CONFIG.auth !== 'none') {
 function el(tag, text, cls) { const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
 function $(id) { return document.getElementById(id); }
-// The side panel (viewer.js: a cited passage, a document) is fetched the first time it is opened,
-// so a page's first load stays light.
-let viewerLoad = null;
-function viewer() { if (!viewerLoad) viewerLoad = new Promise((resolve, reject) => {
-  const s = document.createElement('script'); s.src = base + '/static/viewer.js';
-  s.onload = () => resolve(panel); s.onerror = () => { viewerLoad = null; reject(new TypeError('viewer')); };
-  document.head.append(s); }); return viewerLoad; }
-function hidePanel() { if (viewerLoad) viewerLoad.then(p => p.hide(), () => {}); }
+// Scripts a page needs only once the user does something are fetched then, so its first load stays
+// light: the side panel (viewer.js: a cited passage, a document), a file upload (uploads.js).
+const lazy = {};
+function later(name, get) { if (!lazy[name]) lazy[name] = new Promise((resolve, reject) => {
+  const s = document.createElement('script'); s.src = base + '/static/' + name;
+  s.onload = () => resolve(get()); s.onerror = () => { delete lazy[name]; reject(new TypeError(name)); };
+  document.head.append(s); }); return lazy[name]; }
+function viewer() { return later('viewer.js', () => panel); }
+function hidePanel() { if (lazy['viewer.js']) lazy['viewer.js'].then(p => p.hide(), () => {}); }
 for (const a of document.querySelectorAll('a[data-p]')) a.href = base + a.dataset.p;
