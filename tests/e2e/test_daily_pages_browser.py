@@ -526,22 +526,30 @@ def test_the_start_page_says_a_document_is_still_being_indexed(
     server: Server,
     docs: dict[str, str],
 ) -> None:
-    """The document list is altered on its way in (one document PROCESSING); the refusal's own
+    """The document list is altered on its way in once (one document PROCESSING), then the page's
+    own next read (Playwright's clock) finds all ready and the note goes; the refusal's own
     sentence is the API's (tests/unit/test_api_notes.py, test_a_refusal_while_documents_…)."""
     expect = _expect()
     with _page(browser, server, 375) as page:
+        page.clock.install()
+        altered = {"done": False}
 
-        def one_processing(route: Any) -> None:
+        def processing_once(route: Any) -> None:
             reply = route.fetch()
             body = reply.json()
-            body["items"][0]["status"] = "PROCESSING"
+            if not altered["done"]:
+                altered["done"] = True
+                body["items"][0]["status"] = "PROCESSING"
             route.fulfill(response=reply, json=body)
 
-        page.route(re.compile(r"/documents\?limit=50$"), one_processing)
+        page.route(re.compile(r"/documents\?limit=50$"), processing_once)
         page.goto("/ui")
-        expect(page.locator("#indexing-note")).to_have_text(
+        note = page.locator("#indexing-note")
+        expect(note).to_have_text(
             "1 document is still being indexed: questions about it are answered once it is ready."
         )
+        page.clock.run_for(2500)  # the start page reads the list again by itself: now all are ready
+        expect(note).to_have_text("")
 
 
 # ----------------------------------------------------------------------------- attaching from the chat

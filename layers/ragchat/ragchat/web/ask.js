@@ -304,6 +304,7 @@ window.addEventListener('popstate', () => { const id = addressed(); if (id) open
 // ------------------------------------------------------------------ the start page: suggestions
 // Questions from the user's own documents: their headings that are questions ("Which file types can
 // I add?"), then "What is <title>?" of the newest ones; no documents: "add one".
+let suggestTimer = null;
 const HEADING_QUESTION = /^#{1,4}[ \t]+(.{8,120}\?)[ \t]*$/gm;
 function suggest() { return api('/documents?limit=50').then(async p => {
   const docs = p.items, ready = docs.filter(d => d.status === 'READY' && d.enabled);
@@ -311,6 +312,8 @@ function suggest() { return api('/documents?limit=50').then(async p => {
   const indexing = docs.filter(d => d.status === 'PENDING' || d.status === 'PROCESSING').length;
   $('indexing-note').textContent = !indexing ? '' : indexing === 1 ? '1 document is still being indexed: questions about it are answered once it is ready.'
     : indexing + ' documents are still being indexed: questions about them are answered once they are ready.';
+  clearTimeout(suggestTimer);  // live: read again while any is in flight and the start page is shown
+  if (indexing) suggestTimer = setTimeout(() => { if (!current) suggest(); }, 2000);
   $('samples-note').textContent = docs.some(d => d.collection === 'samples')
     ? 'Your documents include the samples (collection “samples”): five short guides to ragchat itself.'
     : docs.length ? '' : 'Or try the samples: `ragchat serve --samples` adds five short guides to ragchat itself.';
