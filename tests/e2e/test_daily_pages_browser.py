@@ -220,16 +220,20 @@ def test_a_pdf_citation_opens_its_page_with_the_page_number(
 
 
 # ----------------------------------------------------------------------------- 2. the newest answer in view
+INSIDE_SCROLLER = """el => { const r = el.getBoundingClientRect(), s = scroller.getBoundingClientRect();
+  return r.height > 0 && r.top >= s.top - 1 && r.bottom <= s.bottom + 1; }"""
+
+
 def _visible_above_composer(page: Any, locator: Any) -> bool:
-    """Wholly on screen, between the chat header and the composer (not behind either)."""
-    box = locator.bounding_box()
-    scroller = page.locator("#scroller").bounding_box()
-    return bool(
-        box
-        and scroller
-        and box["y"] >= scroller["y"] - 1
-        and box["y"] + box["height"] <= scroller["y"] + scroller["height"] + 1
-    )
+    """Wholly on screen between the chat header and the composer (not behind either), within the
+    next frames (the view follows what grows at the page's next layout)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(INSIDE_SCROLLER, arg=locator.element_handle(), timeout=5000)
+    except PlaywrightTimeout:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("width", [1280, 375])
