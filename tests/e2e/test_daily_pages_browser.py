@@ -343,7 +343,10 @@ def test_the_start_page_is_one_composer_with_questions_from_your_documents(
         suggested = page.locator("#suggested")
         suggestion = suggested.get_by_role("button", name="When does the first ferry leave Gullwick?")
         expect(suggestion).to_be_visible()
-        expect(suggested.get_by_role("button", name="What is Harbour rules?")).to_be_visible()
+        expect(
+            suggested.get_by_role("button", name=re.compile(r"^What is .+\?$")).first
+        ).to_be_visible()  # titles
+        assert suggested.get_by_role("button").count() <= 4
         expect(page.get_by_text("You have no documents yet")).to_be_hidden()
         _shot(page, f"chat-start-{'dark-' if scheme == 'dark' else ''}{width}.png")
         suggestion.click()
