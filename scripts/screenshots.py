@@ -1,5 +1,6 @@
 """Screenshots of the three pages (``/ui``, ``/write``, ``/documents/ui``) at 1280 px and 375 px wide,
-and of the chat page in dark mode (``chat-dark-*.png``), written to ``docs/screenshots/*.png``.
+of the chat page in dark mode (``chat-dark-*.png``), its start page (``chat-start-*.png``) and a
+citation's side panel (``citation-*.png``), written to ``docs/screenshots/*.png``.
 
 Runs ``ragchat serve --samples`` (extractive answerer, SQLite, the MiniLM model of ``make model``) in a
 throwaway data directory, asks two questions in a conversation, and photographs the pages in headless
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -28,9 +30,16 @@ QUESTIONS = ("How does ingestion work?", "How are citations checked?")
 SIZES = {"1280": {"width": 1280, "height": 800}, "375": {"width": 375, "height": 760}}
 
 
+# the server's token (RAGCHAT_API_TOKEN for its run): the API calls send it, the pages get it as a
+# signed-in tab does (sessionStorage)
+TOKEN = secrets.token_urlsafe(24)
+SIGNED_IN = f"sessionStorage.setItem('ragchat.authorization', 'Bearer {TOKEN}');"
+
+
 def _call(url: str, method: str = "GET", body: Any = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     with urllib.request.urlopen(req, timeout=120) as resp:
         return json.loads(resp.read() or b"null")
 
@@ -45,7 +54,8 @@ def _wait(what: str, check: Any, seconds: float = 180) -> None:
 
 def _ready(url: str) -> bool:
     try:
-        return bool(_call(url + "/health"))
+        with urllib.request.urlopen(url + "/health", timeout=10):
+            return True
     except OSError:
         return False
 
@@ -60,8 +70,9 @@ def start_server(data: Path) -> tuple[subprocess.Popen[bytes], str]:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     env = {**os.environ, "RAGCHAT_DATA_DIR": str(data), "RAGCHAT_CHAT_MODEL": "extractive"}
-    for name in ("RAGCHAT_API_TOKEN", "ANTHROPIC_API_KEY", "COGNITO_CLIENT_ID"):
+    for name in ("ANTHROPIC_API_KEY", "COGNITO_CLIENT_ID"):
         env.pop(name, None)
+    env["RAGCHAT_API_TOKEN"] = TOKEN
     cli = Path(sys.executable).with_name("ragchat")
     log = (data / "server.log").open("wb")
     args = [str(cli), "serve", "--samples", "--host", "127.0.0.1", "--port", str(port)]
@@ -90,11 +101,17 @@ def shoot(url: str) -> list[Path]:
             executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"]
         )
         for size, viewport in SIZES.items():
-            dark = browser.new_context(base_url=url, viewport=viewport, color_scheme="dark").new_page()
+            dark = _context(browser, url, viewport, "dark").new_page()
             written.append(_chat(dark, viewport, f"chat-dark-{size}.png"))
             dark.context.close()
-            page = browser.new_context(base_url=url, viewport=viewport, color_scheme="light").new_page()
+            page = _context(browser, url, viewport, "light").new_page()
+            page.goto("/ui")
+            page.locator("#suggested button").first.wait_for()
+            written.append(_save(page, f"chat-start-{size}.png"))
             written.append(_chat(page, viewport, f"chat-{size}.png"))
+            page.locator(".msg.assistant").last.locator(".cite").first.click()
+            page.locator("#panel .passage mark").first.wait_for()
+            written.append(_save(page, f"citation-{size}.png"))
             page.goto("/write")
             page.fill("#title", "Team handbook")
             page.fill("#text", "Expenses are approved by the team lead within five working days.")
@@ -102,6 +119,12 @@ def shoot(url: str) -> list[Path]:
             if size == "1280":  # added once; the narrow shot shows the filled form
                 page.get_by_role("button", name="Add note").click()
                 page.locator("#status").filter(has_text="READY").wait_for()
+            files = [{"name": f"travel-policy-{size}.md", "mimeType": "text/markdown",
+                      "buffer": b"# Travel\n\nTrain tickets are booked through the office."},
+                     {"name": "scan.pdf", "mimeType": "application/pdf", "buffer": b""}]  # fmt: skip
+            page.set_input_files("#file", files=files)
+            page.get_by_role("button", name="Upload").click()
+            page.locator("#uploads .file-status").filter(has_text="READY").wait_for()
             written.append(_save(page, f"write-{size}.png"))
             page.goto("/documents/ui")
             page.locator("#rows tr").first.wait_for()
@@ -111,13 +134,19 @@ def shoot(url: str) -> list[Path]:
     return written
 
 
+def _context(browser: Any, url: str, viewport: dict[str, int], scheme: str) -> Any:
+    context = browser.new_context(base_url=url, viewport=viewport, color_scheme=scheme)
+    context.add_init_script(SIGNED_IN)
+    return context
+
+
 def _chat(page: Any, viewport: dict[str, int], name: str) -> Path:
     page.goto("/ui")
     if viewport["width"] < 700:  # the conversation list is a drawer behind the menu button
         page.get_by_role("button", name="Conversations").click()
     page.locator("#convs li", has_text=QUESTIONS[0]).locator("button.open").click()
     page.locator(".msg.assistant .chip").first.wait_for()
-    page.locator(".msg.assistant").last.locator(".chip").first.click()
+    page.wait_for_timeout(400)  # the drawer's closing slide (0.2 s) is over
     page.locator("#scroller").evaluate("s => { s.scrollTop = s.scrollHeight; }")
     page.get_by_label("Message", exact=True).fill("What file types can I upload?")
     return _save(page, name)

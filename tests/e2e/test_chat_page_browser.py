@@ -188,18 +188,18 @@ def test_citations_copy_and_edit_and_resend(browser: Any) -> None:  # noqa: F811
 
             chip = answer.locator(".sources .chip")
             expect(chip).to_have_count(1)
-            expect(chip).to_have_attribute("aria-expanded", "false")
-            chip.click()
-            detail = answer.locator(".source-detail")
-            expect(detail).to_be_visible()
-            expect(detail.locator(".snippet")).to_have_text(SKY)
-            link = detail.get_by_role("link", name="Open in Documents")
-            assert link.get_attribute("href").endswith("/documents/ui#d1")  # the note's document
+            chip.click()  # the side panel: the cited passage whole, one click from its document
+            panel = page.get_by_role("dialog")
+            expect(panel).to_be_visible()
+            expect(panel.locator(".passage")).to_contain_text(SKY)
+            expect(panel.get_by_role("button", name="Open document")).to_be_visible()
             assert "n-sky" not in answer.inner_text()  # never the raw note id
-            chip.click()
-            expect(detail).to_be_hidden()
-            answer.get_by_role("button", name="Source 1").click()  # the inline marker opens the same chip
-            expect(detail).to_be_visible()
+            panel.get_by_role("button", name="Close").click()
+            expect(panel).to_be_hidden()
+            answer.get_by_role("button", name="Source 1").click()  # the inline marker opens it too
+            expect(panel.locator(".passage")).to_contain_text(SKY)
+            page.keyboard.press("Escape")
+            expect(panel).to_be_hidden()
 
             answer.get_by_role("button", name="Copy").click()
             expect(answer.get_by_role("status")).to_have_text("Copied")
@@ -238,16 +238,13 @@ HOSTILE_SOURCES = [
         for i in range(2, 6)
     ),
 ]
-# A stored snippet is the note's first 160 characters, spaces collapsed: Markdown marks, a word cut.
+# A stored snippet is the note's first 160 characters, spaces collapsed: Markdown marks, a word cut
+# (shown as the passage when its note is gone).
 RAW_SNIPPET = (
     "## Opening hours The **reading room** opens at nine on weekdays and at ten on Saturdays; "
     "the archive opens by appointment only, booked one week in advance at the front desk."
 )[:160]
 HOSTILE_SOURCES[1]["text"] = RAW_SNIPPET
-CLEAN_SNIPPET = (
-    "Opening hours The reading room opens at nine on weekdays and at ten on Saturdays; the archive "
-    "opens by appointment only, booked one week in advance at…"
-)
 HOSTILE_ANSWER = (
     f"Read the guide {SCRIPT} [source: a1] and the rest [source: a4].[click](javascript:window.__xss=3)"
     "\n\nSources: a1, a4"
@@ -287,15 +284,19 @@ def test_sources_refusals_and_rate_limits_as_sent(browser: Any) -> None:  # noqa
             expect(chips.nth(0)).to_have_text(f"1Guide {SCRIPT} · p. 3")
             page.get_by_role("button", name="Show more sources (2)").click()
             expect(chips.filter(visible=True)).to_have_count(5)
-            chips.nth(0).click()
-            detail = answer.locator(".source-detail").nth(0)
-            expect(detail.locator(".title")).to_have_text(f"Guide {SCRIPT}")
-            expect(detail.locator(".page")).to_have_text("Page 3")
-            expect(detail.locator(".snippet")).to_have_text(f"Snippet {IMG} one")
+            chips.nth(0).click()  # a source whose note is gone: the stored text, said so, as text
+            panel = page.get_by_role("dialog")
+            expect(panel.locator("#panel-title")).to_have_text(f"Guide {SCRIPT} · p. 3")
+            expect(panel.locator(".passage")).to_contain_text(f"Snippet {IMG} one")
+            expect(panel.locator(".passage")).to_contain_text("no longer in your documents")
             chips.nth(1).click()
-            expect(answer.locator(".source-detail").nth(1).locator(".snippet")).to_have_text(CLEAN_SNIPPET)
+            expect(panel.locator(".passage")).to_contain_text("The reading room opens at nine")
+            expect(panel.locator(".passage")).not_to_contain_text("**")
+            expect(panel.locator(".passage")).to_contain_text("one week in advance at…")  # not "at th"
+            expect(panel.locator(".passage")).not_to_contain_text("at th")
             answer.get_by_role("button", name="Source 4").click()
-            expect(answer.locator(".source-detail").nth(3)).to_contain_text("Snippet 4")
+            expect(panel.locator(".passage")).to_contain_text("Snippet 4")
+            page.keyboard.press("Escape")
             assert page.evaluate("window.__xss") is None
             assert page.evaluate("document.querySelectorAll('img').length") == 0
 

@@ -279,10 +279,12 @@ def test_search_over_titles_tooltips_and_a_stored_refusal(browser: Any, served: 
         expect(search).to_have_value("")
         expect(items.filter(has_text="Tea budget")).to_have_count(1)
 
-        page.get_by_label("Question").fill("zqx vbnm plork?")  # asked once: refused the same way
-        page.get_by_role("button", name="Ask", exact=True).click()
-        expect(page.locator("#answer-box.refusal #answer-label")).to_have_text("Not answered from your notes")
-        expect(page.locator("#answer")).to_have_text(turn["content"])
+        message = page.get_by_label("Message", exact=True)  # from the start page: refused the same way
+        message.fill("zqx vbnm plork?")
+        message.press("Enter")
+        asked = page.locator(".msg.assistant.refusal")
+        expect(asked.locator(".refusal-label")).to_have_text("Not answered from your notes")
+        expect(asked.locator(".content")).to_have_text(turn["content"])
 
         _open(page, "Off topic")
         refused = page.locator(".msg.assistant")
@@ -343,7 +345,7 @@ def test_light_and_dark_at_1280_and_375_px_keep_aa_contrast_and_the_composer_who
         _open(page, title)
         expect(page.locator(".msg.assistant.refusal")).to_have_count(1)
         page.locator(".msg.assistant .chip").first.click()
-        expect(page.locator(".source-detail").first).to_be_visible()
+        expect(page.get_by_role("dialog").locator(".passage")).not_to_be_empty()  # the side panel
         page.get_by_label("Message", exact=True).fill("A question typed on a small screen")
         dark = page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
         assert dark is (scheme == "dark")
@@ -380,7 +382,10 @@ def test_keyboard_only_finds_opens_answers_and_rates(browser: Any, served: Serve
         message = page.get_by_label("Message", exact=True)
         expect(message).to_be_focused()  # opened, ready to type
         page.keyboard.press("Tab")
+        expect(page.get_by_role("button", name="Attach files")).to_be_focused()
+        page.keyboard.press("Tab")
         expect(page.get_by_role("button", name="Send")).to_be_focused()
+        page.keyboard.press("Shift+Tab")
         page.keyboard.press("Shift+Tab")
         page.keyboard.press("Shift+Tab")  # back past the box: the last answer's controls
         bad = page.locator(".msg.assistant").get_by_role("button", name="Bad answer")
@@ -395,7 +400,9 @@ def test_keyboard_only_finds_opens_answers_and_rates(browser: Any, served: Serve
         chip = page.locator(".msg.assistant .chip")
         expect(chip).to_be_focused()
         page.keyboard.press("Enter")
-        expect(chip).to_have_attribute("aria-expanded", "true")
-        expect(page.locator(".msg.assistant .source-detail")).to_be_visible()
+        expect(page.get_by_role("dialog")).to_be_visible()  # the passage in the side panel, Close focused
+        expect(page.get_by_role("dialog").get_by_role("button", name="Close")).to_be_focused()
+        page.keyboard.press("Escape")
+        expect(chip).to_be_focused()
     finally:
         _close(page)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -128,10 +129,9 @@ def test_add_a_note_on_write_and_see_it_reach_ready(page: Any, server: Server) -
     page.fill("#title", "Written in the browser")
     page.fill("#text", "The Corvid library lends telescopes to members on weekends.")
     page.fill("#collection", "browser-write")
-    page.click("text=Add note")
-    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
-    doc_id = page.locator("#status").inner_text().split()[1].rstrip(":")
-    doc = server.request("GET", f"/documents/{doc_id}").json()
+    page.get_by_role("button", name="Add note").click()
+    expect(page.locator("#status")).to_have_text("“Written in the browser”: READY", timeout=WAIT_MS)
+    (doc,) = server.request("GET", "/documents?collection=browser-write").json()["items"]
     assert (doc["title"], doc["collection"], doc["status"]) == (
         "Written in the browser",
         "browser-write",
@@ -146,28 +146,28 @@ def test_upload_a_file_on_write_with_progress_until_ready(page: Any, server: Ser
     body = b"# Harbour\n\nThe Pelican ferry leaves the harbour at dawn.\n" * 300  # ~16 KB
     page.set_input_files("#file", files=[{"name": "harbour.md", "mimeType": "text/markdown", "buffer": body}])
     page.get_by_role("button", name="Upload").click()
-    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
-    expect(page.locator("#progress")).to_be_visible()
-    expect(page.locator("#progress")).to_have_js_property("value", 100)
-    doc_id = page.locator("#status").inner_text().split()[1].rstrip(":")
-    doc = server.request("GET", f"/documents/{doc_id}").json()
-    assert (doc["collection"], doc["status"]) == ("browser-upload", "READY")
+    line = page.locator("#uploads li").filter(has_text="harbour.md")
+    expect(line.locator(".file-status")).to_have_text("“harbour.md”: READY", timeout=WAIT_MS)
+    (doc,) = server.request("GET", "/documents?collection=browser-upload").json()["items"]
+    assert (doc["title"], doc["collection"], doc["status"]) == ("harbour.md", "browser-upload", "READY")
 
 
-def test_ask_once_shows_the_answer_and_the_cited_source(page: Any, notes: dict[str, str]) -> None:
+def test_the_start_page_composer_answers_and_cites(page: Any, notes: dict[str, str]) -> None:
+    """One composer on the start page: the first message starts a conversation (at its address)."""
     expect = _expect()
     page.goto("/ui")
-    page.fill("#q", "Who built the Zephyr lighthouse on Mallow Island?")
-    page.click("#f button")
-    expect(page.locator("#answer")).to_contain_text("Ada Quill", timeout=WAIT_MS)
-    source = page.locator("#sources li").filter(has_text="Zephyr lighthouse")
+    page.fill("#message", "Who built the Zephyr lighthouse on Mallow Island?")
+    page.click("#send")
+    answer = page.locator(".msg.assistant")
+    expect(answer).to_contain_text("Ada Quill", timeout=WAIT_MS)
+    expect(page).to_have_url(re.compile(r"/ui/c/[^/]+$"))
+    source = answer.locator(".sources li").filter(has_text="Zephyr lighthouse")
     expect(source).to_have_count(1)
-    source.locator(".chip").click()  # the source opens: title, snippet, a link to its document
-    expect(source.locator(".snippet")).to_contain_text("Ada Quill")
-    link = source.get_by_role("link", name="Open in Documents")
-    assert link.get_attribute("href") == f"/documents/ui#{notes['lighthouse']}"
-    link.click()
-    expect(page.locator(f"tr[data-id='{notes['lighthouse']}']")).to_have_class("linked")
+    source.locator(".chip").click()  # the source opens in the side panel, then its document
+    panel = page.get_by_role("dialog")
+    expect(panel.locator(".passage mark").first).to_contain_text("Ada Quill")
+    panel.get_by_role("button", name="Open document").click()
+    expect(panel.locator(".doc-text")).to_contain_text("twenty-two nautical miles")
 
 
 def test_chat_two_turns_with_sources_and_reopen(page: Any, notes: dict[str, str]) -> None:
@@ -196,8 +196,13 @@ def test_chat_two_turns_with_sources_and_reopen(page: Any, notes: dict[str, str]
         page.screenshot(path=str(Path(shot)), full_page=True)
 
     # The conversation is listed (titled from the first message) and reopens with all four messages.
-    page.reload()
-    item = page.locator("#convs li").filter(has_text="Who built the Zephyr lighthouse")
+    page.reload()  # the conversation's own address: it is open again at once
+    expect(page.locator("#messages .msg")).to_have_count(4)
+    item = (
+        page.locator("#convs li")
+        .filter(has_text="Who built the Zephyr lighthouse")
+        .filter(has_text="browser")
+    )
     expect(item).to_have_count(1)
     expect(item).to_contain_text("4 messages")
     item.locator("button.open").click()
@@ -212,6 +217,7 @@ def test_chat_shows_the_api_error_and_keeps_the_message(page: Any, server: Serve
     expect(page.locator("#chat-form")).to_be_visible()
     page.fill("#message", "   ")  # passes the form's `required`, is empty once sanitized → 400
     page.click("#send")
+    expect(page).to_have_url(re.compile(r"/ui/c/[^/]+$"))  # the first message made the conversation
     conv_id = page.evaluate("current")
     res = server.request("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "   "})
     assert res.status == 400
@@ -237,18 +243,18 @@ def test_markup_in_documents_is_shown_as_text_never_run(page: Any, hostile: str)
     assert_inert(3)  # common.js, workspaces.js, documents.js
 
     page.goto("/ui")
-    page.fill("#q", "What is written in the quokka cipher memo?")
-    page.click("#f button")
-    expect(page.locator("#sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
-    expect(page.locator("#sources li").filter(has_text=SCRIPT)).to_have_count(1)
-    assert_inert(6)  # common.js, marked, DOMPurify, markdown.js, workspaces.js, ask.js
-
     page.fill("#collection", "browser-xss")
     page.click("#new-conv-button")
     page.fill("#message", "What is written in the quokka cipher memo?")
     page.click("#send")
     expect(page.locator(".msg.assistant .sources li").filter(has_text=IMG)).to_have_count(1, timeout=WAIT_MS)
-    assert_inert(6)
+    expect(page.locator(".msg.assistant .sources li").filter(has_text=SCRIPT)).to_have_count(1)
+    assert_inert(6)  # common.js, marked, DOMPurify, markdown.js, workspaces.js, ask.js
+    page.locator(".msg.assistant .chip").first.click()  # the passage and the document, as text
+    expect(page.get_by_role("dialog").locator(".passage")).to_contain_text(IMG)
+    page.get_by_role("dialog").get_by_role("button", name="Open document").click()
+    expect(page.get_by_role("dialog").locator(".doc-text")).to_contain_text(SCRIPT)
+    assert_inert(7)  # and viewer.js, fetched when the panel first opened
 
 
 def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) -> None:
@@ -257,17 +263,17 @@ def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) 
     page.goto("/documents/ui")
     row = page.locator(f"tr[data-id='{doc_id}']")
     expect(row).to_contain_text("READY")
-    expect(row.locator("td").nth(2)).to_have_text("1")  # chunk count
+    expect(page.locator("thead")).not_to_contain_text("Chunks")  # a word users don't need
 
-    row.locator("text=Disable").click()
-    expect(row.locator("td").nth(4)).to_have_text("no")
+    row.get_by_role("button", name="Disable").click()
+    expect(row.locator("td").nth(3)).to_have_text("no")
     assert server.request("GET", f"/documents/{doc_id}").json()["enabled"] is False
-    row.locator("text=Enable").click()
-    expect(row.locator("td").nth(4)).to_have_text("yes")
+    row.get_by_role("button", name="Enable").click()
+    expect(row.locator("td").nth(3)).to_have_text("yes")
     assert server.request("GET", f"/documents/{doc_id}").json()["enabled"] is True
 
     page.once("dialog", lambda dialog: dialog.accept())
-    row.locator("text=Delete").click()
+    row.get_by_role("button", name="Delete").click()
     expect(row).to_have_count(0)
     assert server.request("GET", f"/documents/{doc_id}").status == 404
 
@@ -325,10 +331,6 @@ def test_token_sign_in_on_ragchat_serve_with_an_api_token(
         page.click("#signin-button")
         _signed_in(page)
         expect(page.locator("#signin-secret")).to_have_value("")  # not left in the form
-        page.fill("#q", "Who built the Zephyr lighthouse on Mallow Island?")
-        page.click("#f button")
-        expect(page.locator("#answer")).to_contain_text("Ada Quill", timeout=WAIT_MS)
-        expect(page.locator("#sources li").filter(has_text="Zephyr lighthouse")).to_have_count(1)
         _chat_turn(page, "browser")
 
         page.reload()  # sessionStorage keeps the tab signed in; the conversation list loads
@@ -471,7 +473,7 @@ def test_cognito_sign_in_sends_the_id_token_on_every_api_call(cognito_page: tupl
     _chat_turn(page, "cognito")  # through the fake authorizer to the real API
     page.goto("/write")
     page.fill("#text", "The Corvid library lends telescopes to members on weekends.")
-    page.click("text=Add note")
+    page.get_by_role("button", name="Add note").click()
     expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
     assert len(fake.api_calls) >= 6
     assert {token for _, _, token in fake.api_calls} == {ID_TOKEN}  # raw, no "Bearer "

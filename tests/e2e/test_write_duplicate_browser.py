@@ -23,16 +23,17 @@ def test_the_same_file_twice_on_write_is_one_document(page: Any, server: Server)
     upload = {"name": "bakery.md", "mimeType": "text/markdown", "buffer": body}
     page.set_input_files("#file", files=[upload])
     page.get_by_role("button", name="Upload").click()
-    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
+    lines = page.locator("#uploads li .file-status")
+    expect(lines.nth(0)).to_contain_text("READY", timeout=WAIT_MS)
     page.set_input_files("#file", files=[upload])
     page.get_by_role("button", name="Upload").click()
-    expect(page.locator("#status")).to_contain_text("Already uploaded, unchanged: bakery.md", timeout=WAIT_MS)
+    expect(lines.nth(1)).to_contain_text("Already uploaded, unchanged: “bakery.md”", timeout=WAIT_MS)
     listed = server.request("GET", "/documents?collection=browser-dupes").json()["items"]
     assert [(d["title"], d["status"]) for d in listed] == [("bakery.md", "READY")]
     edited = {**upload, "buffer": body.replace(b"noon", b"two o'clock")}
     page.set_input_files("#file", files=[edited])
     page.get_by_role("button", name="Upload").click()
-    expect(page.locator("#status")).to_contain_text("New version of bakery.md", timeout=WAIT_MS)
-    expect(page.locator("#status")).to_contain_text("READY", timeout=WAIT_MS)
+    expect(lines.nth(2)).to_contain_text("New version of bakery.md", timeout=WAIT_MS)
+    expect(lines.nth(2)).to_contain_text("READY", timeout=WAIT_MS)
     listed = server.request("GET", "/documents?collection=browser-dupes").json()["items"]
     assert [(d["title"], d["status"]) for d in listed] == [("bakery.md", "READY")]

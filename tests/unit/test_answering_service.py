@@ -224,7 +224,11 @@ def test_ask_with_an_empty_knowledge_base_refuses() -> None:
     model = FakeChatModel()
     service, _, _ = ask_service(model)
     result = service.ask("carol", "What does photosynthesis convert?")
-    assert (result.answer, result.sources, result.guard_used) == (GUARD, [], True)
+    assert (result.answer, result.sources, result.guard_used) == (
+        f"{GUARD} You have no documents yet — add one.",
+        [],
+        True,
+    )
     assert model.calls == 0
 
 

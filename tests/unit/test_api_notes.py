@@ -372,3 +372,53 @@ def test_split_must_be_a_json_boolean_and_titles_lose_control_characters():
     assert res["statusCode"] == 202
     doc = json_body(api.call("GET", f"/documents/{json_body(res)['documentId']}"))
     assert doc["title"] == "Ferns and spores"
+
+
+def test_a_note_is_read_whole_by_its_owner_only():
+    """A cited passage is shown whole (GET /notes/{id}); another owner's note is 404 like a missing one."""
+    api = make_api()
+    post_note(api, CATS, title="Cats")
+    note = json_body(api.call("GET", "/notes"))["items"][0]
+    got = json_body(api.call("GET", f"/notes/{note['id']}"))
+    assert (got["id"], got["text"], got["documentId"]) == (note["id"], CATS, note["documentId"])
+    assert api.call("GET", f"/notes/{note['id']}", principal="mallory")["statusCode"] == 404
+    missing = api.call("GET", "/notes/NOPE-00000")
+    assert missing["statusCode"] == 404 and json_body(missing)["error"] == "Note not found"
+
+
+def test_a_cited_passage_in_a_shared_workspace_is_read_by_its_members_only():
+    """The chat page opens a source with GET /notes/{id}: a source from a shared workspace opens for
+    each member, and stays 404 for everyone else."""
+    api = make_api()
+    ws = json_body(api.call("POST", "/workspaces", body={"name": "Team"}))["id"]
+    assert api.call("PUT", f"/workspaces/{ws}/members/bob", body={"role": "viewer"})["statusCode"] == 200
+    assert post_note(api, CATS, title="Cats", workspace=ws)["statusCode"] == 202
+    note = json_body(api.call("GET", "/notes", query={"workspace": ws}))["items"][0]
+    got = api.call("GET", f"/notes/{note['id']}", principal="bob")
+    assert got["statusCode"] == 200 and json_body(got)["text"] == CATS
+    assert api.call("GET", f"/notes/{note['id']}", principal="mallory")["statusCode"] == 404
+
+
+def test_with_no_documents_the_refusal_says_to_add_one():
+    api = make_api()
+    body = json_body(api.call("GET", "/", query={"text": "how long do cats sleep"}))
+    hint = f"{GUARD_REPLY} You have no documents yet — add one."
+    assert body == {"answer": hint, "sources": [], "guardUsed": True}
+    post_note(api, CATS)  # with a document, an unrelated question gets the plain guard reply
+    body = json_body(api.call("GET", "/", query={"text": "quantum chromodynamics lattice"}))
+    assert body["answer"] == GUARD_REPLY
+
+
+def test_a_refusal_while_documents_are_being_indexed_says_so():
+    """Issue 33 item 12: a question asked while a document is still PENDING/PROCESSING is refused with
+    a sentence saying how many are still being indexed (instead of "add one")."""
+    api = make_api(run_pipeline=False)  # accepted, not yet ingested: PENDING
+    post_note(api, CATS)
+    body = json_body(api.call("GET", "/", query={"text": "how long do cats sleep"}))
+    assert body["answer"] == f"{GUARD_REPLY} 1 document is still being indexed: ask again once it is ready."
+    post_note(api, ROCKETS)
+    conv = json_body(api.call("POST", "/chat/conversations", body={}))
+    path = f"/chat/conversations/{conv['id']}/messages"
+    turn = json_body(api.call("POST", path, body={"content": "cats?"}))
+    hint = " 2 documents are still being indexed: ask again once they are ready."
+    assert turn["guardUsed"] is True and turn["content"] == GUARD_REPLY + hint

@@ -79,7 +79,7 @@ def test_pages_are_html_and_need_no_principal():
         # the page's own script last; the chat page first loads the Markdown renderer and sanitizer
         expected = {
             "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "workspaces.js", "ask.js"],
-            "/write": ["workspaces.js", "write.js"],
+            "/write": ["workspaces.js", "uploads.js", "write.js"],
             "/documents/ui": ["workspaces.js", "documents.js"],
         }[path]
         assert [s.rsplit("/", 1)[1] for s in scripts[1:]] == expected, path
@@ -199,13 +199,15 @@ def test_only_the_page_files_are_served(name: str):
 def test_ui_page_has_ask_and_chat():
     body = page_and_scripts(make_api(), "/ui")
     ids = set(re.findall(r"\bid=([\w-]+)", body))
-    assert {"q", "answer", "sources", "new-conv", "convs", "messages", "chat-form", "chat-error"} <= ids
+    assert {"new-conv", "convs", "messages", "chat-form", "chat-error", "suggested"} <= ids
+    assert not {"q", "answer", "ask-once"} & ids  # one composer: no separate "Ask once" box
     for endpoint in (
         "'/chat/conversations'",
         "'/chat/conversations/'",
         "'/messages'",
-        "'/?text='",
         "'/stop'",
+        "viewer.js",  # the side panel, fetched when first opened
+        "uploads.js",  # attaching a file, fetched when first needed
     ):
         assert endpoint in body, endpoint
     assert "text/event-stream" in body and "getReader()" in body  # answers stream in
@@ -217,6 +219,19 @@ def test_ui_page_names_what_the_browser_tests_rely_on():
     assert re.search(r"<textarea id=message\b", body)
     for button in ("New conversation", "Send", "Stop"):
         assert re.search(rf"<button[^>]*>{button}</button>", body), button
+
+
+def test_a_conversation_address_is_the_chat_shell_without_its_id():
+    """/ui/c/<id> (a reload or a shared link) is the chat page's shell, its files two levels up; the id
+    is not written into it (the shell reaches anyone) and no principal is needed."""
+    api = make_api()
+    res = api.call("GET", "/ui/c/01M8GPDR55KJ6E98C09Q20EZ04", principal=None)
+    assert res["statusCode"] == 200 and header(res, "Content-Type").startswith("text/html")
+    body = res["body"]
+    assert '<script src="../../static/ask.js"></script>' in body
+    assert '<link rel=stylesheet href="../../static/style.css">' in body
+    assert "01M8GPDR55KJ6E98C09Q20EZ04" not in body
+    assert body == api.call("GET", "/ui", principal=None)["body"].replace('"static/', '"../../static/')
 
 
 def test_documents_ui_is_not_taken_for_a_document_id():

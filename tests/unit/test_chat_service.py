@@ -191,7 +191,7 @@ def test_empty_knowledge_base_refuses_before_searching() -> None:
     rig = Rig(notes={})
     c = rig.conv()
     out = rig.say(c, "Why is the sky blue?")
-    assert out.message.content == GUARD_REPLY
+    assert out.message.content == f"{GUARD_REPLY} You have no documents yet — add one."
     assert rig.index.search_calls == []
     assert rig.embedder.query_calls == 0
 

@@ -69,11 +69,14 @@ def test_the_add_page_states_the_limit_and_checks_it_before_sending() -> None:
     config = json.loads(page.split('id="ragchat-config">', 1)[1].split("</script>", 1)[0])
     assert config["maxUploadBytes"] == str(LIMIT)
     assert "id=file-limit" in page
-    script = (Path(__file__).parents[2] / "layers/ragchat/ragchat/web/write.js").read_text()
-    # the same sentence as the API's, and the progress bar reset after any refusal
+    web = Path(__file__).parents[2] / "layers/ragchat/ragchat/web"
+    script = (web / "uploads.js").read_text() + (web / "write.js").read_text()
+    # the same sentence as the API's, and the file's progress bar reset after any refusal (what a
+    # user sees: tests/e2e/test_daily_pages_browser.py::test_the_add_page_takes_several_files_…)
     assert "'The file is too large (' + megabytes(file.size) + '): the limit is '" in script
-    assert "'Files up to ' + megabytes(LIMIT)" in script
-    assert ".catch(err => { resetProgress();" in script
+    assert "'Files up to ' + uploads.megabytes(uploads.LIMIT)" in script
+    assert "const refuse = text => { bar.hidden = true; bar.value = 0;" in script
+    assert "catch (err) { refuse(describe(err)); }" in script
 
 
 UNSUPPORTED = "This file type is not supported (notes.docx): add .txt, .md, .html or .pdf files."

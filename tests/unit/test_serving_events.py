@@ -10,7 +10,8 @@ TOKEN = "s3cret"
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/health"), ("GET", "/ui"), ("GET", "/documents/ui"), ("GET", "/static/common.js"),
+    [("GET", "/health"), ("GET", "/ui"), ("GET", "/ui/c/01M8GPDR55KJ6E98C09Q20EZ04"),
+     ("GET", "/documents/ui"), ("GET", "/static/common.js"),
      ("HEAD", "/static/style.css"), ("OPTIONS", "/notes")],
 )  # fmt: skip
 def test_health_pages_their_files_and_preflights_need_no_token(method: str, path: str) -> None:
@@ -19,8 +20,9 @@ def test_health_pages_their_files_and_preflights_need_no_token(method: str, path
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/notes"), ("POST", "/static/common.js"), ("GET", "/staticx"), ("GET", "/openapi.json")],
-)
+    [("GET", "/notes"), ("POST", "/static/common.js"), ("GET", "/staticx"), ("GET", "/openapi.json"),
+     ("GET", "/ui/c/a/b"), ("GET", "/ui/c/"), ("POST", "/ui/c/abc"), ("GET", "/ui/c/a%2Fb")],
+)  # fmt: skip
 def test_everything_else_needs_the_token(method: str, path: str) -> None:
     status, body, headers = bearer_refusal(TOKEN, method, path, "") or (0, {}, {})
     assert (status, body, headers) == (401, {"error": "Unauthorized"}, {"WWW-Authenticate": "Bearer"})

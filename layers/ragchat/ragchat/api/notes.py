@@ -118,6 +118,11 @@ def _note_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], 
     ) -> dict[str, Any]:
         return list_notes(limit, cursor, documentId, workspace)
 
+    @r.get("/notes/<note_id>", summary="One note (a chunk), whole: e.g. a cited passage", tags=["notes"])
+    def get_note(note_id: Annotated[str, Path()]) -> dict[str, Any]:
+        _, note = container.workspaces.find_note(owner(), note_id)  # in any workspace the caller reads
+        return note_json(note)
+
     @r.delete("/notes/<note_id>", summary="Delete a note and its vector", tags=["notes"])
     def delete_note(note_id: Annotated[str, Path()]) -> Response[None]:
         access, _ = container.workspaces.find_note(owner(), note_id, Role.EDITOR)

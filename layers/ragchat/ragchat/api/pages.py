@@ -1,4 +1,5 @@
-"""Area "ui": minimal HTML pages (``/ui`` ask, ``/write`` add a note or upload, ``/documents/ui``).
+"""Area "ui": minimal HTML pages (``/ui`` chat and ``/ui/c/<id>`` one conversation, ``/write`` add
+notes and files, ``/documents/ui``).
 
 The pages are static shells: data is fetched from the JSON API by a few lines of script and rendered
 with ``textContent`` only (never as HTML), so nothing from documents or answers can inject markup. API
@@ -41,11 +42,11 @@ from ragchat.domain.labels import MAX_COLLECTION_CHARS
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
 
+# The chat page; ``/ui/c/<id>`` is the same shell with a conversation open (ask.js reads the address).
 _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label=Conversations>
 <form id=new-conv class=new-conv><button id=new-conv-button class="btn primary wide">New conversation</button>
 <label for=collection class=label>Collection <span class=muted>(optional)</span></label>
 <input id=collection placeholder="All notes" maxlength=@COLLECTION@ autocomplete=off></form>
-<button id=ask-once type=button class=side-link>Ask once</button>
 <h2 class=side-heading>Recent</h2><div id=search-box class=search-box hidden>
 <label for=conv-search class=sr-only>Search conversations</label>
 <input id=conv-search type=search placeholder="Search conversations" autocomplete=off></div>
@@ -56,52 +57,61 @@ _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label
 <button id=menu type=button class="icon-btn menu" aria-label="Conversations" aria-controls=sidebar
 aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
 <div id=scroller class=scroller><div id=welcome class=welcome>
-<p class=lead>Start a conversation <span class=wide-only>from the list on the left</span>
-<span class=narrow-only>from the menu at the top left</span>, or ask a single question without history.</p>
-<form id=f class=ask-form><label for=q class=sr-only>Question</label>
-<input id=q placeholder="Ask a question about your notes" required autocomplete=off>
-<button class="btn primary">Ask</button></form>
-<div id=answer-box class=answer-card hidden aria-live=polite>
-<p id=answer-label class=refusal-label hidden>Not answered from your notes</p>
-<div id=answer class=content></div>
-<ol id=sources class=sources></ol></div></div>
+<p class=lead>Ask anything about your documents: every answer cites the passages it comes from.
+Earlier conversations are in <span class=wide-only>the list on the left</span><span
+class=narrow-only>the menu at the top left</span>.</p>
+<div id=suggest-box hidden><h3 class=suggest-h>Try asking</h3><ul id=suggested class=suggested></ul></div>
+<p id=no-docs class=no-docs hidden>You have no documents yet — <a data-p="/write">add one</a>.</p>
+<p id=indexing-note class="note warn" role=status></p><p id=samples-note class="muted small"></p></div>
 <div id=messages class=messages></div></div>
 <div class=composer-wrap><button id=jump type=button class="btn small jump" hidden>Jump to latest ↓</button>
 <p id=chat-error class=error role=alert></p>
-<form id=chat-form class=composer hidden><label for=message class=sr-only>Message</label>
+<ul id=attached class=uploads aria-live=polite></ul>
+<form id=chat-form class=composer><label for=message class=sr-only>Message</label>
 <textarea id=message rows=1 placeholder="Message your notes…" maxlength=4000 required></textarea>
+<button id=attach type=button class="icon-btn attach" aria-label="Attach files"
+title="Attach files (they are added to your documents)">+</button>
+<input id=attach-file type=file multiple accept="@UPLOAD_ACCEPT@" hidden>
 <button id=send class="btn primary send">Send</button>
 <button id=stop type=button class="btn stop" hidden>Stop</button></form>
 <p class="hint muted small">Enter sends · Shift+Enter adds a line · Esc stops</p>
 <p id=chat-status class=sr-only role=status></p></div></section></div>"""
 
+# Files first (the common case; on a phone the upload form is not below the note's text box).
 _WRITE_BODY = """<div class=cards><section class="card wide collection">
 <label for=collection class=label>Collection
-<span class=muted>(optional; for the note or the file)</span></label>
+<span class=muted>(optional; for the notes and files added here)</span></label>
 <input id=collection maxlength=@COLLECTION@ autocomplete=off placeholder="All notes"></section>
-<div class="wide status-box"><p id=status class="status muted" role=status></p>
-<progress id=progress max=100 value=0 hidden aria-label="Upload progress"></progress></div>
+<section class=card aria-labelledby=upload-h><h2 id=upload-h>Upload files</h2>
+<form id=u class=stack><div id=drop class=drop><label for=file class=label>Files
+<span class=muted>(@UPLOAD_LIST@)</span></label>
+<input id=file type=file multiple accept="@UPLOAD_ACCEPT@" aria-describedby=file-limit>
+<p class="muted small drop-hint">or drop them here</p></div>
+<p id=file-limit class=muted></p>
+<div class=actions><button class="btn primary" id=upload>Upload</button></div></form>
+<ul id=uploads class=uploads aria-live=polite></ul></section>
 <section class=card aria-labelledby=note-h><h2 id=note-h>Write a note</h2>
 <form id=f class=stack><label for=title class=label>Title <span class=muted>(optional)</span></label>
 <input id=title maxlength=1000 autocomplete=off>
-<label for=text class=label>Text</label><textarea id=text rows=9 required></textarea>
-<div class=actions><button class="btn primary">Add note</button></div></form></section>
-<section class=card aria-labelledby=upload-h><h2 id=upload-h>Upload a file</h2>
-<form id=u class=stack><label for=file class=label>File <span class=muted>(@UPLOAD_LIST@)</span></label>
-<input id=file type=file accept="@UPLOAD_ACCEPT@" aria-describedby=file-limit>
-<p id=file-limit class=muted></p>
-<div class=actions><button class="btn primary" id=upload>Upload</button></div></form></section></div>"""
+<label for=text class=label>Text</label><textarea id=text rows=6 required></textarea>
+<div class=actions><button class="btn primary">Add note</button></div></form>
+<p id=status class="status muted" role=status></p></section></div>"""
 
-_DOCUMENTS_BODY = """<section class=card><div class=toolbar>
-<p class=muted>Your notes and files, newest first.</p><button id=refresh class=btn>Refresh</button></div>
-<p id=doc-error class=error role=alert></p>
-<div class=table-wrap><table><thead><tr><th>Title</th><th>Status</th><th>Chunks</th><th>Error</th>
-<th>Enabled</th><th>Created</th><th><span class=sr-only>Actions</span></th></tr></thead>
-<tbody id=rows></tbody></table></div><p><button id=more class=btn hidden>More</button></p></section>"""
+_DOCUMENTS_BODY = """<section class=card><div class="toolbar doc-tools">
+<label for=doc-search class=sr-only>Search titles</label>
+<input id=doc-search type=search placeholder="Search titles" autocomplete=off>
+<label for=doc-collection class=sr-only>Collection</label>
+<select id=doc-collection><option value="">All collections</option></select>
+<button id=refresh class=btn>Refresh</button></div>
+<p id=doc-live class="muted small" role=status></p><p id=doc-error class=error role=alert></p>
+<div class=table-wrap><table><thead><tr><th>Title</th><th>Status</th><th>Error</th>
+<th>In answers</th><th>Added</th><th><span class=sr-only>Actions</span></th></tr></thead>
+<tbody id=rows></tbody></table></div><p id=doc-none class=muted hidden></p>
+<p><button id=more class=btn hidden>More</button></p></section>"""
 
 _PAGES = {
     "ask": ("Chat", _ASK_BODY),
-    "write": ("Add a note", _WRITE_BODY),
+    "write": ("Add notes and files", _WRITE_BODY),
     "documents": ("Documents", _DOCUMENTS_BODY),
 }
 # Where each page's shell lives, so its static links resolve under any stage prefix (``/Prod/…``).
@@ -116,6 +126,8 @@ STATIC_FILES = {
         for n in (
             "common.js",
             "markdown.js",
+            "viewer.js",
+            "uploads.js",
             "ask.js",
             "write.js",
             "documents.js",
@@ -126,10 +138,11 @@ STATIC_FILES = {
     "marked.min.js": "vendor/marked.min.js",
     "purify.min.js": "vendor/purify.min.js",
 }
-# Each page's scripts after common.js, in order (the chat page renders Markdown).
+# Each page's scripts after common.js, in order (the chat page renders Markdown); viewer.js (the side
+# panel) and uploads.js (attaching a file on the chat page) are fetched when first needed.
 _SCRIPTS = {
     "ask": ("marked.min.js", "purify.min.js", "markdown.js", "workspaces.js", "ask.js"),
-    "write": ("workspaces.js", "write.js"),
+    "write": ("workspaces.js", "uploads.js", "write.js"),
     "documents": ("workspaces.js", "documents.js"),
 }
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -194,9 +207,11 @@ def _fill(body: str) -> str:
     )
 
 
-def render(page: str, config: dict[str, str] | None = None) -> str:
+def render(page: str, config: dict[str, str] | None = None, *, up: str | None = None) -> str:
+    """``up``: the way from the page's address to the static files when it is not the page's usual
+    one (a conversation's address ``/ui/c/<id>`` is two levels below ``/ui``'s)."""
     title, body = _PAGES[page]
-    up = _UP[page]
+    up = _UP[page] if up is None else up
     config = config or {"auth": "none"}
     auth: PageAuth = config["auth"]  # type: ignore[assignment]
     # The Swagger page needs a principal, which a link click (a plain navigation) can't send: the
@@ -270,19 +285,25 @@ def router(container: Container) -> APIGatewayRouter:
         # the size limit the Add page states before anything is sent (the upload grant's limit)
         return {**shown, "maxUploadBytes": str(container.uploads.max_bytes)}
 
-    def page(name: str) -> Response[str]:
+    def page(name: str, up: str | None = None) -> Response[str]:
         # No principal needed: the shell is the same for everyone (see the module docstring).
         current = config()
         return Response(
             status_code=200,
             content_type="text/html; charset=utf-8",
-            body=render(name, current),
+            body=render(name, current, up=up),
             headers=security_headers(current, upload_origin=container.settings.documents_bucket_origin),
         )
 
     @r.get("/ui", summary="Ask page", tags=["ui"], include_in_schema=False)
     def ui() -> Response[str]:
         return page("ask")
+
+    @r.get("/ui/c/<conversation_id>", summary="A conversation", tags=["ui"], include_in_schema=False)
+    def ui_conversation(conversation_id: str) -> Response[str]:
+        # The same shell: its script opens the conversation the address names (or says it is gone).
+        # The id is never written into the page (it reaches anyone, see the module docstring).
+        return page("ask", up="../../")
 
     @r.get("/write", summary="Add a note / upload", tags=["ui"], include_in_schema=False)
     def write() -> Response[str]:

@@ -15,6 +15,16 @@ FALLBACK_MODEL = "fallback"
 GUARD_MODEL = "guard"
 # Suggestions sent with an SSE ``refusal`` event.
 REFUSAL_SUGGESTIONS = ("Rephrase your question", "Add documents that cover this topic")
+# Said after the guard reply when the caller has nothing indexed to answer from (the page links "add one").
+NO_DOCUMENTS_HINT = "You have no documents yet — add one."
+
+
+def indexing_hint(count: int) -> str:
+    """Said after the guard reply while some of the caller's documents are still being indexed."""
+    if count == 1:
+        return "1 document is still being indexed: ask again once it is ready."
+    return f"{count} documents are still being indexed: ask again once they are ready."
+
 
 _WS = re.compile(r"\s+")
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)

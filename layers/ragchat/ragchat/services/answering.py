@@ -20,8 +20,14 @@ from aws_lambda_powertools import Logger
 from ragchat.domain.citations import CitationResult, validate_citations
 from ragchat.domain.errors import ModelError, TransientError, ValidationError
 from ragchat.domain.excerpts import source_refs
-from ragchat.domain.messages import FALLBACK_MODEL, GUARD_MODEL, sanitize_message
-from ragchat.domain.models import ChatTurn, Hit, ModelRequest, SearchFilter, SourceRef
+from ragchat.domain.messages import (
+    FALLBACK_MODEL,
+    GUARD_MODEL,
+    NO_DOCUMENTS_HINT,
+    indexing_hint,
+    sanitize_message,
+)
+from ragchat.domain.models import ChatTurn, DocumentStatus, Hit, ModelRequest, SearchFilter, SourceRef
 from ragchat.domain.names import not_found_sentence
 from ragchat.domain.parts import parts_reply
 from ragchat.domain.prompts import (
@@ -89,12 +95,20 @@ class Answerer:
         self.caller = caller
         self.settings = settings
 
-    def guard_answer(self, retrieval: Retrieval) -> Answer:
+    def guard_answer(self, retrieval: Retrieval, *, indexing: int = 0) -> Answer:
         """The exact guard reply; a question naming things no document mentions gets one more
-        sentence saying what was not found."""
+        sentence saying what was not found; ``indexing`` documents still being indexed, one saying
+        so; with nothing indexed and nothing on its way, one saying to add a document."""
+        from ragchat.services.retrieval import EMPTY_KNOWLEDGE_BASE
+
         text = GUARD_REPLY
-        if retrieval.unknown_names:
-            text = f"{GUARD_REPLY} {not_found_sentence(retrieval.unknown_names)}"
+        empty = retrieval.reason == EMPTY_KNOWLEDGE_BASE
+        if retrieval.unknown_names and not empty:
+            text = f"{text} {not_found_sentence(retrieval.unknown_names)}"
+        if indexing:
+            text = f"{text} {indexing_hint(indexing)}"
+        elif empty:
+            text = f"{text} {NO_DOCUMENTS_HINT}"
         return Answer(
             text=text, sources=[], guard_used=True, model=GUARD_MODEL, timings=dict(retrieval.timings)
         )
@@ -245,6 +259,18 @@ class Answerer:
         )
 
 
+INDEXING_LOOKED_AT = 50  # the newest documents a refusal looks at for ones still being indexed
+
+
+def documents_indexing(documents: DocumentStore | None, owner: str, collection: str | None = None) -> int:
+    """How many of the owner's newest documents (in ``collection``) are still PENDING or PROCESSING:
+    a refusal says so ("1 document is still being indexed"). One list read, on refusals only."""
+    if documents is None:
+        return 0
+    page = documents.list_documents(owner, collection=collection or None, limit=INDEXING_LOOKED_AT)
+    return sum(1 for d in page.items if d.status in (DocumentStatus.PENDING, DocumentStatus.PROCESSING))
+
+
 def refuses(retrieval: Retrieval, *, tools: bool) -> bool:
     """The answerability guard's decision for one question, made once per turn: answer with the
     guard reply (no model call). With note tools the model searches itself, so only an empty
@@ -294,7 +320,8 @@ class AskService:
         reinforce = detect_injection(question)
         try:
             if refuses(retrieval, tools=False):
-                ans = self.answerer.guard_answer(retrieval)
+                indexing = documents_indexing(self.documents, owner, collection)
+                ans = self.answerer.guard_answer(retrieval, indexing=indexing)
             else:
                 ans = self.answerer.answer(question, retrieval, reinforce=reinforce)
         except (ModelError, TransientError) as exc:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import re
 import threading
 import time
 import uuid
@@ -42,6 +43,8 @@ Refusal = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, extra
 # (``ragchat.api.pages``).
 OPEN_PAGES = frozenset({"/ui", "/write", "/documents/ui"})
 OPEN_PREFIXES = ("/static/",)
+# a conversation's address (``/ui/c/<id>``): the chat page's shell again, the id never rendered into it
+CONVERSATION_PAGE = re.compile(r"/ui/c/[A-Za-z0-9_-]{1,128}")
 UPLOAD_RECEIVER = "/uploads/local/"  # a presigned upload: its token is the grant
 
 
@@ -228,7 +231,9 @@ def bearer_refusal(
     ``users`` (``RAGCHAT_USERS_FILE``), a user's token passes too."""
     if (not api_token and not users) or path == "/health" or method == "OPTIONS":
         return None
-    if method in ("GET", "HEAD") and (path in OPEN_PAGES or path.startswith(OPEN_PREFIXES)):
+    if method in ("GET", "HEAD") and (
+        path in OPEN_PAGES or path.startswith(OPEN_PREFIXES) or CONVERSATION_PAGE.fullmatch(path)
+    ):
         return None
     if method == "POST" and path.startswith(UPLOAD_RECEIVER):  # a presigned upload: its token is the grant
         return None

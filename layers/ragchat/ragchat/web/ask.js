@@ -1,34 +1,36 @@
-// The Chat page (loaded after common.js and markdown.js): one-shot ask, conversations (searchable),
+// The Chat page (loaded after common.js, viewer.js and markdown.js): one composer (the first message
+// starts a conversation), suggested questions from the user's own documents, conversations
+// (searchable, each at its own address /ui/c/<id>, Back and Forward included),
 // answers streamed over SSE (fetch + ReadableStream) and rendered as sanitized Markdown, Stop,
 // edit-and-resend, Regenerate, Copy, thumbs up / down, citation markers and chips. Everything else
 // the server sends is inserted with textContent (el()), never as HTML.
 let current = null;   // the open conversation's id
 let busy = null;      // the answer being streamed: {controller, convId}
+let creating = false; // the first message is creating its conversation
 let canRename = false; // PATCH /chat/conversations/{id} is in /openapi.json
 const convs = $('convs'), messages = $('messages'), chatError = $('chat-error'), chatForm = $('chat-form');
 const input = $('message'), sendButton = $('send'), stopButton = $('stop'), scroller = $('scroller');
 const enc = encodeURIComponent;
-const GUARD_MODEL = 'guard';  // the stored model of a refusal (not enough evidence in the notes)
+const GUARD_MODEL = 'guard';
+const NO_DOCUMENTS = 'You have no documents yet';  // the API's hint after the guard reply (nothing indexed)  // the stored model of a refusal (not enough evidence in the notes)
 let allConvs = [];  // the caller's conversations as last listed (the search filters these)
 let moreConvs = false, searched = null, searchTimer = null;  // more than listed: the server's matches for a search
 
-// ------------------------------------------------------------------ one-shot ask
-$('f').onsubmit = e => { e.preventDefault();
-  const box = $('answer-box'), out = $('answer'), list = $('sources');
-  box.hidden = false; box.classList.remove('failed', 'refusal'); list.replaceChildren(); $('answer-label').hidden = true;
-  out.replaceChildren(typing());
-  api('/?text=' + encodeURIComponent($('q').value) + workspaceQuery('&')).then(r => {
-    box.sources = r.sources || [];
-    if (r.guardUsed) { box.classList.add('refusal'); $('answer-label').hidden = false; out.textContent = r.answer; }
-    else renderContent(out, r.answer, box);
-    fillSources(list, box.sources);
-  }).catch(err => { box.classList.add('failed'); out.textContent = describe(err); }); };
-
 // ------------------------------------------------------------------ messages
 function who(role) { return role === 'user' ? 'You' : role === 'assistant' ? 'Assistant' : 'Summary'; }
-function nearBottom() { return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80; }
-function toBottom() { scroller.scrollTop = scroller.scrollHeight; $('jump').hidden = true; }
-scroller.addEventListener('scroll', () => { if (nearBottom()) $('jump').hidden = true; });
+// The view sticks to the newest message while the reader is at the bottom: whatever grows below
+// (streamed words, source chips, buttons, a refusal's suggestions) is scrolled into view. Scrolled
+// up, it stays put and offers "Jump to latest".
+// Only a move up unsticks: a scroll event that arrives after the content grew again is no reader.
+let stick = true, lastTop = 0;
+function nearBottom() { return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 24; }
+function toBottom() { stick = true; scroller.scrollTop = scroller.scrollHeight; lastTop = scroller.scrollTop; $('jump').hidden = true; }
+scroller.addEventListener('scroll', () => { const top = scroller.scrollTop;
+  if (top < lastTop - 1) stick = nearBottom(); else if (nearBottom()) stick = true;
+  lastTop = top; $('jump').hidden = stick || !messages.children.length; });
+const follow = new ResizeObserver(() => { if (stick) { scroller.scrollTop = scroller.scrollHeight; lastTop = scroller.scrollTop; }
+  else $('jump').hidden = !messages.children.length; });
+follow.observe(messages); follow.observe(scroller);
 $('jump').onclick = () => { toBottom(); input.focus(); };
 function typing() {  // shown until the first words of an answer arrive
   const t = el('span', null, 'typing'); t.setAttribute('role', 'img'); t.setAttribute('aria-label', 'Assistant is typing');
@@ -54,8 +56,10 @@ function showMessage(div, m) {  // (re)draws a message from its stored form
   div.classList.toggle('refusal', !!refused);
   if (m.role !== 'assistant' || refused) { content.textContent = div.content; }
   else { renderContent(content, div.content, div);
-    if (div.sources.length) { const ol = el('ol', null, 'sources'); fillSources(ol, div.sources); div.append(ol); } }
+    if (div.sources.length) { const ol = el('ol', null, 'sources'); fillSources(ol, div.sources, div); div.append(ol); } }
   if (refused) content.before(el('p', 'Not answered from your notes', 'refusal-label'));
+  if (refused && div.content.includes(NO_DOCUMENTS)) { const a = el('a', 'Add a document', 'add-doc');
+    a.href = base + '/write'; content.append(' ', a); }
   if (m.role === 'assistant') showSearched(div, m.query);
   if (m.interrupted) div.append(el('p', 'Stopped: this answer was cut short.', 'note'));
   const actions = el('div', null, 'msg-actions');
@@ -169,8 +173,7 @@ function answerEvents(bot, state) {  // docs/chat.md events → the message on s
     error: data => { state.error = data; state.done = true; }};
   // The view follows the answer while the reader is at the bottom; scrolled up, it stays put and
   // offers "Jump to latest".
-  return (name, data) => { const follow = nearBottom(); if (on[name]) on[name](data);
-    if (follow) toBottom(); else $('jump').hidden = false; }; }
+  return (name, data) => { if (on[name]) on[name](data); }; }
 function finishAnswer(bot, state) {
   bot.classList.remove('streaming');
   if (state.refusal) { showMessage(bot, {role: 'assistant', content: state.refusal.message, refusal: true, query: state.refusal.query});
@@ -273,25 +276,73 @@ function showConversations() {
   none.textContent = 'No conversation title matches “' + $('conv-search').value.trim() + '”.'; }
 $('conv-search').oninput = showConversations;
 $('conv-search').onkeydown = e => { if (e.key === 'Escape' && e.target.value) { e.stopPropagation(); e.target.value = ''; showConversations(); } };
-function open(id, draft) { if (busy && busy.convId !== id) stop(); return api('/chat/conversations/' + enc(id)).then(c => {
-  current = c.id; if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar();
+// Each conversation has an address, /ui/c/<id>: opening one pushes it (Back returns to the one
+// before, or to the start page); a reload or a shared link opens it again.
+function convPath(id) { return base + (id ? '/ui/c/' + enc(id) : '/ui'); }
+function addressed() { const m = location.pathname.match(/\/ui\/c\/([^/]+)$/); return m ? decodeURIComponent(m[1]) : null; }
+function go(id, how) { if (how === 'none' || location.pathname === convPath(id)) return;
+  history[how === 'replace' ? 'replaceState' : 'pushState']({conv: id || null}, '', convPath(id)); }
+function open(id, draft, how) { if (busy && busy.convId !== id) stop(); return api('/chat/conversations/' + enc(id)).then(c => {
+  current = c.id; go(c.id, how); if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar(); hidePanel();
   $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);
-  chatForm.hidden = false; input.focus(); toBottom(); return loadConversations(); }).catch(fail); }
+  input.focus(); toBottom(); return loadConversations(); }).catch(err => {
+    if (err.status === 404) { home('replace'); chatError.textContent = 'That conversation does not exist (it may have been deleted).'; }
+    else fail(err); }); }
 function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
   (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
-function home() { if (busy) stop(); current = null; messages.replaceChildren(); chatForm.hidden = true; $('welcome').hidden = false;
-  $('conv-title').textContent = 'Ask your notes'; closeSidebar(); loadConversations(); }
-$('new-conv').onsubmit = e => { e.preventDefault(); const body = {};
-  const collection = $('collection').value.trim(); if (collection) body.collection = collection;
-  api('/chat/conversations', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(withWorkspace(body))})
-    .then(c => open(c.id)).catch(fail); };
-$('ask-once').onclick = () => { home(); $('q').focus(); };
+function home(how) { if (busy) stop(); current = null; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;
+  chatError.textContent = ''; $('conv-title').textContent = 'Ask your notes'; closeSidebar(); hidePanel(); loadConversations(); suggest(); }
+// "New conversation": the start page; the first message sent creates the conversation (in the
+// collection typed beside the button, if any).
+$('new-conv').onsubmit = e => { e.preventDefault(); home(); input.focus(); };
+async function create(content) {
+  const body = {}, collection = $('collection').value.trim(); if (collection) body.collection = collection;
+  const c = await api('/chat/conversations', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(withWorkspace(body))});
+  current = c.id; go(c.id); showTitle(c); $('welcome').hidden = true; return send(content); }
+window.addEventListener('popstate', () => { const id = addressed(); if (id) open(id, false, 'none'); else home('none'); });
+
+// ------------------------------------------------------------------ the start page: suggestions
+// Questions from the user's own documents: their headings that are questions ("Which file types can
+// I add?"), then "What is <title>?" of the newest ones; no documents: "add one".
+let suggestTimer = null;
+const HEADING_QUESTION = /^#{1,4}[ \t]+(.{8,120}\?)[ \t]*$/gm;
+function suggest() { return api('/documents?limit=50' + workspaceQuery('&')).then(async p => {
+  const docs = p.items, ready = docs.filter(d => d.status === 'READY' && d.enabled);
+  $('no-docs').hidden = docs.length > 0;
+  const indexing = docs.filter(d => d.status === 'PENDING' || d.status === 'PROCESSING').length;
+  $('indexing-note').textContent = !indexing ? '' : indexing === 1 ? '1 document is still being indexed: questions about it are answered once it is ready.'
+    : indexing + ' documents are still being indexed: questions about them are answered once they are ready.';
+  clearTimeout(suggestTimer);  // live: read again while any is in flight and the start page is shown
+  if (indexing) suggestTimer = setTimeout(() => { if (!current) suggest(); }, 2000);
+  $('samples-note').textContent = docs.some(d => d.collection === 'samples')
+    ? 'Your documents include the samples (collection “samples”): five short guides to ragchat itself.'
+    : docs.length ? '' : 'Or try the samples: `ragchat serve --samples` adds five short guides to ragchat itself.';
+  const found = [];
+  if (ready.length) { const notes = await api('/notes?limit=100').catch(() => ({items: []}));
+    for (const n of notes.items) for (const m of n.text.matchAll(HEADING_QUESTION)) found.push(m[1].trim()); }
+  for (const d of ready) if (d.title && d.title.length <= 60) found.push('What is ' + d.title.replace(/[?.!]+$/, '') + '?');
+  const shown = [...new Set(found)].slice(0, 4), list = $('suggested');
+  list.replaceChildren(...shown.map(q => { const li = el('li'), b = el('button', q, 'suggestion'); b.type = 'button';
+    b.onclick = () => { input.value = q; autosize(); chatForm.requestSubmit(); }; li.append(b); return li; }));
+  $('suggest-box').hidden = !shown.length; }).catch(() => {}); }
+
+// ------------------------------------------------------------------ attaching files from the chat
+// The files are added to your documents (in the conversation's collection, else the one typed beside
+// New conversation), each with its status until READY; then questions can be about them.
+$('attach').onclick = () => $('attach-file').click();
+$('attach-file').onchange = async e => { const files = [...e.target.files]; e.target.value = '';
+  const conv = allConvs.find(c => c.id === current), collection = (conv ? conv.collection : $('collection').value.trim()) || '';
+  const up = await later('uploads.js', () => uploads).catch(err => { fail(err); return null; });
+  if (up) for (const f of files) await up.one(f, collection, $('attached')); };
 
 // ------------------------------------------------------------------ composer, keyboard, layout
 function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 192) + 'px'; }
 input.oninput = autosize;
 input.onkeydown = e => { if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); chatForm.requestSubmit(); } };
-chatForm.onsubmit = e => { e.preventDefault(); if (!current || busy || !input.value) return; send(input.value); };
+chatForm.onsubmit = e => { e.preventDefault(); if (busy || creating || !input.value) return;
+  if (current) { send(input.value); return; }
+  creating = true; const content = input.value;
+  create(content).catch(fail).finally(() => { creating = false; }); };
 stopButton.onclick = stop;
 document.addEventListener('keydown', e => { if (e.key === 'Escape' && busy) { e.preventDefault(); stop(); }
   else if (e.key === 'Escape') closeSidebar(); });
@@ -301,7 +352,8 @@ $('menu').onclick = () => { const open = !$('sidebar').classList.contains('open'
   $('sidebar').classList.toggle('open', open); $('scrim').hidden = !open; $('menu').setAttribute('aria-expanded', String(open)); };
 $('scrim').onclick = closeSidebar;
 function start() { mountWorkspaces(() => {}, {all: true, before: $('new-conv')});
+  const id = addressed();
   api('/openapi.json').then(doc => {
     canRename = Object.entries(doc.paths || {}).some(([p, ops]) => /^\/chat\/conversations\/\{[^/]+\}$/.test(p) && ops.patch);
-  }).catch(() => {}).finally(loadConversations); }
+  }).catch(() => {}).finally(() => { if (id) open(id, false, 'none'); else { loadConversations(); suggest(); } }); }
 boot();

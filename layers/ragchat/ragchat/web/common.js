@@ -1,6 +1,6 @@
 // Shared by every page: sign-in, API calls (same origin and stage), DOM helpers. Rendered with
 // textContent only, never as HTML. Each page's own script runs after this one and calls boot().
-const base = location.pathname.replace(/\/(ui|write|documents\/ui)$/, '');
+const base = location.pathname.replace(/\/(ui(\/c\/[^/]+)?|write|documents\/ui)$/, '');
 const JSON_HEADERS = {'Content-Type': 'application/json'};
 const CONFIG = JSON.parse(document.getElementById('ragchat-config').textContent);
 const AUTH_KEY = 'ragchat.authorization';  // sessionStorage: the Authorization value of every call
@@ -73,4 +73,13 @@ function boot() { tokenFromLink(); if (CONFIG.auth !== 'none') {
 function el(tag, text, cls) { const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
 function $(id) { return document.getElementById(id); }
-for (const a of document.querySelectorAll('nav a')) a.href = base + a.dataset.p;
+// Scripts a page needs only once the user does something are fetched then, so its first load stays
+// light: the side panel (viewer.js: a cited passage, a document), a file upload (uploads.js).
+const lazy = {};
+function later(name, get) { if (!lazy[name]) lazy[name] = new Promise((resolve, reject) => {
+  const s = document.createElement('script'); s.src = base + '/static/' + name;
+  s.onload = () => resolve(get()); s.onerror = () => { delete lazy[name]; reject(new TypeError(name)); };
+  document.head.append(s); }); return lazy[name]; }
+function viewer() { return later('viewer.js', () => panel); }
+function hidePanel() { if (lazy['viewer.js']) lazy['viewer.js'].then(p => p.hide(), () => {}); }
+for (const a of document.querySelectorAll('a[data-p]')) a.href = base + a.dataset.p;

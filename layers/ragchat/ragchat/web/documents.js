@@ -1,32 +1,56 @@
-// The Documents page (loaded after common.js).
-let cursor = null;
-const rows = $('rows'), more = $('more'), docError = $('doc-error');
+// The Documents page (loaded after common.js; viewer.js when a document is first viewed): your documents, newest first, with their
+// status followed live (polled while any is PENDING or PROCESSING, not once all are settled), a
+// viewer (the side panel), a title search and a collection filter.
+let cursor = null, timer = null;
+const rows = $('rows'), more = $('more'), docError = $('doc-error'), search = $('doc-search'), pick = $('doc-collection');
+const POLL_MS = 1000, IN_FLIGHT = new Set(['PENDING', 'PROCESSING']), known = new Set();
+const enc = encodeURIComponent;
 function fail(err) { docError.textContent = describe(err); }
 function button(text, cls) { const b = el('button', text, 'btn small ' + (cls || '')); b.type = 'button'; return b; }
-function row(d) { const tr = el('tr'); tr.dataset.id = d.id;
-  const toggle = button(d.enabled ? 'Disable' : 'Enable'), del = button('Delete', 'danger');
-  toggle.onclick = () => api('/documents/' + encodeURIComponent(d.id), {method: 'PATCH',
+function when(iso) { const d = new Date(iso || ''); return isNaN(d) ? '' : d.toLocaleString(undefined, {dateStyle: 'medium', timeStyle: 'short'}); }
+function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
+  const view = button('View'), toggle = button(d.enabled ? 'Disable' : 'Enable'), del = button('Delete', 'danger');
+  view.setAttribute('aria-label', 'View ' + (d.title || 'Untitled note')); view.setAttribute('aria-haspopup', 'dialog');
+  view.disabled = d.status !== 'READY'; view.onclick = () => viewer().then(p => p.documentView(d.id, {title: d.title}, view)).catch(fail);
+  toggle.onclick = () => api('/documents/' + enc(d.id), {method: 'PATCH',
     headers: JSON_HEADERS, body: JSON.stringify({enabled: !d.enabled})})
     .then(n => { docError.textContent = ''; tr.replaceWith(row(n)); }).catch(fail);
-  del.onclick = () => { if (!confirm('Delete "' + (d.title || d.id) + '"?')) return;
-    api('/documents/' + encodeURIComponent(d.id), {method: 'DELETE'})
-      .then(() => { docError.textContent = ''; tr.remove(); }).catch(fail); };
-  const actions = el('td'); actions.append(toggle, ' ', del);
+  del.onclick = () => { if (!confirm('Delete "' + (d.title || 'Untitled note') + '"?')) return;
+    api('/documents/' + enc(d.id), {method: 'DELETE'})
+      .then(() => { docError.textContent = ''; tr.remove(); filter(); }).catch(fail); };
+  const actions = el('td'); actions.append(view, ' ', toggle, ' ', del);
+  const title = el('td'); title.append(el('span', d.title || 'Untitled note', 'doc-title'));
+  if (d.collection) title.append(el('span', d.collection, 'muted small doc-coll'));
   const state = el('td'); state.append(el('span', d.status, 'badge ' + d.status));
-  const created = el('td', (d.createdAt || '').replace('T', ' ').replace(/\.\d+/, '').replace(/Z$/, ' UTC'), 'muted');
-  const chunks = el('td', String(d.chunkCount)), enabled = el('td', d.enabled ? 'yes' : 'no');
-  chunks.dataset.label = 'Chunks:'; enabled.dataset.label = 'Enabled:';  // shown on narrow screens
-  tr.append(el('td', d.title || d.id), state, chunks, el('td', d.error || '', d.error ? 'error' : ''), enabled,
-    created, actions);
-  return tr; }
+  const enabled = el('td', d.enabled ? 'yes' : 'no'); enabled.dataset.label = 'In answers:';  // shown on narrow screens
+  tr.append(title, state, el('td', d.error || '', d.error ? 'error' : ''), enabled, el('td', when(d.createdAt), 'muted'), actions);
+  if (d.collection && !known.has(d.collection)) { known.add(d.collection); pick.append(new Option(d.collection, d.collection)); }
+  tr.hidden = !matches(d); return tr; }
+// The search: every word typed in the title (any case); over the documents loaded (More loads older).
+function matches(d) { const words = search.value.toLowerCase().split(/\s+/).filter(Boolean), t = (d.title || '').toLowerCase();
+  return words.every(w => t.includes(w)); }
+function filter() { const all = [...rows.querySelectorAll('tr')].filter(tr => tr.doc);
+  for (const tr of all) tr.hidden = !matches(tr.doc);
+  const shown = all.filter(tr => !tr.hidden).length, none = $('doc-none');
+  none.hidden = shown > 0; none.textContent = !all.length ? (pick.value ? 'No documents in “' + pick.value + '”.'
+    : 'No documents yet: add one on the Add page.') : 'No document title matches “' + search.value.trim() + '”.'; }
+search.oninput = filter;
+search.onkeydown = e => { if (e.key === 'Escape' && search.value) { e.stopPropagation(); search.value = ''; filter(); } };
+pick.onchange = () => load(true);
+// Live status: each document still in flight is read again every POLL_MS until it is READY or FAILED.
+function follow() { const busy = [...rows.querySelectorAll('tr')].filter(tr => tr.doc && IN_FLIGHT.has(tr.doc.status));
+  $('doc-live').textContent = busy.length ? busy.length + (busy.length === 1 ? ' document is' : ' documents are') +
+    ' being indexed: their status updates here.' : '';
+  if (!busy.length || timer) return;
+  timer = setTimeout(() => Promise.all(busy.map(tr => api('/documents/' + enc(tr.dataset.id))
+    .then(d => { if (tr.isConnected) tr.replaceWith(row(d)); }).catch(err => { if (err.status === 404) tr.remove(); else throw err; })))
+    .catch(fail).finally(() => { timer = null; follow(); }), POLL_MS); }
 function load(reset) { if (reset) cursor = null;
-  api('/documents?limit=50' + workspaceQuery('&') + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '')).then(p => {
+  api('/documents?limit=50' + workspaceQuery('&') + (pick.value ? '&collection=' + enc(pick.value) : '') + (cursor ? '&cursor=' + enc(cursor) : '')).then(p => {
     if (reset) rows.replaceChildren(); docError.textContent = '';
     for (const d of p.items) rows.append(row(d));
-    if (reset && !p.items.length) { const tr = el('tr'), td = el('td', 'No documents yet: add one on the Add page.', 'muted');
-      td.colSpan = 7; tr.append(td); rows.append(tr); }
-    cursor = p.cursor; more.hidden = !cursor; if (reset) showLinked(); }).catch(fail); }
-// /documents/ui#<id> (a source's "Open in Documents" link on the chat page): that row, highlighted.
+    cursor = p.cursor; more.hidden = !cursor; filter(); follow(); if (reset) showLinked(); }).catch(fail); }
+// /documents/ui#<id>: that row, highlighted.
 function showLinked() { const id = decodeURIComponent(location.hash.slice(1)); if (!id) return;
   const tr = [...rows.querySelectorAll('tr')].find(r => r.dataset.id === id);
   if (tr) { tr.classList.add('linked'); tr.tabIndex = -1; tr.scrollIntoView({block: 'center'}); tr.focus(); }

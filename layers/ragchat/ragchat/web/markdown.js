@@ -53,7 +53,7 @@ function renderContent(box, text, msgEl, streaming) {
     const cite = el('button', '[' + n + ']', 'cite'); cite.type = 'button';
     cite.setAttribute('aria-label', 'Source ' + n + (s ? ': ' + sourceLabel(s) : ''));
     if (s) cite.title = sourceLabel(s);
-    cite.onclick = () => openSource(msgEl, id); return cite; });
+    cite.setAttribute('aria-haspopup', 'dialog'); cite.onclick = () => openSource(msgEl, id, cite); return cite; });
   box.replaceChildren(fragment); }
 function placeCitations(root, make) {
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT), found = [];
@@ -61,27 +61,17 @@ function placeCitations(root, make) {
   for (const node of found) { const parts = node.nodeValue.split(CITE), out = [];
     parts.forEach((part, i) => { if (i % 2) out.push(make(Number(part))); else if (part) out.push(part); });
     node.replaceWith(...out); } }
-function openSource(msgEl, id) {
-  for (const li of msgEl.querySelectorAll('.sources li')) if (li.dataset.id === id) {
-    li.hidden = false; const more = msgEl.querySelector('.sources .more'); if (more) more.firstChild.click();
-    const chip = li.querySelector('.chip');
-    if (chip.getAttribute('aria-expanded') !== 'true') chip.click(); chip.focus(); } }
-function sourceItem(s, n) {
+// A citation or a chip opens the side panel (viewer.js): the passage whole, the cited sentences marked.
+function openSource(msgEl, id, from) { const s = (msgEl.sources || []).find(x => x.id === id);
+  if (s) viewer().then(p => p.passage(s, msgEl.content || '', from)); }
+function sourceItem(s, n, msgEl) {
   const li = el('li'); li.dataset.id = s.id;
-  const chip = el('button', null, 'chip'), detail = el('div', null, 'source-detail');
-  chip.type = 'button'; chip.append(el('span', String(n), 'n'), el('span', sourceLabel(s), 't'));
-  chip.title = sourceLabel(s); detail.id = 'source-' + (++uid); detail.hidden = true;
-  chip.setAttribute('aria-expanded', 'false'); chip.setAttribute('aria-controls', detail.id);
-  detail.append(el('div', s.title || 'Untitled note', 'title'));
-  if (s.page) detail.append(el('div', 'Page ' + s.page, 'muted small page'));
-  detail.append(el('p', cleanSnippet(s.text), 'snippet'));
-  if (s.documentId) { const a = el('a', 'Open in Documents', 'open-doc');
-    a.href = base + '/documents/ui#' + encodeURIComponent(s.documentId); detail.append(a); }
-  chip.onclick = () => { const open = chip.getAttribute('aria-expanded') !== 'true';
-    chip.setAttribute('aria-expanded', String(open)); detail.hidden = !open; };
-  li.append(chip, detail); return li; }
-function fillSources(ol, sources) {
-  ol.replaceChildren(); const items = (sources || []).map((s, i) => sourceItem(s, i + 1));
+  const chip = el('button', null, 'chip'); chip.type = 'button'; chip.setAttribute('aria-haspopup', 'dialog');
+  chip.append(el('span', String(n), 'n'), el('span', sourceLabel(s), 't'));
+  chip.title = sourceLabel(s); chip.onclick = () => openSource(msgEl, s.id, chip);
+  li.append(chip); return li; }
+function fillSources(ol, sources, msgEl) {
+  ol.replaceChildren(); const items = (sources || []).map((s, i) => sourceItem(s, i + 1, msgEl));
   items.forEach((li, i) => { li.hidden = i >= SHOWN_SOURCES; ol.append(li); });
   if (items.length > SHOWN_SOURCES) {
     const li = el('li', null, 'more'), more = el('button', 'Show more sources (' +

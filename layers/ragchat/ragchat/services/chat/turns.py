@@ -31,7 +31,7 @@ from ragchat.domain.ids import new_id
 from ragchat.domain.messages import FALLBACK_MODEL, make_title, sanitize_message
 from ragchat.domain.models import Conversation, Message, SearchFilter, SourceRef
 from ragchat.domain.prompts import detect_injection
-from ragchat.services.answering import EXTRACTIVE_MODEL, refuses
+from ragchat.services.answering import EXTRACTIVE_MODEL, documents_indexing, refuses
 from ragchat.services.chat.metrics import TurnMetrics, timed
 from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import replay_from
@@ -297,7 +297,9 @@ class Turns:
         answerer = self.p.answerer
         retrieval = turn.retrieval
         if turn.refused:
-            return self._store(turn, answerer.guard_answer(retrieval), assistant_id=assistant_id)
+            indexing = documents_indexing(self.p.documents, turn.conv.owner, turn.conv.collection)
+            refusal = answerer.guard_answer(retrieval, indexing=indexing)
+            return self._store(turn, refusal, assistant_id=assistant_id)
         if self.p.caller.is_open(turn.breaker):
             self._log_circuit_open(turn)
             return self._store(turn, self._fallback(turn), assistant_id=assistant_id)

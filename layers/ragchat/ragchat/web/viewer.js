@@ -1,0 +1,113 @@
+// The side panel (fetched by common.js's viewer() on the Chat and Documents pages when first opened): a cited passage whole,
+// with the sentences the answer took from it highlighted, and the document viewer (its text; a PDF
+// one page at a time, with the page number). Text from documents is shown with textContent only.
+const panel = (() => {
+  let invoker = null, docText = '';
+  const root = el('aside', null, 'panel'); root.id = 'panel'; root.hidden = true;
+  root.setAttribute('role', 'dialog'); root.setAttribute('aria-labelledby', 'panel-title');
+  const head = el('div', null, 'panel-head'), title = el('h2', '', 'panel-title'); title.id = 'panel-title';
+  const close = el('button', null, 'icon-btn panel-close'); close.type = 'button'; close.setAttribute('aria-label', 'Close');
+  close.textContent = '✕'; head.append(title, close);
+  const body = el('div', null, 'panel-body'); body.id = 'panel-body'; root.append(head, body);
+  document.body.append(root);
+  function hide() { if (root.hidden) return; root.hidden = true; document.body.classList.remove('panel-open');
+    if (invoker && invoker.isConnected) invoker.focus(); invoker = null; }
+  close.onclick = hide;
+  root.addEventListener('keydown', e => { if (e.key === 'Escape') { e.stopPropagation(); hide(); } });
+  function show(heading, from) { if (from) invoker = from; title.textContent = heading; body.replaceChildren();
+    root.hidden = false; document.body.classList.add('panel-open'); body.scrollTop = 0; close.focus(); return body; }
+  function fail(err) { body.append(el('p', describe(err), 'error')); }
+
+  // ---------------------------------------------------------------- words and sentences
+  const WORD = /[\p{L}\p{N}]+/gu, STOP = new Set(['the', 'and', 'for', 'are', 'was', 'with', 'that', 'this',
+    'from', 'its', 'into', 'not', 'but', 'you', 'your', 'has', 'have', 'can', 'all', 'any', 'one', 'who', 'how']);
+  function words(s) { return (String(s).toLowerCase().match(WORD) || []).filter(w => (w.length > 2 || /\d/.test(w)) && !STOP.has(w)); }
+  // Sentences run across line breaks (a PDF's lines are wrapped); a list item starts a new one.
+  function sentences(text) { const out = [];
+    for (const part of String(text).split(/(\n(?=[ \t]*(?:•|\d+[.)])\s))/)) if (part)
+      out.push(...(part.match(/[^.!?]+(?:[.!?]+["'”’)\]]*|$)\s*|[.!?]+\s*/g) || []));
+    return out; }
+  // What an answer says before each [source: id] tag of ``id`` (the sentence or clause the tag
+  // closes, whether it stands before or after the period), as sets of words.
+  function citing(answer, id) { const out = [], tag = /\[source:\s*([A-Za-z0-9_-]+)\]/g;
+    const text = String(answer || '').replace(/\n*[ \t]*Sources:[^\n]*$/, '');
+    for (const m of text.matchAll(tag)) { if (m[1] !== id) continue;
+      const before = text.slice(0, m.index).replace(/[\s.!?]+$/, '');
+      const start = Math.max(before.search(/[^.!?\n\]]*$/), 0);
+      out.push(new Set(words(before.slice(start).replace(tag, '')))); }
+    return out.filter(set => set.size); }
+  // A passage sentence is "cited" when most of its words are in a citing sentence of the answer
+  // (an extractive quote, or a close paraphrase), or it carries most of such a sentence.
+  function isCited(sentence, cited) { const w = words(sentence); if (w.length < 2) return false;
+    return cited.some(set => { const common = w.filter(x => set.has(x)).length;
+      return common >= 2 && (common / w.length >= 0.6 || common / set.size >= 0.6); }); }
+
+  // ---------------------------------------------------------------- text as blocks, cited sentences marked
+  function clean(line) { return line.replace(/\*\*|`/g, '').replace(/^\s*[-*+]\s+/, '• ').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1'); }
+  function render(box, text, cited) { let first = null;
+    for (const block of String(text).replace(/\r\n/g, '\n').split(/\n\s*\n/)) { if (!block.trim()) continue;
+      const heading = /^\s*#{1,6}\s+/.test(block) && !block.trim().includes('\n');
+      const p = el(heading ? 'h3' : 'p', null, heading ? 'doc-h' : 'doc-p');
+      // a paragraph's wrapped lines run on (a list item, a table row or code keeps its own line)
+      const raw = heading ? clean(block.replace(/^\s*#{1,6}\s+/, '').trim()) : block.split('\n').map(clean)
+        .reduce((out, line) => !out ? line : out + (/^\s*(?:•|\d+[.)]\s|\||```|\s{4})/.test(line) ? '\n' : ' ') + line.trim(), '');
+      for (const s of sentences(raw)) { if (!heading && cited.length && isCited(s, cited)) {
+          const m = el('mark', s); p.append(m); if (!first) first = m; } else p.append(s); }
+      box.append(p); }
+    return first; }
+
+  // ---------------------------------------------------------------- a cited passage
+  // A stored source keeps the note's first 160 characters: shown up to its last whole word.
+  function wholeWords(t) { if (t.length < 160 || /[.!?…"')\]]$/.test(t)) return t;
+    const space = t.lastIndexOf(' '); return (space > 40 ? t.slice(0, space) : t).replace(/[,;:\s-]+$/, '') + '…'; }
+  function label(s) { return (s.title || 'Untitled note') + (s.page ? ' · p. ' + s.page : ''); }
+  function passage(source, answer, from) {
+    const box = show(label(source), from), cited = citing(answer, source.id);
+    const text = el('div', null, 'passage'); text.textContent = 'Loading the passage…'; box.append(text);
+    const actions = el('p', null, 'panel-actions');
+    if (source.documentId) { const open = el('button', 'Open document', 'btn small'); open.type = 'button';
+      open.onclick = () => documentView(source.documentId, {page: source.page, cited, title: source.title}); actions.append(open); }
+    box.append(actions);
+    api('/notes/' + encodeURIComponent(source.id)).then(n => { text.replaceChildren(); render(text, n.text, cited); })
+      .catch(err => { text.replaceChildren(); if (err.status === 404) {  // the note is gone: what the answer stored
+        render(text, wholeWords(source.text || ''), cited); text.append(el('p', 'This passage is no longer in your documents.', 'muted small')); }
+      else fail(err); }); }
+
+  // ---------------------------------------------------------------- the document viewer
+  async function notesOf(id) { const all = []; let cursor = null;
+    do { const p = await api('/notes?limit=200&documentId=' + encodeURIComponent(id) + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+      all.push(...p.items); cursor = p.cursor; } while (cursor && all.length < 5000);
+    return all.sort((a, b) => a.chunkIndex - b.chunkIndex); }
+  function joined(chunks) {  // consecutive chunks overlap by ~100 characters: each tail is kept once
+    let out = '';
+    for (const c of chunks) { let t = c.text;
+      for (let k = Math.min(300, t.length, out.length); k > 20; k--) if (out.endsWith(t.slice(0, k))) { t = t.slice(k); break; }
+      out += (out && t && !/^\s/.test(t) && !/\s$/.test(out) ? '\n\n' : '') + t; }
+    return out; }
+  function download(name, text) { const a = el('a', 'Download text', 'btn small');
+    a.href = URL.createObjectURL(new Blob([text], {type: 'text/plain;charset=utf-8'}));
+    a.download = (name || 'document').replace(/[\\/:*?"<>|]+/g, '_').replace(/\.(md|txt|html?|pdf)$/i, '') + '.txt'; return a; }
+  async function documentView(id, opts, from) {
+    opts = opts || {}; const box = show(opts.title || 'Document', from); box.append(el('p', 'Loading the document…', 'muted'));
+    try { const doc = await api('/documents/' + encodeURIComponent(id));
+      show(doc.title || 'Untitled note');
+      if (doc.contentType === 'application/pdf') return pdfPage(doc, opts.page || 1, opts.cited || []);
+      const full = await api('/documents/' + encodeURIComponent(id) + '?include=body'); docText = full.body || '';
+      viewer(doc, docText, opts.cited || [], null);
+    } catch (err) { box.replaceChildren(); fail(err); } }
+  function viewer(doc, text, cited, pager) {
+    const box = body; box.replaceChildren();
+    const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
+    const page = el('div', null, 'doc-text'); const first = render(page, text, cited);
+    box.append(bar, page); if (first) first.scrollIntoView({block: 'center'}); }
+  async function pdfPage(doc, n, cited) {
+    const notes = await notesOf(doc.id), pages = [...new Set(notes.map(x => (x.metadata || {}).page).filter(Boolean))].sort((a, b) => a - b);
+    if (!pages.includes(n)) n = pages[0] || 1;
+    const text = joined(notes.filter(x => (x.metadata || {}).page === n)), i = pages.indexOf(n);
+    const pager = el('span', null, 'pager'), prev = el('button', '‹ Previous page', 'btn small'), next = el('button', 'Next page ›', 'btn small');
+    prev.type = next.type = 'button'; prev.disabled = i <= 0; next.disabled = i < 0 || i >= pages.length - 1;
+    prev.onclick = () => pdfPage(doc, pages[i - 1], cited); next.onclick = () => pdfPage(doc, pages[i + 1], cited);
+    const where = el('strong', 'Page ' + n + (pages.length ? ' of ' + pages[pages.length - 1] : ''), 'page-no');
+    pager.append(prev, where, next); viewer(doc, text, cited, pager); }
+  return {passage, documentView, hide};
+})();
