@@ -29,11 +29,11 @@ import urllib.request
 from pathlib import Path
 
 from bench_cold_start import ENV as COLD_START_ENV
-from benchdata import models_path, results_dir
+from benchdata import models_path, results_dir, smoke
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = results_dir()
-RUNS = 5
+RUNS = 1 if smoke() else 5  # a smoke run: one start per backend
 POLL_S = 0.005
 TIMEOUT_S = 120.0
 
