@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_scifact import embed_cached
-from benchdata import bench_data_dir, models_path, results_dir
+from benchdata import bench_data_dir, models_path, results_dir, smoke, smoke_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = results_dir()
@@ -168,6 +168,11 @@ def squad_signals() -> list[tuple[list[dict[str, Any]], Any]]:
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
     articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
+    if smoke():  # tiny data: two articles (one per fold), a few paragraphs and questions each
+        articles = [
+            {**a, "paragraphs": [{**p, "qas": p["qas"][:4]} for p in a["paragraphs"][:3]]}
+            for a in smoke_sample(articles, 2)
+        ]
     paragraphs, para_article, questions, q_article, _, q_answerable = load_squad(articles)
     embedder = OnnxMiniLMEmbedder.from_cache(models_path())
     p_vecs = embed_cached(embedder, indexed_texts(articles, paragraphs, para_article), "squad-paragraphs")

@@ -137,7 +137,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"### MiniLM variants: {' vs '.join(variants)}",
         "",
-        f"`{command}`",
+        f"Measured with `{command}`.",
         "",
         f"{result['passages']} SciFact passages ({result['tokens']:,} tokens), {result['rounds']} alternated "
         f"rounds, medians; {result['cpus']} CPUs, 1-min load {min(loads):.1f}–{max(loads):.1f}, "
