@@ -435,7 +435,8 @@ def write_md(result: dict[str, Any]) -> None:
         "",
         *table("test"),
         "",
-        f"**Dev split** ({count('dev', 'answerable')} answerable, {count('dev', 'off_topic')} off-topic, "
+        "**Dev split** (the same run of `bench/bench_grounding.py`; "
+        f"{count('dev', 'answerable')} answerable, {count('dev', 'off_topic')} off-topic, "
         f"{count('dev', 'near_topic')} near-topic; what the decision was fitted and chosen on, so these "
         "figures are optimistic):",
         "",

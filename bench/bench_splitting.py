@@ -183,6 +183,8 @@ def _big_markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "### Splitting big documents (split_text, 1000 chars / 100 overlap, plain text)",
         "",
+        "Command: `python bench/bench_splitting.py --big` (this table only; `--all`: both tables).",
+        "",
         "| shape | characters | split_text | chunks | library on the whole text (before) |",
         "|---|---|---|---|---|",
     ]
