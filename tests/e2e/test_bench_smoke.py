@@ -2,15 +2,17 @@
 
 Each ``bench/bench_*.py`` (found in the folder, so a new benchmark is covered without a change
 here) is started as ``python bench/bench_<name>.py``, its documented command, with
-``RAGCHAT_BENCH_SMOKE=1`` (tiny data: a few documents and questions, seconds). And ``make bench``'s
-runner, ``bench/run_all.py``, must run exactly that list. The machine is a fresh one after
-``make install``: an empty working directory, a fresh data dir and temp dir, and an empty home whose
-per-user model cache (``~/.cache/ragchat/models``) links to the prepared model, with no
-``RAGCHAT_MODEL_DIR`` and no ``XDG_CACHE_HOME``. So a benchmark that looks for the model anywhere
-else than the product does (the repository's old ``.ragchat/models``, say) fails here. The data sets
-(SciFact, SQuAD 2.0) are generated below, a few entries each, and handed over through
-``RAGCHAT_BENCH_DATA``; results go to a temporary ``RAGCHAT_BENCH_RESULTS``, never into
-``bench/results``.
+``RAGCHAT_BENCH_SMOKE=1`` (tiny data: a few documents and questions, seconds). ``make bench``'s
+runner, ``bench/run_all.py``, must run exactly that list. The other scripts in ``bench/`` that load
+the model run too (``SCRIPTS``); every other file there says why it is not run (``NOT_RUN``).
+
+The machine is a fresh one after ``make install``: an empty working directory, a fresh data dir
+and temp dir, and an empty home whose per-user model cache (``~/.cache/ragchat/models``) links to
+the prepared model, with no ``RAGCHAT_MODEL_DIR`` and no ``XDG_CACHE_HOME``. So a benchmark that
+looks for the model anywhere else than the product does (the repository's old
+``.ragchat/models``, say) fails here. The data sets (SciFact, SQuAD 2.0) are generated below, a few
+entries each, and handed over through ``RAGCHAT_BENCH_DATA``; results go to a temporary
+``RAGCHAT_BENCH_RESULTS``, never into ``bench/results``.
 
 A benchmark that needs what a CI machine does not have (ChromaDB, which is never a ragchat
 dependency) must say so: it prints why it skipped and writes nothing, and the test checks that
@@ -49,6 +51,22 @@ def _chromadb_missing() -> str | None:
 # benchmark -> (why it may be unavailable here, or None; the line it then prints)
 UNAVAILABLE = {
     "chroma": (_chromadb_missing, "bench chroma: SKIPPED: chromadb is not installed"),
+}
+
+# The scripts in bench/ that make bench does not run, with the arguments of a smoke run and what it
+# writes (a results file, or a line it prints); the others, with why they are not run here.
+SCRIPTS = {
+    "evidence_latency.py": (["--docs", "6", "--rounds", "1"], "evidence_latency.md"),
+    "chroma_tokens.py": ([], '"ratio_ragchat_to_chroma"'),
+}
+NOT_RUN = {
+    "benchdata.py": "the library every benchmark uses",
+    "run_all.py": "make bench: test_make_bench_runs_every_benchmark_…",
+    "grounding_set.py": "the grounding set's loader (bench_grounding, bench_recorded_prompts)",
+    "real_vectors.py": "run by bench_ann_choice and bench_vector_store",
+    "first_answer.py": "run by bench_first_answer",
+    "store_load.py": "random vectors, no model or data set; 300,000 rows take minutes",
+    "profile_top.py": "reads a py-spy recording",
 }
 
 TOPICS = [
@@ -208,3 +226,23 @@ def test_make_bench_runs_every_benchmark_and_a_smoke_run_leaves_the_docs_alone(
     assert proc.returncode == 0, f"run_all.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     assert sorted(p.name for p in results.glob("*.md")) == [f"{n}.md" for n in only]
     assert (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8") == docs
+
+
+def test_every_script_in_bench_is_run_here_or_says_why_not() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py") if not p.name.startswith("bench_")}
+    assert scripts == set(SCRIPTS) | set(NOT_RUN)
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_the_script_runs_in_smoke_mode_on_a_fresh_machine(
+    script: str, machine: tuple[Path, dict[str, str]]
+) -> None:
+    root, env = machine
+    argv, writes = SCRIPTS[script]
+    proc, results = _run(root, env, script.removesuffix(".py"), str(BENCH / script), *argv)
+    output = f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert proc.returncode == 0, f"{script} failed:\n{output}"
+    if writes.endswith(".md"):
+        assert "|---" in (results / writes).read_text(encoding="utf-8"), output
+    else:
+        assert writes in proc.stdout, output
