@@ -94,11 +94,18 @@ def main() -> int:
                 continue
             print(f"== bench {name}", flush=True)
             started = time.perf_counter()
+            argv, sys.argv = sys.argv, [str(path)]  # each runs as with no arguments (not run_all's)
             try:
                 _load(path).main()
+            except SystemExit as exc:  # an argparse error or sys.exit: that benchmark failed
+                if exc.code not in (0, None):
+                    traceback.print_exc()
+                    failed.append(name)
             except Exception:
                 traceback.print_exc()
                 failed.append(name)
+            finally:
+                sys.argv = argv
             print(f"== bench {name}: {time.perf_counter() - started:.1f} s", flush=True)
     refresh_readme()
     if failed:
