@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_scifact import embed_cached
-from benchdata import bench_data_dir, models_path, results_dir
+from benchdata import bench_data_dir, models_path, results_dir, smoke, smoke_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = results_dir()
@@ -157,6 +157,17 @@ def fold_figures(
     }
 
 
+def squad_articles() -> list[Any]:
+    """SQuAD's articles; a smoke run's: two (one per fold), a few paragraphs and questions each."""
+    articles: list[Any] = json.loads(DATA.read_text(encoding="utf-8"))["data"]
+    if smoke():  # tiny data: the figures mean nothing
+        articles = [
+            {**a, "paragraphs": [{**p, "qas": p["qas"][:4]} for p in a["paragraphs"][:3]]}
+            for a in smoke_sample(articles, 2)
+        ]
+    return articles
+
+
 def squad_signals() -> list[tuple[list[dict[str, Any]], Any]]:
     """For each fold (even / odd articles indexed): every question's answerability signals
     (:func:`fold_signals`) and its class: ``in`` (answerable, in the KB), ``out`` (about an article
@@ -167,7 +178,7 @@ def squad_signals() -> list[tuple[list[dict[str, Any]], Any]]:
     import numpy as np
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
-    articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
+    articles = squad_articles()
     paragraphs, para_article, questions, q_article, _, q_answerable = load_squad(articles)
     embedder = OnnxMiniLMEmbedder.from_cache(models_path())
     p_vecs = embed_cached(embedder, indexed_texts(articles, paragraphs, para_article), "squad-paragraphs")
@@ -244,7 +255,7 @@ def main() -> None:
     from ragchat.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
     RESULTS.mkdir(exist_ok=True)
-    articles = json.loads(DATA.read_text(encoding="utf-8"))["data"]
+    articles = squad_articles()
     paragraphs, para_article, questions, q_article, q_para, q_answerable = load_squad(articles)
 
     embedder = OnnxMiniLMEmbedder.from_cache(models_path())

@@ -43,7 +43,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchdata import models_path, results_dir
+from benchdata import models_path, results_dir, smoke, smoke_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "conversations"
@@ -60,7 +60,19 @@ def split_docs(split: str) -> str | None:
     return docs
 
 
-def build(tmp: str, extra: str | None = None) -> tuple[Any, dict[str, str]]:
+def conversations(split: str) -> list[dict[str, Any]]:
+    """A split's conversations (a smoke run: its first two)."""
+    convs: list[dict[str, Any]] = json.loads((DATA / f"{split}.json").read_text())["conversations"]
+    return smoke_sample(convs, 2)
+
+
+def cited(convs: list[dict[str, Any]]) -> set[str]:
+    """The documents the turns of ``convs`` expect."""
+    turns = [t for c in convs for t in c["turns"]]
+    return {p["doc"] for t in turns for p in (t.get("parts") or [t]) if p.get("doc")}
+
+
+def build(tmp: str, extra: str | None = None, wanted: set[str] | None = None) -> tuple[Any, dict[str, str]]:
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
@@ -73,6 +85,8 @@ def build(tmp: str, extra: str | None = None) -> tuple[Any, dict[str, str]]:
     paths = sorted((DATA / "docs").glob("*.md"))
     if extra:
         paths += sorted((DATA / extra).glob("*.md"))
+    if wanted is not None:  # a smoke run: only the documents its conversations expect
+        paths = [p for p in paths if p.stem in wanted]
     for path in paths:
         doc = container.ingestion.submit_file(OWNER, data=path.read_bytes(), filename=path.name)
         names[doc.id] = path.stem
@@ -100,7 +114,7 @@ def judge(turn: dict[str, Any], reply: dict[str, Any]) -> bool:
 
 
 def run_split(container: Any, names: dict[str, str], split: str) -> dict[str, Any]:
-    convs = json.loads((DATA / f"{split}.json").read_text())["conversations"]
+    convs = conversations(split)
     rows = []
     ms: list[float] = []
     for conv in convs:
@@ -175,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--show-failures", action="store_true")
     ap.add_argument("--no-write", action="store_true")
-    args = ap.parse_args(argv)
+    args = ap.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
     groups = {
         "both": ["dev", "test"],
         "seen": list(SPLITS[:8]),  # every split whose misses have been looked at
@@ -185,10 +199,12 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     # one knowledge base per set of documents: the shared 16, plus a split's own when it has some
     for extra in dict.fromkeys(split_docs(s) for s in splits):
+        in_run = [s for s in splits if split_docs(s) == extra]
+        wanted = cited([c for s in in_run for c in conversations(s)]) if smoke() else None
         with tempfile.TemporaryDirectory() as tmp:
-            container, names = build(tmp, extra)
+            container, names = build(tmp, extra, wanted)
             try:
-                results += [run_split(container, names, s) for s in splits if split_docs(s) == extra]
+                results += [run_split(container, names, s) for s in in_run]
             finally:
                 close = getattr(container, "close", None)
                 if callable(close):
@@ -212,4 +228,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -15,8 +15,8 @@ A variant is a precision, optionally with one option after a colon:
   (instead of one session splitting every operator over the cores); ``int8:par2``: the same
   threads on the embedder's own session (one intra-op thread per core).
 
-Writes ``bench/results/embedder_precision.json`` for the default variants, else
-``bench/results/embedder_options.json``.
+Writes ``bench/results/embedder_precision.{json,md}`` for the default variants, else
+``bench/results/embedder_options.{json,md}``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from benchdata import bench_data_dir, models_path, smoke  # noqa: E402
+from benchdata import bench_data_dir, models_path, results_dir, smoke  # noqa: E402
 
 DEFAULT_VARIANTS = ["fp32", "int8"]
 
@@ -126,6 +126,37 @@ class _Parallel:
         return out
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """The table of one run (``embedder_precision.md`` / ``embedder_options.md``)."""
+    variants, base = result["variants"], result["variants"][0]
+    loads = result["load_average_1min"]
+    command = "python bench/bench_embedder_precision.py"
+    command += f" --passages {result['passages']} --rounds {result['rounds']}"
+    if variants != DEFAULT_VARIANTS:
+        command += " --variants " + " ".join(variants)
+    lines = [
+        f"### MiniLM variants: {' vs '.join(variants)}",
+        "",
+        f"Measured with `{command}`.",
+        "",
+        f"{result['passages']} SciFact passages ({result['tokens']:,} tokens), {result['rounds']} alternated "
+        f"rounds, medians; {result['cpus']} CPUs, 1-min load {min(loads):.1f}–{max(loads):.1f}, "
+        f"{result['measured_at']}.",
+        "",
+        f"| variant | median s | passages/s | tokens/s | speed-up vs {base} (per round) "
+        f"| min cosine vs {base} |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for v in variants:
+        rounds = ", ".join(f"{x:.2f}" for x in result["per_round_speedup_vs_first"][v])
+        lines.append(
+            f"| {v} | {result['median_seconds'][v]:.2f} | {result['passages_per_second'][v]:.1f} | "
+            f"{result['tokens_per_second'][v]:,.0f} | {result['speedup_of_medians_vs_first'][v]:.2f}× "
+            f"({rounds}) | {result['min_cosine_vs_first'][v]:.4f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     parser = argparse.ArgumentParser(description=__doc__)
@@ -180,8 +211,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         name = "embedder_precision.json"
     else:
         name = "embedder_options.json"
-    out = ROOT / "bench" / "results" / name
+    out = results_dir() / name
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out.with_suffix(".md").write_text(markdown(result), encoding="utf-8")
     print(
         json.dumps(
             {k: result[k] for k in ("median_seconds", "tokens_per_second", "speedup_of_medians_vs_first")},

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchdata import bench_data_dir, results_dir
+from benchdata import bench_data_dir, results_dir, smoke_sample
 
 RESULTS = results_dir()
 DATA = bench_data_dir() / "scifact" / "corpus.jsonl"
@@ -46,7 +46,8 @@ SPLITTERS = {
 
 def _texts() -> list[str]:
     with DATA.open(encoding="utf-8") as fh:
-        return [f"{d['title']}\n\n{d['text']}" for d in map(json.loads, fh)]
+        texts = [f"{d['title']}\n\n{d['text']}" for d in map(json.loads, fh)]
+    return smoke_sample(texts, 40)  # a smoke run: tiny data, the figures mean nothing
 
 
 def _splitter(name: str) -> Any:
@@ -181,6 +182,8 @@ def measure_big() -> list[dict[str, Any]]:
 def _big_markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "### Splitting big documents (split_text, 1000 chars / 100 overlap, plain text)",
+        "",
+        "Command: `python bench/bench_splitting.py --big` (this table only; `--all`: both tables).",
         "",
         "| shape | characters | split_text | chunks | library on the whole text (before) |",
         "|---|---|---|---|---|",

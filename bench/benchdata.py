@@ -15,7 +15,11 @@ whether this is a smoke run.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,3 +51,9 @@ def cache_dir() -> Path:
     if smoke():
         return results_dir() / "bench-cache"
     return REPO / ".ragchat" / "bench-cache"
+
+
+def smoke_sample(items: Iterable[T], n: int) -> list[T]:
+    """``items``; in a smoke run only the first ``n`` of them."""
+    out = list(items)
+    return out[:n] if smoke() else out

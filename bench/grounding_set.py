@@ -32,6 +32,19 @@ def questions() -> list[Question]:
     return [Question(q["question"], q["kind"], q["document"], q["split"]) for q in data["questions"]]
 
 
+def smoke_questions(qs: list[Question], per_kind: int = 1) -> list[Question]:
+    """A smoke run's questions: the first ``per_kind`` of each split and kind (every table cell has
+    some)."""
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for q in qs:
+        key = (q.split, q.kind)
+        if seen.get(key, 0) < per_kind:
+            seen[key] = seen.get(key, 0) + 1
+            out.append(q)
+    return out
+
+
 def documents() -> dict[str, bytes]:
     """File name → bytes, the PDF generated from its text."""
     out: dict[str, bytes] = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from benchdata import bench_data_dir, cache_dir, models_path
+from benchdata import bench_data_dir, cache_dir, models_path, smoke_sample
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = cache_dir()
@@ -43,7 +43,7 @@ def _texts(limit: int) -> tuple[list[str], list[str]]:
             base.extend(s for s in _SENTENCE.split(row.get("text", "")) if len(s) >= 40)
             if len(base) >= limit:
                 break
-    return base[:limit], queries
+    return base[:limit], smoke_sample(queries, 40)  # a smoke run: a few queries
 
 
 def real_vectors(limit: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:

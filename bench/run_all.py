@@ -36,12 +36,39 @@ def benchmarks() -> list[Path]:
     return sorted(BENCH_DIR.glob("bench_*.py"))
 
 
+def with_command(table: str, name: str) -> str:
+    """A results file under its heading (at level 3 or below) with the command that wrote it."""
+    line = (
+        f"Command: `python bench/bench_{name}.py` (`make bench` runs it so; the arguments of the run "
+        f"recorded here are in [Reproduce](#reproduce)), table `bench/results/{name}.md`."
+    )
+    if table.startswith("# "):  # a page of its own: its summary, one level down (the details stay there)
+        summary, _, details = table.partition("\n## ")
+        table = "##" + summary.rstrip()
+        if details:
+            line += " Details (each split's misses) in that file."
+    head, _, rest = table.partition("\n")
+    if not head.startswith("#"):
+        return f"{line}\n\n{table}"
+    return f"{head}\n\n{line}\n{rest}"
+
+
+def tables() -> list[str]:
+    """The tables of the benchmarks ``make bench`` runs (``bench/results/<name>.md`` of each
+    ``bench_<name>.py``; the other files there are named in docs/benchmarks.md where they are used)."""
+    parts = []
+    for path in benchmarks():
+        name = path.stem.removeprefix("bench_")
+        md = RESULTS / f"{name}.md"
+        if md.is_file():
+            parts.append(with_command(md.read_text(encoding="utf-8").strip(), name))
+    return parts
+
+
 def refresh_readme() -> None:
     if smoke() or not README.exists():  # a smoke run's figures mean nothing
         return
-    parts = []
-    for md in sorted(RESULTS.glob("*.md")):
-        parts.append(md.read_text(encoding="utf-8").strip())
+    parts = tables()
     text = README.read_text(encoding="utf-8")
     if START not in text or END not in text:
         return
@@ -67,11 +94,18 @@ def main() -> int:
                 continue
             print(f"== bench {name}", flush=True)
             started = time.perf_counter()
+            argv, sys.argv = sys.argv, [str(path)]  # each runs as with no arguments (not run_all's)
             try:
                 _load(path).main()
+            except SystemExit as exc:  # an argparse error or sys.exit: that benchmark failed
+                if exc.code not in (0, None):
+                    traceback.print_exc()
+                    failed.append(name)
             except Exception:
                 traceback.print_exc()
                 failed.append(name)
+            finally:
+                sys.argv = argv
             print(f"== bench {name}: {time.perf_counter() - started:.1f} s", flush=True)
     refresh_readme()
     if failed:
