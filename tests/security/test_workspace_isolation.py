@@ -9,9 +9,10 @@ stay private to their creator even in a shared workspace.
 
 The suite runs once per *stack* in :data:`STACKS`: a context-manager factory that takes a scratch
 folder and yields a :class:`tests.unit.api_support.Api` (the resolver over a container) wired with
-one family of adapters — ``fake`` (the in-memory fakes) and ``sqlite`` (the local SQLite stores,
-workspace store and vector index) — and tears it down after the test. To run the suite over another
-stack (e.g. DynamoDB on moto with the OpenSearch fake cluster), add one factory::
+one family of adapters — ``fake`` (the in-memory fakes), ``sqlite`` (the local SQLite stores,
+workspace store and vector index) and ``dynamodb-opensearch`` (the cloud adapters on moto and the
+OpenSearch fake cluster) — and tears it down after the test. To run the suite over another stack,
+add one factory, e.g.::
 
     @contextmanager
     def _dynamodb_stack(tmp_path):
@@ -69,9 +70,20 @@ def _sqlite_stack(tmp_path: Path) -> Iterator[Api]:
         db.close()
 
 
+@contextmanager
+def _dynamodb_opensearch_stack(tmp_path: Path) -> Iterator[Api]:
+    """The cloud adapters: DynamoDB documents, conversations, counters and workspaces on moto, S3
+    bodies, the OpenSearch adapter over the fake cluster (its terms filter on owner)."""
+    from tests.contract.cloud_api import cloud_api
+
+    with cloud_api() as api:
+        yield api
+
+
 STACKS: dict[str, Callable[[Path], AbstractContextManager[Api]]] = {
     "fake": _fake_stack,
     "sqlite": _sqlite_stack,
+    "dynamodb-opensearch": _dynamodb_opensearch_stack,
 }
 
 
