@@ -194,3 +194,25 @@ def test_a_member_can_be_given_by_e_mail_where_a_resolver_is_wired():
     service.remove_member("alice", team.id, "bob@example.com")
     with pytest.raises(NotFound):
         service.require("sub-bob", team.id)
+
+
+def test_a_member_added_by_e_mail_is_the_user_the_directory_names() -> None:
+    """Cloud: members are added by Cognito sub or e-mail; the e-mail is resolved through the user
+    directory (``Backends.user_directory``: Cognito's ListUsers on AWS) to the user's id."""
+    from tests.events import json_body
+    from tests.unit.api_support import make_api
+
+    class Directory:
+        def resolve(self, identifier: str) -> str | None:
+            return {"bob@example.com": "sub-bob"}.get(
+                identifier, identifier if "@" not in identifier else None
+            )
+
+    api = make_api(user_directory=Directory())
+    ws = json_body(api.call("POST", "/workspaces", body={"name": "Team"}))["id"]
+    res = api.call("PUT", f"/workspaces/{ws}/members/bob@example.com", body={"role": "viewer"})
+    assert res["statusCode"] == 200 and json_body(res)["userId"] == "sub-bob"
+    missing = api.call("PUT", f"/workspaces/{ws}/members/nobody@example.com", body={"role": "viewer"})
+    assert missing["statusCode"] == 404
+    listed = api.call("GET", "/workspaces", principal="sub-bob")
+    assert [w["id"] for w in json_body(listed)["items"] if w["id"] == ws] == [ws]

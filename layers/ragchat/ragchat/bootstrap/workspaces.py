@@ -24,7 +24,11 @@ class WorkspaceRoot(Backends):
         from ragchat.services.workspaces import WorkspaceService
 
         deleter = DocumentService(self.documents, self.index, self.blobs)
-        return WorkspaceService(self.workspace_store, self.documents, deleter, self.blobs)
+        # a member named by e-mail is looked up (Cognito on AWS; locally the name is the user id)
+        directory = self.user_directory
+        return WorkspaceService(
+            self.workspace_store, self.documents, deleter, self.blobs, resolve_email=directory.resolve
+        )
 
     def conversation_scope(self, conv: Conversation) -> dict[str, str]:
         """What a conversation's turn searches, read on every turn: its pinned workspace (404 once
