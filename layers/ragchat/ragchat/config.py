@@ -109,9 +109,8 @@ class Settings(BaseSettings):
     # where ``ragchat calibrate`` stores the fitted answerability coefficients and the deployed
     # functions read them: an SSM parameter (the stack sets its name), else a file in the data dir
     answerability_parameter: str = Field("", alias="ANSWERABILITY_PARAMETER")
-    # the local extractive answerer picks sentences by meaning (MiniLM; up to 24 sentences per answer,
-    # ~120 ms when embedded at question time, ~0 once precomputed) or by shared words alone (BM25);
-    # Bedrock embedders always use words
+    # the local extractive answerer picks sentences by meaning (MiniLM; ≤ 24 sentences per answer, ~120 ms
+    # embedded at question time, ~0 once precomputed) or by shared words (BM25; Bedrock embedders: always)
     extractive_sentences: Literal["meaning", "words"] = Field("meaning", alias="EXTRACTIVE_SENTENCES")
     # local (SQLite index): embed those passages and sentences once a document is READY, in the
     # background, so a question embeds only itself (ragchat.services.evidence; ~7 KB per chunk)
@@ -128,6 +127,7 @@ class Settings(BaseSettings):
     # with "background": a document of at most this many chunks gets them before READY, in its own pass
     evidence_inline_chunks: int = Field(16, ge=0, alias="EVIDENCE_INLINE_CHUNKS")
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
+    reader: Literal["off", "on"] = Field("off", alias="READER")  # the trained judge, docs/reader.md
 
     # --- backends ----------------------------------------------------------------------------
     backend: Literal["local", "aws"] = Field("local", alias="RAGCHAT_BACKEND")

@@ -422,3 +422,12 @@ class CalibrationStore(Protocol):
     def save(self, model_id: str, entry: Mapping[str, Any]) -> None:
         """Store ``entry`` under ``model_id`` (the other models' entries kept)."""
         ...
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """A judge that reads a question and a passage together (``READER=on``; docs/reader.md)."""
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """P(the passage holds the answer to ``question``) in [0, 1], one per passage, in order."""
+        ...

@@ -118,6 +118,7 @@ class ChatRoot(CalibrationRoot):
             answer_titles=self.model_reads() or self.extractive_by_meaning(),  # shown / read
             policy=self.guard_policy(),
             calibration=self.stored_calibration,
+            reader=self.reader,
         )
 
     @cached_property
