@@ -340,6 +340,8 @@ def main(argv: list[str] | None = None) -> None:
         help="fit every set of signals on dev (SQuAD-checked cutoff) and print the best",
     )
     parser.add_argument("--precision", choices=("fp32", "int8"), help="default: EMBEDDER_PRECISION")
+    parser.add_argument("--no-squad", action="store_true", help="fit without the SQuAD 2.0 check")
+    parser.add_argument("--features", help="fit and evaluate this set of signals (comma-separated)")
     args = parser.parse_args([] if argv is None else argv)
 
     from ragchat.config import load_settings
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
             threshold = container.settings.similarity_threshold
             signals = record_signals(container, qs)
             squad = None  # SQuAD is checked with the local model only (bench_calibration.py embeds with it)
-            if (args.fit or args.select) and model_id == "all-MiniLM-L6-v2":
+            if (args.fit or args.select) and model_id == "all-MiniLM-L6-v2" and not args.no_squad:
                 from bench_calibration import squad_signals
 
                 squad = squad_signals()
@@ -364,6 +366,8 @@ def main(argv: list[str] | None = None) -> None:
             if reader:  # READER=on: the reader's score is one more signal (docs/reader.md)
                 SIGNALS.append("reader")
             chosen = select_features(qs, signals, squad) if args.select else FEATURES
+            if args.features:
+                chosen = tuple(args.features.split(","))
             fitted = fit_coefficients(qs, signals, chosen, squad)
             print(f"fitted on dev for {model_id!r}: {fitted!r}", flush=True)
             if args.fit or args.select:

@@ -15,7 +15,7 @@ QUESTION = "How long do refunds take to reach the customer's card?"
 PASSAGES = [
     "Refund policy: Refunds reach the customer's card within five business days. Card fees are kept.",
     "Refund policy: Refunds are requested from the orders page by the account owner. Staff approve them.",
-    "Expense policy: Travel is booked through the portal. Economy class is the rule for flights under six hours.",
+    "Expense policy: Travel is booked through the portal. Economy class for flights under six hours.",
     "Support SLA: Production incidents get a first reply within one hour, around the clock.",
     "Onboarding: New hires receive a laptop on their first day. Accounts are created by IT the day before.",
     "Security: Two-factor authentication is required for every account. Hardware keys are supported.",

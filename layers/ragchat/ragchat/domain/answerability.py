@@ -171,7 +171,16 @@ CALIBRATED: dict[str, Coefficients] = {
 #: With ``READER=on`` (docs/reader.md): the decision fitted with the reader's signal, by
 #: ``python bench/bench_grounding.py --select --reader`` on the dev split; a model without an entry
 #: keeps its coefficients above (the reader's score is then logged, not used).
-CALIBRATED_WITH_READER: dict[str, Coefficients] = {}
+CALIBRATED_WITH_READER: dict[str, Coefficients] = {
+    # the best dev set using the reader (``--select --no-squad``: SQuAD trained the reader); the
+    # reader's weight is small, and no set with it beats the passage-based ones on dev (docs/reader.md)
+    "all-MiniLM-L6-v2": Coefficients(
+        threshold=0.40,
+        intercept=-0.146,
+        weights={"passage": 10.11, "margin": -1.753, "reader": 1.03},
+        cutoff=0.42,
+    ),
+}
 #: passages the reader reads per question: the most similar ones (its cost bound, ~3 ms each)
 READER_PASSAGES = 8
 
