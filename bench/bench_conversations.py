@@ -77,7 +77,7 @@ def build(tmp: str, extra: str | None = None, wanted: set[str] | None = None) ->
     from ragchat.config import load_settings
 
     models = str(models_path())
-    passed = ("RAGCHAT_", "CHUNK_", "EVIDENCE_", "PRECOMPUTE_", "EMBEDDER_")
+    passed = ("RAGCHAT_", "CHUNK_", "EVIDENCE_", "PRECOMPUTE_", "EMBEDDER_", "READER")
     env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}
     container = Container(load_settings(env))
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--show-failures", action="store_true")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--out", help="write only bench/results/<OUT>.json (a variant, e.g. READER=on)")
     args = ap.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
     groups = {
         "both": ["dev", "test"],
@@ -220,7 +221,10 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"{head} guard={rep['guard']} docs={rep['docs']}")
                     print(f"       query={rep['query']!r}")
                     print(f"       {rep['content'][:300]!r}")
-    if not args.no_write:
+    if args.out:
+        out = {"load": load, "reader": os.environ.get("READER", "off"), "results": results}
+        (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    elif not args.no_write:
         RESULTS.mkdir(exist_ok=True)
         out = {"load": load, "python": sys.version.split()[0], "results": results}
         (RESULTS / "conversations.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")

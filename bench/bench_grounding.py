@@ -54,7 +54,7 @@ OWNER = "bench"
 FEATURES = ("passage", "sentence_coverage")
 # ``coverage`` is left out: bench_calibration.py does not compute it for SQuAD (every paragraph is its
 # own chunk there), so a set using it could not be checked against SQuAD.
-SIGNALS = ("top", "passage", "sentence_coverage", "margin")
+SIGNALS = ["top", "passage", "sentence_coverage", "margin"]
 THRESHOLD = 0.40  # MIN_SIMILARITY the model is fitted at: all-MiniLM-L6-v2's default
 L2 = 0.1
 CUTOFFS = [round(0.1 + 0.01 * i, 2) for i in range(81)]  # 0.10 … 0.90
@@ -78,6 +78,7 @@ def build(tmp: str, precision: str | None = None, wanted: set[str] | None = None
         "PRECOMPUTE_",
         "EMBEDDER_",
         "EXTRACTIVE_",
+        "READER",
     )
     env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_MODEL_DIR": models, "RAGCHAT_CHAT_MODEL": "extractive"}
@@ -165,6 +166,8 @@ def fit_coefficients(
     import numpy as np
     from ragchat.domain import answerability
 
+    if "reader" in names:  # SQuAD trained the reader: no check against it (docs/reader.md)
+        squad = None
     x = feature_matrix(signals, names, THRESHOLD)
     y = np.array([q.kind == "answerable" for q in qs], dtype=float)
     dev = np.array([q.split == "dev" for q in qs])
@@ -172,11 +175,12 @@ def fit_coefficients(
     p_dev = 1 / (1 + np.exp(-(intercept + x[dev] @ np.asarray(weights))))
     kinds = np.array([q.kind for q in qs if q.split == "dev"])
     cutoff = choose_cutoff(p_dev, list(kinds))
-    if squad is not None:
+    if squad is not None or "reader" in names:
         for cut in (c for c in CUTOFFS if c >= cutoff):
             cutoff = cut
             near = (p_dev[kinds == "near_topic"] < cut).mean()
-            if near >= NEAR_FLOOR and squad_accuracy(names, intercept, weights, cut, squad) >= SQUAD_FLOOR:
+            squad_ok = squad is None or squad_accuracy(names, intercept, weights, cut, squad) >= SQUAD_FLOOR
+            if near >= NEAR_FLOOR and squad_ok:
                 break
     return answerability.Coefficients(
         THRESHOLD, round(intercept, 3), {n: round(w, 3) for n, w in zip(names, weights, strict=True)}, cutoff
@@ -195,7 +199,8 @@ def select_features(qs: list[Question], signals: list[dict[str, Any]], squad: An
             c = fit_coefficients(qs, signals, names, squad)
             rates = score_probabilities(qs, signals, c)
             weights = list(c.weights.values())
-            ba = squad_accuracy(names, c.intercept, weights, c.cutoff, squad) if squad else float("nan")
+            checked = squad and "reader" not in names
+            ba = squad_accuracy(names, c.intercept, weights, c.cutoff, squad) if checked else float("nan")
             rows.append((rates, names))
             print(
                 f"{' + '.join(names):38} cutoff {c.cutoff:.2f}  dev answered {rates['answerable']:.3f}  "
@@ -257,6 +262,7 @@ def ask_all(container: Any, names: dict[str, str], qs: list[Question], mode: str
         settings,
         titles=container.retriever.titles,
         answer_titles=container.retriever.answer_titles,
+        reader=container.reader,
     )
     ask = AskService(retriever, Answerer(ModelCaller(container.chat_model), settings), settings)
     rows = []
@@ -296,13 +302,19 @@ def run_modes(container: Any, names: dict[str, str], qs: list[Question], coeffic
     from ragchat.domain import answerability
 
     model_id = container.embedder.model_id
+    # with the reader on, ``coefficients`` are the reader's set (CALIBRATED_WITH_READER)
+    table = answerability.CALIBRATED_WITH_READER if container.reader else answerability.CALIBRATED
     saved = answerability.CALIBRATED.pop(model_id, None)
+    saved_reader = answerability.CALIBRATED_WITH_READER.pop(model_id, None)
     runs: dict[str, Any] = {}
     try:
         for mode in ("vector", "hybrid"):
             answerability.CALIBRATED.pop(model_id, None)
+            answerability.CALIBRATED_WITH_READER.pop(model_id, None)
             seeds = ask_all(container, names, qs, mode)
-            answerability.CALIBRATED[model_id] = coefficients
+            if saved is not None:
+                answerability.CALIBRATED[model_id] = saved
+            table[model_id] = coefficients
             calibrated = ask_all(container, names, qs, mode)
             for label, rows in (("seeds", seeds), ("calibrated", calibrated)):
                 run: dict[str, Any] = {s: score(qs, rows, s) for s in ("dev", "test")}
@@ -313,8 +325,11 @@ def run_modes(container: Any, names: dict[str, str], qs: list[Question], coeffic
                 runs[f"{mode}/{label}"] = run
     finally:
         answerability.CALIBRATED.pop(model_id, None)
+        answerability.CALIBRATED_WITH_READER.pop(model_id, None)
         if saved is not None:
             answerability.CALIBRATED[model_id] = saved
+        if saved_reader is not None:
+            answerability.CALIBRATED_WITH_READER[model_id] = saved_reader
     return runs
 
 
@@ -327,6 +342,8 @@ def main(argv: list[str] | None = None) -> None:
         help="fit every set of signals on dev (SQuAD-checked cutoff) and print the best",
     )
     parser.add_argument("--precision", choices=("fp32", "int8"), help="default: EMBEDDER_PRECISION")
+    parser.add_argument("--no-squad", action="store_true", help="fit without the SQuAD 2.0 check")
+    parser.add_argument("--features", help="fit and evaluate this set of signals (comma-separated)")
     args = parser.parse_args([] if argv is None else argv)
 
     from ragchat.config import load_settings
@@ -347,16 +364,22 @@ def main(argv: list[str] | None = None) -> None:
             threshold = container.settings.similarity_threshold
             signals = record_signals(container, qs)
             squad = None  # SQuAD is checked with the local model only (bench_calibration.py embeds with it)
-            if (args.fit or args.select) and model_id == "all-MiniLM-L6-v2":
+            if (args.fit or args.select) and model_id == "all-MiniLM-L6-v2" and not args.no_squad:
                 from bench_calibration import squad_signals
 
                 squad = squad_signals()
+            reader = container.reader is not None
+            if reader:  # READER=on: the reader's score is one more signal (docs/reader.md)
+                SIGNALS.append("reader")
             chosen = select_features(qs, signals, squad) if args.select else FEATURES
+            if args.features:
+                chosen = tuple(args.features.split(","))
             fitted = fit_coefficients(qs, signals, chosen, squad)
             print(f"fitted on dev for {model_id!r}: {fitted!r}", flush=True)
             if args.fit or args.select:
                 return
-            in_code = answerability.CALIBRATED.get(model_id)
+            table = answerability.CALIBRATED_WITH_READER if reader else answerability.CALIBRATED
+            in_code = table.get(model_id)
             coefficients = in_code or fitted
             runs = run_modes(container, names, qs, coefficients)
         finally:
@@ -384,6 +407,9 @@ def main(argv: list[str] | None = None) -> None:
         },
     }
     # the default precision's figures are the table in docs/benchmarks.md; the other one's JSON goes aside
+    if reader:
+        (RESULTS / "grounding-reader.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        return
     if precision != load_settings({}).embedder_precision:
         (RESULTS / f"grounding-{precision}.json").write_text(
             json.dumps(result, indent=1) + "\n", encoding="utf-8"

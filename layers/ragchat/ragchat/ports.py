@@ -432,4 +432,12 @@ class UserDirectory(Protocol):
 
     def resolve(self, identifier: str) -> str | None:
         """The user id ``identifier`` names, or ``None`` when it names nobody known."""
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """A judge that reads a question and a passage together (``READER=on``; docs/reader.md)."""
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """P(the passage holds the answer to ``question``) in [0, 1], one per passage, in order."""
         ...

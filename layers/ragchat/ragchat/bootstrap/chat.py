@@ -1,8 +1,6 @@
-"""What a chat Lambda is made of: retrieval, the model behind its retry/deadline/breaker policy,
-the answerer, and the turn's collaborators (docs/api.md, §7–§12), built here and nowhere else.
-:func:`build_chat` wires the chat collaborators from ports (tests call it with fakes); :class:`ChatRoot`
-adds the container's lazily built ``retriever``, ``chat`` (conversations, turns, stops, history) and
-``ask`` (one-shot questions)."""
+"""What a chat Lambda is made of (docs/api.md, §7–§12), built here only: :func:`build_chat` wires
+the turn's collaborators from ports (tests call it with fakes); :class:`ChatRoot` adds the lazily
+built ``retriever``, ``chat`` (conversations, turns, stops, history) and ``ask`` (one-shot)."""
 
 from __future__ import annotations
 
@@ -119,6 +117,7 @@ class ChatRoot(CalibrationRoot, WorkspaceRoot):
             answer_titles=self.model_reads() or self.extractive_by_meaning(),  # shown / read
             policy=self.guard_policy(),
             calibration=self.stored_calibration,
+            reader=self.reader,
         )
 
     @cached_property

@@ -11,7 +11,7 @@ from ragchat.bootstrap.backends import Backends, close_client
 from ragchat.config import ConfigError, is_anthropic_key
 
 if TYPE_CHECKING:
-    from ragchat.ports import ChatModel, EvidenceStore
+    from ragchat.ports import ChatModel, EvidenceStore, Reader
     from ragchat.services.retrieval import PassageVectors
 
 
@@ -25,6 +25,15 @@ class Models(Backends):
         from ragchat.adapters.local.sqlite_store.evidence import SqliteEvidenceStore
 
         return SqliteEvidenceStore(self._sqlite, evidence_model_key(self.embedder))
+
+    @cached_property
+    def reader(self) -> Reader | None:
+        """The trained judge (``READER=on``; docs/reader.md), from the models cache; ``None`` when off."""
+        if self.settings.reader != "on":
+            return None
+        from ragchat.adapters.local.reader import OnnxReader
+
+        return OnnxReader.from_cache(self.settings.models_path)
 
     @cached_property
     def passage_vectors(self) -> PassageVectors:

@@ -73,6 +73,8 @@ class Signals:
     margin: float
     #: how many of the top chunks come from the top chunk's document (rank agreement; 0 = no hits)
     agreement: int = 0
+    #: the reader's (``READER=on``) best P(the passage holds the answer) over the passages it read
+    reader: float | None = None
 
     def as_log(self) -> dict[str, float | None]:
         return {
@@ -82,6 +84,7 @@ class Signals:
             "coverage": round(self.coverage, 4),
             "sentenceCoverage": round(self.sentence_coverage, 4),
             "margin": round(self.margin, 4),
+            "reader": None if self.reader is None else round(self.reader, 4),
         }
 
 
@@ -165,6 +168,32 @@ CALIBRATED: dict[str, Coefficients] = {
 }
 
 
+#: With ``READER=on`` (docs/reader.md): the decision fitted with the reader's signal, by
+#: ``python bench/bench_grounding.py --select --reader`` on the dev split; a model without an entry
+#: keeps its coefficients above (the reader's score is then logged, not used).
+CALIBRATED_WITH_READER: dict[str, Coefficients] = {
+    # the best dev set using the reader (``--select --no-squad``: SQuAD trained the reader); the
+    # reader's weight is small, and no set with it beats the passage-based ones on dev (docs/reader.md)
+    "all-MiniLM-L6-v2": Coefficients(
+        threshold=0.40,
+        intercept=-0.146,
+        weights={"passage": 10.11, "margin": -1.753, "reader": 1.03},
+        cutoff=0.42,
+    ),
+}
+#: passages the reader reads per question: the most similar ones (its cost bound, ~3 ms each)
+READER_PASSAGES = 8
+
+
+def reader_choice(passages: Sequence[str], similarities: Sequence[float] | None) -> list[str]:
+    """The passages the reader reads: the ``READER_PASSAGES`` most similar to the question (the
+    first ones when their similarities are unknown), in their order."""
+    if similarities is None or len(similarities) != len(passages):
+        return list(passages[:READER_PASSAGES])
+    best = sorted(range(len(passages)), key=lambda i: -similarities[i])[:READER_PASSAGES]
+    return [passages[i] for i in sorted(best)]
+
+
 def content_words(text: str) -> set[str]:
     """The question's or a text's content words, cut to a common prefix (light stemming)."""
     return {w[:_PREFIX] for w in tokens(text) if not w.isdigit() or len(w) > 1}
@@ -236,6 +265,7 @@ def features(signals: Signals, threshold: float) -> dict[str, float]:
         "coverage": signals.coverage,
         "sentence_coverage": signals.sentence_coverage,
         "margin": signals.margin,
+        "reader": signals.reader if signals.reader is not None else 0.0,
     }
 
 

@@ -27,6 +27,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.answerability import (
     CALIBRATED,
+    CALIBRATED_WITH_READER,
     EVIDENCE_CHUNKS,
     EXTRACTIVE_POLICY,
     Coefficients,
@@ -34,6 +35,7 @@ from ragchat.domain.answerability import (
     compute_signals,
     decide_for,
     evidence_passages,
+    reader_choice,
 )
 from ragchat.domain.citations import strip_citations
 from ragchat.domain.errors import TransientError, ValidationError
@@ -42,7 +44,7 @@ from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
-    from ragchat.ports import Embedder, EvidenceStore, Metrics, VectorIndex
+    from ragchat.ports import Embedder, EvidenceStore, Metrics, Reader, VectorIndex
     from ragchat.services.titles import DocumentTitles
 
 logger = Logger(service="ragchat", child=True)
@@ -210,6 +212,7 @@ class Retriever:
         answer_titles: bool = False,
         policy: str = EXTRACTIVE_POLICY,
         calibration: Coefficients | None = None,
+        reader: Reader | None = None,
     ) -> None:
         """``passage_vectors``: a cache shared with others embedding texts with the same embedder
         (the extractive answerer's sentences); by default one of ``passage_cache_size`` of its own.
@@ -217,7 +220,9 @@ class Retriever:
         ``titles``): the extractive answerer by meaning reads them, and a model that reads shows them
         on its source lines. ``policy``: the answerability decision's (``extractive``, or ``reader``
         for a model that reads); ``calibration``: coefficients ``ragchat calibrate`` stored for this
-        embedder (ahead of the built-in ones)."""
+        embedder (ahead of the built-in ones); ``reader``: the judge reading the question with the
+        decision's passages (``READER=on``), its best score a signal of the decision."""
+        self.reader = reader
         self.policy = policy
         self.calibration = calibration
         self.embedder = embedder
@@ -371,6 +376,7 @@ class Retriever:
         coefficients = self.coefficients()
         texts = [strip_citations(h.text) for h in vector_hits]
         passage_scores: list[float] | None = None
+        read: list[float] = []
         if coefficients is not None and vector_hits:
             t = time.perf_counter()
             titles = self._titles(owner, vector_hits)
@@ -383,9 +389,15 @@ class Retriever:
                     lambda: self.passage_vectors.similarities(query, passages, chunks, owners),
                 )
             timings["answerability"] = (time.perf_counter() - t) * 1000
+            if self.reader is not None and passages:
+                t = time.perf_counter()
+                read = self.reader.score(q, reader_choice(passages, passage_scores))
+                timings["reader"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
         documents = [h.document_id for h in vector_hits]
         signals = compute_signals(q, similarities, texts, passage_scores, documents)
+        if read:
+            signals = replace(signals, reader=max(read))
         # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
         policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
         return decide_for(policy, signals, threshold, coefficients)
@@ -395,7 +407,9 @@ class Retriever:
         built in; ``None`` when uncalibrated or with ``ANSWERABILITY=similarity``."""
         if self.settings.answerability != "calibrated":
             return None
-        return self.calibration or CALIBRATED.get(getattr(self.embedder, "model_id", ""))
+        model_id = getattr(self.embedder, "model_id", "")
+        with_reader = CALIBRATED_WITH_READER.get(model_id) if self.reader is not None else None
+        return with_reader or self.calibration or CALIBRATED.get(model_id)
 
     def evidence_similarity(self, query: list[float], hits: list[Hit], owner: str) -> float | None:
         """The best similarity of ``query`` to a passage of ``hits`` (as the decision reads them:
