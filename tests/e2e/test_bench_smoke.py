@@ -49,8 +49,14 @@ def _chromadb_missing() -> str | None:
 
 
 # benchmark -> (why it may be unavailable here, or None; the line it then prints)
+def _reader_missing() -> str | None:
+    """The reader (issue 34, off by default) is never prepared in the test's fresh model cache."""
+    return "the reader model is not prepared"
+
+
 UNAVAILABLE = {
     "chroma": (_chromadb_missing, "bench chroma: SKIPPED: chromadb is not installed"),
+    "reader": (_reader_missing, "bench reader: SKIPPED: the reader model is not prepared (make reader)"),
 }
 
 # The scripts in bench/ that make bench does not run, with the arguments of a smoke run and what it
@@ -67,6 +73,8 @@ NOT_RUN = {
     "first_answer.py": "run by bench_first_answer",
     "store_load.py": "random vectors, no model or data set; 300,000 rows take minutes",
     "profile_top.py": "reads a py-spy recording",
+    "train_reader.py": "make reader: trains for minutes (its smoke run: tests/unit/test_reader_training.py)",
+    "reader_data.py": "the reader's training data (train_reader.py)",
 }
 
 TOPICS = [

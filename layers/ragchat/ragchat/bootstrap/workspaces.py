@@ -24,10 +24,14 @@ class WorkspaceRoot(Backends):
         from ragchat.services.workspaces import WorkspaceService
 
         deleter = DocumentService(self.documents, self.index, self.blobs)
-        # a member named by e-mail is looked up (Cognito on AWS; locally the name is the user id)
-        directory = self.user_directory
+
+        # a member named by e-mail is looked up (Cognito on AWS; locally the name is the user id),
+        # the directory built only then (a stack without a user pool serves everything else)
+        def resolve_email(who: str) -> str | None:
+            return self.user_directory.resolve(who)
+
         return WorkspaceService(
-            self.workspace_store, self.documents, deleter, self.blobs, resolve_email=directory.resolve
+            self.workspace_store, self.documents, deleter, self.blobs, resolve_email=resolve_email
         )
 
     def conversation_scope(self, conv: Conversation) -> dict[str, str]:
