@@ -250,10 +250,10 @@ class IngestEvidence(_HeldEvidence):
         texts: list[str],
         chunk_texts: Sequence[str],
         titles: Sequence[str],
-        sizes: Sequence[int] | None = None,
+        call_chunks: int | None = None,
     ) -> list[list[float]]:
         """The chunks' vectors (``texts``: as embedded); their pooled evidence waits for :meth:`put`.
-        Pooling costs a mean per text, so every chunk's is kept (``sizes`` is not read)."""
+        Pooling costs a mean per text, so every chunk's is kept (``call_chunks`` is not read)."""
         want = self._wanted(chunk_texts, titles)
         out = self.pool(list(zip(texts, want, strict=True)))
         for text, w, (_, pooled) in zip(texts, want, out, strict=True):
@@ -266,9 +266,9 @@ class InlineEvidence(_HeldEvidence):
     default), in the same embedder call as their chunks, and stored with them before READY (issue
     31). A note or a short file is then asked at READY with every vector a question reads already
     stored: its first answer costs what later ones do, and the warmer finds nothing left to do. A
-    bigger document (more than ``max_chunks`` chunks, ``EVIDENCE_INLINE_CHUNKS``; locally, counted
-    over all the documents ingested in the same call, so a bulk load is not slowed) is READY without them,
-    so READY stays fast; a question embeds what it reaches and the warmer the rest. The vectors are
+    call of more than ``max_chunks`` chunks (``EVIDENCE_INLINE_CHUNKS``: all the documents ingested in
+    the same call count together, so a bulk load is not slowed) is READY without them, so READY stays
+    fast; a question embeds what it reaches and the warmer the rest. The vectors are
     the ones the warmer or a question would store (the same texts, embedded alone; the embedder pads
     per length bucket, so sharing a call changes nothing)."""
 
@@ -284,24 +284,19 @@ class InlineEvidence(_HeldEvidence):
         texts: list[str],
         chunk_texts: Sequence[str],
         titles: Sequence[str],
-        sizes: Sequence[int] | None = None,
+        call_chunks: int | None = None,
     ) -> list[list[float]]:
-        """The chunks' vectors (``texts``: as embedded), from one embedder call that also embeds the
-        evidence of the chunks of small documents (``sizes``: each chunk's document's chunk count;
-        unknown: none); that waits for :meth:`put`."""
-        known = sizes if sizes is not None else [self.max_chunks + 1] * len(texts)
-        flags = [n <= self.max_chunks for n in known]
-        want = self._wanted(
-            [c for c, f in zip(chunk_texts, flags, strict=True) if f],
-            [t for t, f in zip(titles, flags, strict=True) if f],
-        )
+        """The chunks' vectors (``texts``: as embedded), from one embedder call that also embeds
+        their evidence when the documents of this call total ``call_chunks`` ≤ ``max_chunks``
+        (unknown: not); that evidence waits for :meth:`put`."""
+        if call_chunks is None or call_chunks > self.max_chunks:
+            return self.embedder.embed_documents(texts)
+        want = self._wanted(chunk_texts, titles)
         extra = list(dict.fromkeys(t for w in want for t in w))
-        vectors = self.embedder.embed_documents([*texts, *extra]) if texts or extra else []
+        vectors = self.embedder.embed_documents([*texts, *extra])
         if len(vectors) != len(texts) + len(extra):
             raise RuntimeError(f"Embedder returned {len(vectors)} vectors for {len(texts) + len(extra)}")
         found = dict(zip(extra, vectors[len(texts) :], strict=True))
-        chosen = iter(want)
-        for text, flag in zip(texts, flags, strict=True):
-            if flag:
-                self._hold(text, [(t, found[t]) for t in next(chosen)])
+        for text, w in zip(texts, want, strict=True):
+            self._hold(text, [(t, found[t]) for t in w])
         return list(vectors[: len(texts)])

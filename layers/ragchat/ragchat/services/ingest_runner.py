@@ -189,10 +189,9 @@ class SlicedRunner:
         # small documents get their evidence in this call only when the call is small: a note added
         # while nothing else ingests, not each of a bulk load's thousands (READY stays fast there)
         total = sum({id(s.job): _size(s) for s in slices}.values())
-        sizes = [total for s in slices for _ in s.chunks]
         texts = embedding_texts(chunks)
         try:
-            vectors = steps.embed(texts, chunks, titles, sizes) if texts else []
+            vectors = steps.embed(texts, chunks, titles, total) if texts else []
         except Exception:
             logger.warning("ingest.coalesced_embed_failed", extra={"batches": len(slices)})
         else:
@@ -209,7 +208,7 @@ class SlicedRunner:
                 mine = s.vectors
                 if mine is None:
                     n = len(s.chunks)
-                    mine = steps.embed(embedding_texts(s.chunks), s.chunks, [_title(s)] * n, [_size(s)] * n)
+                    mine = steps.embed(embedding_texts(s.chunks), s.chunks, [_title(s)] * n, _size(s))
                 stored = steps.store_batch(owner, document_id, s.doc, s.chunks, mine, version=job.version)
             except Exception as exc:
                 self._end(steps, job, EMBED_INDEX, exc)

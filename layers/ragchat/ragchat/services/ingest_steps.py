@@ -360,14 +360,14 @@ class IngestSteps:
         texts: list[str],
         chunks: Sequence[dict[str, Any]] | None = None,
         titles: Sequence[str] | None = None,
-        sizes: Sequence[int] | None = None,
+        call_chunks: int | None = None,
     ) -> list[list[float]]:
         """The vectors of ``texts`` (the chunks as embedded); with the ``chunks``, ``titles`` (and
-        ``sizes``: their documents' chunk counts) the same pass gives their evidence vectors."""
+        ``call_chunks``: its documents' chunks in all) the same pass gives their evidence vectors."""
         vectors: list[list[float]] | None = None
         if self.evidence is not None and chunks is not None and titles is not None:
             try:
-                vectors = self.evidence.embed(texts, [str(c["text"]) for c in chunks], titles, sizes)
+                vectors = self.evidence.embed(texts, [str(c["text"]) for c in chunks], titles, call_chunks)
             except Exception as exc:  # a refinement: the chunks are embedded, the warmer does the rest
                 logger.warning("evidence.pool_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
         if vectors is None:
