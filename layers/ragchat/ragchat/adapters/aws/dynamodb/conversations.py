@@ -8,8 +8,6 @@ message (the message, its id pointer and its client-id marker) go in one transac
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -17,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from ragchat.adapters.aws.dynamodb.table import (
     Item,
-    Table,
+    TableStore,
     condition_failed,
     error_code,
     from_item,
@@ -26,7 +24,6 @@ from ragchat.adapters.aws.dynamodb.table import (
     owner_pk,
     to_item,
 )
-from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, NotFound, TransientError
 from ragchat.domain.models import Conversation, Feedback, Message, Page, source_from_json, source_json
 
@@ -41,22 +38,8 @@ def _seq_sk(seq: int) -> str:
     return f"MSG#{seq:012d}"
 
 
-class DynamoConversationStore:
+class DynamoConversationStore(TableStore):
     """Conversations and messages in one table (see :mod:`ragchat.adapters.aws.tables`)."""
-
-    def __init__(
-        self,
-        table_name: str,
-        client: Any,
-        *,
-        clock: Clock = system_clock,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._t = Table(table_name, client, sleep)
-        self._clock = clock
-
-    def _now(self) -> str:
-        return utc_iso(self._clock())
 
     @staticmethod
     def _conv(item: Item) -> Conversation:

@@ -9,8 +9,7 @@ extra item so the last page really has ``cursor=None``.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -18,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from ragchat.adapters.aws.dynamodb.table import (
     Item,
-    Table,
+    TableStore,
     condition_failed,
     error_code,
     from_item,
@@ -27,7 +26,6 @@ from ragchat.adapters.aws.dynamodb.table import (
     owner_pk,
     to_item,
 )
-from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, PayloadTooLarge
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
 
@@ -37,19 +35,8 @@ _DOC_MUTABLE = _DOC_FIELDS - {"id", "owner", "created_at", "updated_at"}
 MAX_NOTE_TEXT_BYTES = 350_000
 
 
-class DynamoDocumentStore:
+class DynamoDocumentStore(TableStore):
     """Documents and notes in one table (see :mod:`ragchat.adapters.aws.tables`)."""
-
-    def __init__(
-        self,
-        table_name: str,
-        client: Any,
-        *,
-        clock: Clock = system_clock,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._t = Table(table_name, client, sleep)
-        self._clock = clock
 
     # -- item mapping
     @staticmethod
@@ -143,9 +130,6 @@ class DynamoDocumentStore:
             metadata=json.loads(v.get("metadata") or "{}"),
             created_at=v.get("created_at", ""),
         )
-
-    def _now(self) -> str:
-        return utc_iso(self._clock())
 
     # -- documents
     def create_document(self, doc: Document) -> Document:

@@ -19,6 +19,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import TransientError, ValidationError
 
 Item = dict[str, Any]  # DynamoDB JSON: {"attr": {"S": "..."}}
@@ -217,3 +218,22 @@ def condition_failed(exc: ClientError) -> bool:
 
 def owner_pk(owner: str) -> str:
     return f"OWNER#{owner}"
+
+
+class TableStore:
+    """A store over one table that stamps what it writes with its clock (the documents,
+    conversations and workspace stores)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client: Any,
+        *,
+        clock: Clock = system_clock,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._t = Table(table_name, client, sleep)
+        self._clock = clock
+
+    def _now(self) -> str:
+        return utc_iso(self._clock())

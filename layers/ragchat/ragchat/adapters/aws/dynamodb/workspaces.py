@@ -15,14 +15,11 @@ workspace existing, so they never disagree. Names are read from the workspace it
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ragchat.adapters.aws.dynamodb.table import Item, Table, error_code, from_item, item_key, to_item
-from ragchat.domain.clock import Clock, system_clock, utc_iso
+from ragchat.adapters.aws.dynamodb.table import Item, TableStore, error_code, from_item, item_key, to_item
 from ragchat.domain.errors import Conflict, NotFound
 from ragchat.domain.workspaces import Membership, Role, Workspace
 
@@ -44,22 +41,8 @@ def _cancelled_by_condition(exc: ClientError) -> bool:
     return any(r.get("Code") == "ConditionalCheckFailed" for r in exc.response.get("CancellationReasons", []))
 
 
-class DynamoWorkspaceStore:
+class DynamoWorkspaceStore(TableStore):
     """Shared workspaces and memberships (see :mod:`ragchat.adapters.aws.tables`, "Workspaces")."""
-
-    def __init__(
-        self,
-        table_name: str,
-        client: Any,
-        *,
-        clock: Clock = system_clock,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._t = Table(table_name, client, sleep)
-        self._clock = clock
-
-    def _now(self) -> str:
-        return utc_iso(self._clock())
 
     @staticmethod
     def _workspace(item: Item) -> Workspace:
