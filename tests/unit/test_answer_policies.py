@@ -187,8 +187,8 @@ CLUB = {
 }
 
 
-def _claude_on_borderline_evidence() -> tuple[AskService, FakeChatModel]:
-    settings = load_settings({"MIN_SIMILARITY": "0.40", "RETRIEVAL_MODE": "vector"})
+def _claude_on_borderline_evidence(**env: str) -> tuple[AskService, FakeChatModel]:
+    settings = load_settings({"MIN_SIMILARITY": "0.40", "RETRIEVAL_MODE": "vector", **env})
     embedder = FakeEmbedder()
     index = FakeVectorIndex(dimension=embedder.dimension)
     for note, text in CLUB.items():
@@ -213,4 +213,12 @@ def test_claude_is_not_asked_a_borderline_question_whose_words_no_note_uses() ->
     assert model.calls == 0
     # the same borderline evidence for a question in the notes' own words reaches Claude
     out = ask.ask(OWNER, "Which club ride should I join on Sunday?")
+    assert not out.guard_used and model.calls == 1
+
+
+def test_without_keyword_search_s3_vectors_lets_claude_read_the_borderline_question() -> None:
+    # S3 Vectors has no keyword search: a word lookup would only see the question's nearest notes,
+    # so the check is not made there and the model reads (it states what the notes do not cover)
+    ask, model = _claude_on_borderline_evidence(RAGCHAT_VECTOR_INDEX="s3vectors", S3VECTORS_BUCKET="b")
+    out = ask.ask(OWNER, "Which bike should I buy for commuting?")
     assert not out.guard_used and model.calls == 1

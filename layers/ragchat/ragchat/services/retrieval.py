@@ -404,8 +404,15 @@ class Retriever:
         # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
         policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
         decision = decide_for(policy, signals, threshold, coefficients)
-        if policy == READER_POLICY and coefficients is not None and needs_word_check(decision, coefficients):
-            # let through on borderline evidence: are the question's words the notes' words at all?
+        # let through on borderline evidence: are the question's words the notes' words at all? (not
+        # with S3 Vectors: without keyword search the lookup would see only the nearest notes)
+        keywords = self.settings.vector_index_kind != "s3vectors"
+        if (
+            policy == READER_POLICY
+            and keywords
+            and coefficients is not None
+            and needs_word_check(decision, coefficients)
+        ):
             decision = check_words(self, q, query, vector_hits, flt, decision, coefficients)
         return decision
 
