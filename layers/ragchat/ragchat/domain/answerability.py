@@ -31,7 +31,10 @@ Two policies, chosen by who answers (:func:`decide_for`):
 - ``reader`` (Claude reads the sources; the fixed system prompt tells it to state limitations):
   the guard refuses only what is clearly unrelated and lets borderline evidence through. With
   coefficients, the same probability against the lower ``reader_cutoff`` (:func:`fit_reader_cutoff`:
-  halfway between the dev set's highest off-topic question and its lowest answerable one). Without
+  halfway between the dev set's highest off-topic question and its lowest answerable one); a question
+  let through below the extractive cutoff (borderline evidence) is refused after all when most of its
+  subject words are in none of the caller's notes (``unknown_words``, looked up by
+  ``ragchat.services.vocabulary``). Without
   them (an embedding model nobody calibrated yet: Titan or Cohere before ``ragchat calibrate``),
   signals that do not depend on the embedder's cosine scale: the share of the question's content
   words found in the top chunks (``coverage``) and whether the top chunks agree on one document
