@@ -114,53 +114,6 @@ def test_claudes_standalone_question_is_searched_as_written(monkeypatch: pytest.
     assert claude.query == condensed and not claude.guard and claude.hits[0].id == "n-ferry"
 
 
-def test_history_never_makes_an_unrelated_follow_up_answerable_in_claude_mode_either() -> None:
-    """ "Will it work with my smart TV?" after a router question leans on the conversation ("it"), and
-    the condensed question (the router question + the message) finds the router's note; but nothing
-    in that note fits the message itself (no word of it, no similar passage): it is refused before
-    the model, as it would be on its own. (Before: Claude's rewrite was trusted whenever its own
-    search was answerable, and the message reached the model.)"""
-    from ragchat.config import load_settings
-    from ragchat.domain.answerability import READER_POLICY
-    from ragchat.domain.models import SearchFilter, VectorRecord
-    from ragchat.services.questions import retrieve_question
-    from ragchat.services.retrieval import Retriever
-
-    from tests.fakes import FakeEmbedder, FakeVectorIndex
-
-    settings = load_settings({"MIN_SIMILARITY": "0.3", "RETRIEVAL_MODE": "vector"})
-    embedder = FakeEmbedder(dimension=4096)
-    index = FakeVectorIndex(dimension=embedder.dimension)
-    for note, text in (
-        ("n-router", "The X5 router is under warranty for two years from the date of purchase."),
-        ("n-cafe", "The harbour cafe sells sandwiches and hot drinks until six."),
-    ):
-        index.upsert([VectorRecord(note, embedder.vector_for(text), text, "alice", note, 0)])
-    retriever = Retriever(embedder, index, settings, policy=READER_POLICY)
-    flt = SearchFilter(owner="alice")
-    previous = ["How long is the X5 router under warranty?"]
-
-    unrelated = retrieve_question(
-        retriever,
-        "Will it work with my smart TV?",
-        flt,
-        previous=previous,
-        condensed="How long is the X5 router under warranty? Will it work with my smart TV?",
-    )
-    assert unrelated.guard
-
-    # a follow-up the router's note does fit is still searched as Claude rewrote it
-    related = retrieve_question(
-        retriever,
-        "And from which date does it run?",
-        flt,
-        previous=previous,
-        condensed="From which date does the X5 router's warranty run?",
-    )
-    assert not related.guard and related.query == "From which date does the X5 router's warranty run?"
-    assert related.hits[0].id == "n-router"
-
-
 def test_when_claudes_rewrite_finds_nothing_to_answer_from_the_carried_query_is_tried() -> None:
     """A rewrite built on the wrong earlier message ("What about kids?" after "Do I have to pay extra
     for one?" rewritten around the price) lands on notes that never mention children: refused. The

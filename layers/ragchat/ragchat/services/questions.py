@@ -11,14 +11,12 @@ questions part by part, and names no document mentions refused.
   after a question on the library's hours answers from the library, and "Who won the match last
   night?" is refused as it would be on a first turn: history never makes an off-topic question
   answerable. With Claude, the model's own standalone rewrite (the condense step) is
-  searched as it wrote it whenever the guard lets it through and its notes fit the message itself
-  (the floor or the half of its subject words above; the margin against the raw query is for the
-  local carried query, which only pastes the subject question in front of the message): "Will it
-  work with my smart TV?" after a router question is refused, however well the rewrite finds the
-  router. When the rewrite's notes refuse the message (a rewrite built on the wrong earlier
-  message: "What about kids?" rewritten around a price), the local carried query is tried, with the
-  same checks, as when the condense call fails. A standalone message is searched once (once more,
-  carried, when it is refused).
+  searched as it wrote it whenever the guard lets it through: the fit check is for the local
+  carried query, which only pastes the subject question in front of the message. When the rewrite's
+  notes refuse the message (a rewrite built on the wrong earlier message: "What about kids?"
+  rewritten around a price), the local carried query is tried, with the same checks, as when the
+  condense call fails. A standalone message is searched once (once more, carried, when it is
+  refused).
 - **A message that names its own subject** — short, but neither continuing nor referring back
   ("What time does the supermarket close?", "Is there a sauna?") — and that is refused on its own
   stays refused unless the carried notes mention its subject (at least half of its own subject
@@ -220,10 +218,8 @@ def _choose(
     reads = retriever.policy == READER_POLICY
     if query and query != raw.question and (follow_up or raw.guard):
         carried = retriever.retrieve(query, flt, conversation_id=conversation_id)
-        # the model's own standalone question is searched as it wrote it (Claude reads the notes),
-        # when what it finds fits the message itself: history never makes an unrelated message answerable
+        # the model's own standalone question is searched as it wrote it (Claude reads the notes)
         trusted = condensed is not None and reads and not carried.guard
-        trusted = trusted and _own_fit(retriever, raw, carried, flt.owner)
         if trusted or _carried_fits(
             retriever, raw, carried, flt.owner, follow_up=follow_up, conversation_id=conversation_id
         ):
@@ -265,16 +261,6 @@ def _subject_found(question: str, found: Retrieval, previous: list[str]) -> bool
     if uncovered(new_subject_words(question, previous), evidence):
         return False
     return not names_own_subject(question) or own_words_covered(question, evidence) >= CARRIED_COVERAGE
-
-
-def _own_fit(retriever: Retriever, raw: Retrieval, carried: Retrieval, owner: str) -> bool:
-    """Does the condensed question's evidence fit the message as written: its similarity to their best
-    passage is at least :data:`CARRIED_FLOOR`, or half of its own subject words occur in them?"""
-    if raw.query_vector is None:
-        return True
-    fit = retriever.evidence_similarity(raw.query_vector, carried.hits, owner) or -1.0
-    covered = own_words_covered(raw.question, [h.text for h in carried.hits[:EVIDENCE_CHUNKS]])
-    return fit >= CARRIED_FLOOR or covered >= CARRIED_COVERAGE
 
 
 def _carried_fits(
