@@ -12,8 +12,12 @@ Per set:
 - *carried*: answerable turns whose answer request's system prompt holds their expected fact (one
   of the turn's ``expect`` strings; a two-part turn needs each part's) — for the grounding set,
   which has no facts, a source line of the expected document;
-- *refused before the model*: turns answered with the guard reply, no answer request sent (off-topic,
-  unknown names; and answerable turns wrongly refused);
+- *refused before the model*: turns answered with the guard reply, no answer request sent, counted
+  apart for answerable turns (wrongly refused), clearly unrelated ones (*off-topic*: conversations'
+  ``offtopic``, the grounding set's ``off_topic``; the goal is 100 %) and questions about the
+  documents' subject that they do not answer (*unknown / near-topic*: conversations' ``unknown``, a
+  name no note mentions, and the grounding set's ``near_topic``; with Claude these may reach the
+  model, which says the notes do not cover them);
 - *prompt tokens*: the answer request's system prompt and messages, estimated as characters / 4
   (median per turn), with the source lines' ``(document: …)`` titles and without them (before).
 
@@ -51,7 +55,13 @@ OWNER = "bench"
 SPLITS = ("dev", "test", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")
 BLIND = ("test", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")
 ANSWERABLE = ("first", "ellipsis", "pronoun", "shift", "two_part")
-REFUSE = ("offtopic", "unknown")
+#: clearly unrelated questions (conversations' ``offtopic``, the grounding set's ``off_topic``): the
+#: goal is that every one is refused before the model
+OFF_TOPIC = ("offtopic", "off_topic")
+#: about the documents' subject but asking what they do not say: names no note mentions
+#: (conversations' ``unknown``) and the grounding set's ``near_topic`` questions. With Claude they may
+#: reach the model, which says the notes do not cover them; reported on their own
+UNKNOWN = ("unknown", "near_topic")
 GOAL_CARRIED = 0.97
 _TITLE = re.compile(r" \(document: [^)]*\)")
 _SOURCE_ID = re.compile(r"\[Source id=([^\]\s]+)\]")
@@ -188,8 +198,8 @@ def _has(text: str, expect: list[str]) -> bool:
 
 def summarize(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     answerable = [r for r in rows if r["answerable"]]
-    refuse = [r for r in rows if r["kind"] in (*REFUSE, "off_topic")]
-    near = [r for r in rows if r["kind"] == "near_topic"]
+    refuse = [r for r in rows if r["kind"] in OFF_TOPIC]
+    near = [r for r in rows if r["kind"] in UNKNOWN]
     with_prompt = [r for r in rows if r["tokens"] is not None]
     return {
         "set": name,
@@ -197,7 +207,7 @@ def summarize(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "answerable_refused": sum(r["refused"] for r in answerable),
         "offtopic_refused": [sum(r["refused"] for r in refuse), len(refuse)],
         "refused_by": dict(Counter(r["reason"] for r in answerable if r["refused"])),
-        "near_topic_refused": [sum(r["refused"] for r in near), len(near)],
+        "unknown_refused": [sum(r["refused"] for r in near), len(near)],
         "tokens_median": statistics.median(r["tokens"] for r in with_prompt) if with_prompt else None,
         "tokens_median_before": (
             statistics.median(r["tokens_before"] for r in with_prompt) if with_prompt else None
@@ -300,30 +310,31 @@ def markdown(summaries: list[dict[str, Any]], rows: list[dict[str, Any]], load: 
         "records every request (no network); MiniLM, Claude mode (the guard's reader policy), the "
         "condense step answered with a naive rewrite (the latest answered user message + the message). "
         "*carried*: answerable turns whose answer prompt holds the expected fact (grounding set: a "
-        "source of the expected document); *refused*: guard reply, no answer request sent. Tokens: "
+        "source of the expected document); *refused*: guard reply, no answer request sent. "
+        "*off-topic*: clearly unrelated questions (conversations' `offtopic`, the grounding set's "
+        "`off_topic`), the goal's 100 %; *unknown / near-topic*: questions about the documents' "
+        "subject that they do not answer (conversations' `unknown`: a name no note mentions; the "
+        "grounding set's `near_topic`), which with Claude may reach the model (it says the notes "
+        "do not cover them), reported on their own. Tokens: "
         "characters / 4 of the answer request (system + messages), median per answered turn, with "
         "the source lines' document titles and without them.",
         "",
         f"Machine: {platform.machine()}, load {load}. Blind splits: grounding-test, {', '.join(BLIND)}.",
         "",
-        "| set | carried | answerable refused | off-topic/unknown refused | near-topic refused | "
+        "| set | carried | answerable refused | off-topic refused | unknown / near-topic refused | "
         "tokens (titles) | tokens (before) | condense calls |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         lines.append(
             f"| {s['set']} | {_cell(s['carried'])} | {s['answerable_refused']} | "
-            f"{_cell(s['offtopic_refused'])} | {_cell(s['near_topic_refused'])} | "
+            f"{_cell(s['offtopic_refused'])} | {_cell(s['unknown_refused'])} | "
             f"{s['tokens_median']} | {s['tokens_median_before']} | {s['condense_calls']} |"
         )
     lines += ["", f"Goals: carried ≥ {GOAL_CARRIED:.0%} on every blind split; off-topic refused 100 %.", ""]
     for s in summaries:
         misses = [r for r in rows if r["set"] == s["set"] and r["answerable"] and not r["carried"]]
-        let = [
-            r
-            for r in rows
-            if r["set"] == s["set"] and r["kind"] in ("offtopic", "off_topic") and not r["refused"]
-        ]
+        let = [r for r in rows if r["set"] == s["set"] and r["kind"] in OFF_TOPIC and not r["refused"]]
         if not misses and not let:
             continue
         lines += [f"## {s['set']}", ""]

@@ -5,12 +5,15 @@ Also the source lines' document titles (item 2) and the stored coefficients' for
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from ragchat.config import load_settings
 from ragchat.domain.answerability import (
     CALIBRATED,
     EXTRACTIVE_POLICY,
     READER_POLICY,
+    UNKNOWN_WORDS,
     Coefficients,
     Signals,
     decide_for,
@@ -150,3 +153,72 @@ def test_claude_sees_titles_but_citations_are_still_validated_against_retrieved_
     assert system.startswith(head) and system.endswith(tail)  # the spec's text, unchanged
     assert [s.id for s in out.sources] == ["n-b"]
     assert "[source: n-x]" not in out.answer  # not retrieved: removed, whatever the titles said
+
+
+def test_borderline_evidence_is_refused_for_claude_when_most_question_words_are_not_the_notes() -> None:
+    borderline = _signals(0.33, 0.25)
+    p = probability(borderline, MINILM, 0.40)
+    assert MINILM.reader_cutoff is not None and MINILM.reader_cutoff <= p < MINILM.cutoff
+    unrelated = replace(borderline, unknown_words=1.0)  # "Which bike should I buy for commuting?"
+    decision = decide_for(READER_POLICY, unrelated, 0.40, MINILM)
+    assert not decision.answer and decision.reason == UNKNOWN_WORDS
+    # a paraphrase with some words of its own (2 of 3 unknown to the notes) is still read by Claude
+    assert decide_for(READER_POLICY, replace(borderline, unknown_words=2 / 3), 0.40, MINILM).answer
+    # above the extractive cutoff nothing changes: the evidence answers in both modes
+    strong = replace(_signals(0.6, 0.5), unknown_words=1.0)
+    assert decide_for(READER_POLICY, strong, 0.40, MINILM).answer
+    assert decide_for(EXTRACTIVE_POLICY, strong, 0.40, MINILM).answer
+
+
+class ScriptedPassages:
+    """Passage similarities as scripted (the calibrated decision's ``passage`` signal)."""
+
+    def __init__(self, similarity: float) -> None:
+        self.similarity = similarity
+
+    def similarities(self, query, texts, chunk_ids=(), owners=None):  # type: ignore[no-untyped-def]
+        return [self.similarity for _ in texts]
+
+
+CLUB = {
+    "n-rides": "Club rides leave the market square at 8:30 every Sunday morning.",
+    "n-helmets": "Helmets are required on all club rides; riders carry a spare inner tube.",
+    "n-lights": "Front and rear lights are required on winter evening rides.",
+}
+
+
+def _claude_on_borderline_evidence(**env: str) -> tuple[AskService, FakeChatModel]:
+    settings = load_settings({"MIN_SIMILARITY": "0.40", "RETRIEVAL_MODE": "vector", **env})
+    embedder = FakeEmbedder()
+    index = FakeVectorIndex(dimension=embedder.dimension)
+    for note, text in CLUB.items():
+        index.upsert([VectorRecord(note, embedder.vector_for(text), text, OWNER, note, 0)])
+        index.scores[note] = 0.3
+    model = FakeChatModel(lambda r: f"From the notes [source: {r.sources[0].id}]")
+    retriever = Retriever(
+        embedder,
+        index,
+        settings,
+        policy=READER_POLICY,
+        calibration=MINILM,
+        passage_vectors=ScriptedPassages(0.33),  # type: ignore[arg-type]
+    )
+    return AskService(retriever, Answerer(ModelCaller(model), settings), settings), model
+
+
+def test_claude_is_not_asked_a_borderline_question_whose_words_no_note_uses() -> None:
+    ask, model = _claude_on_borderline_evidence()
+    out = ask.ask(OWNER, "Which bike should I buy for commuting?")  # bike, buy, commuting: in no note
+    assert out.guard_used and out.answer == GUARD_REPLY
+    assert model.calls == 0
+    # the same borderline evidence for a question in the notes' own words reaches Claude
+    out = ask.ask(OWNER, "Which club ride should I join on Sunday?")
+    assert not out.guard_used and model.calls == 1
+
+
+def test_without_keyword_search_s3_vectors_lets_claude_read_the_borderline_question() -> None:
+    # S3 Vectors has no keyword search: a word lookup would only see the question's nearest notes,
+    # so the check is not made there and the model reads (it states what the notes do not cover)
+    ask, model = _claude_on_borderline_evidence(RAGCHAT_VECTOR_INDEX="s3vectors", S3VECTORS_BUCKET="b")
+    out = ask.ask(OWNER, "Which bike should I buy for commuting?")
+    assert not out.guard_used and model.calls == 1

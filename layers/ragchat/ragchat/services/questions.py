@@ -12,8 +12,11 @@ questions part by part, and names no document mentions refused.
   night?" is refused as it would be on a first turn: history never makes an off-topic question
   answerable. With Claude, the model's own standalone rewrite (the condense step) is
   searched as it wrote it whenever the guard lets it through: the fit check is for the local
-  carried query, which only pastes the subject question in front of the message. A standalone
-  message is searched once (once more, carried, when it is refused).
+  carried query, which only pastes the subject question in front of the message. When the rewrite's
+  notes refuse the message (a rewrite built on the wrong earlier message: "What about kids?"
+  rewritten around a price), the local carried query is tried, with the same checks, as when the
+  condense call fails. A standalone message is searched once (once more, carried, when it is
+  refused).
 - **A message that names its own subject** — short, but neither continuing nor referring back
   ("What time does the supermarket close?", "Is there a sauna?") — and that is refused on its own
   stays refused unless the carried notes mention its subject (at least half of its own subject
@@ -187,6 +190,28 @@ def _single(
     raw = retriever.retrieve(question, flt, conversation_id=conversation_id)
     if raw.reason == EMPTY_KNOWLEDGE_BASE:
         return raw
+    result = _choose(retriever, raw, flt, previous, subject, condensed, conversation_id)
+    if condensed is not None and result.guard and result.reason != UNKNOWN_NAME and subject is not None:
+        # Claude's rewrite found nothing to answer from (built on the wrong earlier message, say):
+        # the local carried query, under the same checks, as when the condense call fails
+        local = _choose(retriever, raw, flt, previous, subject, None, conversation_id)
+        if not local.guard:
+            return local
+    return result
+
+
+def _choose(
+    retriever: Retriever,
+    raw: Retrieval,
+    flt: SearchFilter,
+    previous: list[str],
+    subject: str | None,
+    condensed: str | None,
+    conversation_id: str | None,
+) -> Retrieval:
+    """The retrieval answered from for the message (``raw``): its own, or the condensed / carried
+    query's (module docstring), then the subject and names checks."""
+    question = raw.question
     chosen = dataclasses.replace(raw, query=raw.question)
     follow_up = condensed is not None or is_follow_up(question)
     query = normalize_question(condensed or (carried_query(raw.question, subject) if subject else ""))

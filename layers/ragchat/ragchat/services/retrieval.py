@@ -30,17 +30,20 @@ from ragchat.domain.answerability import (
     CALIBRATED_WITH_READER,
     EVIDENCE_CHUNKS,
     EXTRACTIVE_POLICY,
+    READER_POLICY,
     Coefficients,
     Decision,
     compute_signals,
     decide_for,
     evidence_passages,
+    needs_word_check,
     reader_choice,
 )
 from ragchat.domain.citations import strip_citations
 from ragchat.domain.errors import TransientError, ValidationError
 from ragchat.domain.models import Hit, SearchFilter
 from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
+from ragchat.services.vocabulary import check_words
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
@@ -331,7 +334,7 @@ class Retriever:
         ):
             top_k = adaptive_k
             vector_hits = ranked[:top_k]
-        decision = self._decide(q, vector, vector_hits, timings, flt.owner)
+        decision = self._decide(q, vector, vector_hits, timings, flt)
         top1 = decision.signals.top if vector_hits else None
         if not decision.answer:
             self._log_retrieval(conversation_id, vector_hits, decision)
@@ -367,7 +370,7 @@ class Retriever:
         query: list[float],
         vector_hits: list[Hit],
         timings: dict[str, float],
-        owner: str,
+        flt: SearchFilter,
     ) -> Decision:
         """The answerability decision over the vector similarities and the texts answered from; the
         top chunks' passages (with their documents' titles) are embedded only for an embedding
@@ -379,7 +382,7 @@ class Retriever:
         read: list[float] = []
         if coefficients is not None and vector_hits:
             t = time.perf_counter()
-            titles = self._titles(owner, vector_hits)
+            titles = self._titles(flt.owner, vector_hits)
             passages = evidence_passages(texts, titles=titles)
             chunks = [h.id for h in vector_hits[:EVIDENCE_CHUNKS]]
             owners = partial(passage_owners, vector_hits, titles)
@@ -400,7 +403,18 @@ class Retriever:
             signals = replace(signals, reader=max(read))
         # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
         policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
-        return decide_for(policy, signals, threshold, coefficients)
+        decision = decide_for(policy, signals, threshold, coefficients)
+        # let through on borderline evidence: are the question's words the notes' words at all? (not
+        # with S3 Vectors: without keyword search the lookup would see only the nearest notes)
+        keywords = self.settings.vector_index_kind != "s3vectors"
+        if (
+            policy == READER_POLICY
+            and keywords
+            and coefficients is not None
+            and needs_word_check(decision, coefficients)
+        ):
+            decision = check_words(self, q, query, vector_hits, flt, decision, coefficients)
+        return decision
 
     def coefficients(self) -> Coefficients | None:
         """The decision's coefficients for this embedder: stored by ``ragchat calibrate``, else
