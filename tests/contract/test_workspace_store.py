@@ -167,3 +167,29 @@ def test_many_memberships_are_all_listed(workspace_store: WorkspaceStore) -> Non
     assert sorted(m.workspace_id for m in found) == [f"ws_{n:02d}" for n in range(30)]
     assert {m.workspace_id: m.workspace_name for m in found}["ws_17"] == "W17"
     assert {m.workspace_id: m.role for m in found}["ws_04"] is Role.EDITOR
+
+
+@pytest.mark.parametrize("change", ["demote", "remove"])
+def test_the_last_owner_is_kept_when_asked(workspace_store: WorkspaceStore, change: str) -> None:
+    """``keep_owner``: the store refuses, in the same atomic step as the write, a change that would
+    leave the workspace with no owner, and changes nothing; with two owners either may go."""
+    workspace_store.create_workspace(Workspace("ws_team", "Team"), "alice")
+    workspace_store.put_member("ws_team", "bob", Role.EDITOR)
+
+    def go(user: str) -> object:
+        if change == "demote":
+            return workspace_store.put_member("ws_team", user, Role.VIEWER, keep_owner=True)
+        return workspace_store.remove_member("ws_team", user, keep_owner=True)
+
+    with pytest.raises(Conflict, match=f"^Cannot {change} the last owner of this workspace"):
+        go("alice")
+    assert workspace_store.membership("ws_team", "alice").role is Role.OWNER  # type: ignore[union-attr]
+
+    workspace_store.put_member("ws_team", "bob", Role.OWNER, keep_owner=True)
+    go("alice")
+    assert [(m.user_id, m.role) for m in workspace_store.members("ws_team") if m.role is Role.OWNER] == [
+        ("bob", Role.OWNER)
+    ]
+    with pytest.raises(Conflict):
+        go("bob")
+    assert workspace_store.remove_member("ws_team", "nobody", keep_owner=True) is False

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ragchat.domain.clock import utc_iso
 from ragchat.domain.errors import Conflict, NotFound
-from ragchat.domain.workspaces import Membership, Role, Workspace
+from ragchat.domain.workspaces import Membership, Role, Workspace, last_owner, leaves_no_owner
 
 from tests.fakes.clock import FakeClock
 
@@ -66,13 +66,19 @@ class FakeWorkspaceStore:
             found = [self._member(ws, u) for (ws, u) in self.roles if ws == workspace_id]
         return sorted(found, key=lambda m: m.user_id)
 
-    def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
+    def put_member(
+        self, workspace_id: str, user_id: str, role: Role, *, keep_owner: bool = False
+    ) -> Membership:
         with self._lock:
             if workspace_id not in self.workspaces:
                 raise NotFound("Workspace not found")
+            if keep_owner and leaves_no_owner(self.members(workspace_id), user_id, Role(role)):
+                raise last_owner(Role(role))
             self.roles[(workspace_id, user_id)] = Role(role)
             return self._member(workspace_id, user_id)
 
-    def remove_member(self, workspace_id: str, user_id: str) -> bool:
+    def remove_member(self, workspace_id: str, user_id: str, *, keep_owner: bool = False) -> bool:
         with self._lock:
+            if keep_owner and leaves_no_owner(self.members(workspace_id), user_id, None):
+                raise last_owner(None)
             return self.roles.pop((workspace_id, user_id), None) is not None

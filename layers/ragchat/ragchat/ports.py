@@ -161,11 +161,16 @@ class WorkspaceStore(Protocol):
 
     def members(self, workspace_id: str) -> list[Membership]: ...
 
-    def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
-        """Add ``user_id`` or change their role."""
+    def put_member(
+        self, workspace_id: str, user_id: str, role: Role, *, keep_owner: bool = False
+    ) -> Membership:
+        """Add ``user_id`` or change their role. ``keep_owner``: refuse (``Conflict``) a change that
+        would leave no owner, decided atomically with the write."""
         ...
 
-    def remove_member(self, workspace_id: str, user_id: str) -> bool: ...
+    def remove_member(self, workspace_id: str, user_id: str, *, keep_owner: bool = False) -> bool:
+        """``False`` when ``user_id`` was not a member; ``keep_owner`` as in :meth:`put_member`."""
+        ...
 
 
 @runtime_checkable

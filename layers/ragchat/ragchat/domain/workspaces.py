@@ -11,8 +11,11 @@ Conversations are not in a workspace: they stay keyed by the user who created th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from ragchat.domain.errors import Conflict
 
 SHARED_PREFIX = "ws_"
 
@@ -67,3 +70,19 @@ class Membership:
     user_id: str
     role: Role
     workspace_name: str = ""
+
+
+def leaves_no_owner(members: Iterable[Membership], user_id: str, role: Role | None) -> bool:
+    """Would giving ``user_id`` ``role`` (``None``: removing them) leave the workspace without an
+    owner? Stores decide this in the same atomic step as the write (two owners demoting each other
+    at the same instant must not both succeed)."""
+    owners = {m.user_id for m in members if m.role is Role.OWNER}
+    return role is not Role.OWNER and owners == {user_id}
+
+
+def last_owner(role: Role | None) -> Conflict:
+    what = "remove" if role is None else "demote"
+    return Conflict(
+        f"Cannot {what} the last owner of this workspace: make another member owner first "
+        "(or delete the workspace)"
+    )

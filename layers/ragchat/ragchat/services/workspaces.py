@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.errors import Conflict, Forbidden, NotFound, ValidationError
+from ragchat.domain.errors import Forbidden, NotFound, ValidationError
 from ragchat.domain.ids import new_id
 from ragchat.domain.labels import clean_title
 from ragchat.domain.workspaces import (
@@ -192,9 +192,7 @@ class WorkspaceService:
             wanted = Role(role if isinstance(role, str) else "")
         except ValueError:
             raise ValidationError("role must be one of viewer, editor, owner") from None
-        if wanted is not Role.OWNER:
-            self._keep_an_owner(access.id, who, "demote")
-        return self.store.put_member(access.id, who, wanted)
+        return self.store.put_member(access.id, who, wanted, keep_owner=True)
 
     def remove_member(self, user: str, workspace_id: str, member: object) -> None:
         """An owner removes anyone; any member may leave (remove themselves)."""
@@ -204,8 +202,7 @@ class WorkspaceService:
             raise ValidationError("Your personal workspace cannot be renamed, shared or deleted")
         if who != user and not can_manage(access.role):
             raise Forbidden(f"Your role in this workspace ({access.role}) cannot manage it")
-        self._keep_an_owner(access.id, who, "remove")
-        if not self.store.remove_member(access.id, who):
+        if not self.store.remove_member(access.id, who, keep_owner=True):
             raise NotFound("Member not found")
 
     def _member_id(self, member: object) -> str:
@@ -216,15 +213,6 @@ class WorkspaceService:
                 raise NotFound("No user with this e-mail address")
             return found
         return who
-
-    def _keep_an_owner(self, workspace_id: str, who: str, what: str) -> None:
-        members = self.store.members(workspace_id)
-        owners = [m.user_id for m in members if m.role is Role.OWNER]
-        if owners == [who]:
-            raise Conflict(
-                f"Cannot {what} the last owner of this workspace: make another member owner first "
-                "(or delete the workspace)"
-            )
 
 
 class PersonalOnly:
@@ -252,10 +240,12 @@ class PersonalOnly:
     def members(self, workspace_id: str) -> list[Membership]:
         return []
 
-    def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
+    def put_member(
+        self, workspace_id: str, user_id: str, role: Role, *, keep_owner: bool = False
+    ) -> Membership:
         raise NotFound("Workspace not found")
 
-    def remove_member(self, workspace_id: str, user_id: str) -> bool:
+    def remove_member(self, workspace_id: str, user_id: str, *, keep_owner: bool = False) -> bool:
         return False
 
 

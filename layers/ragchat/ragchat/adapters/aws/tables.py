@@ -44,10 +44,12 @@ and ``USERWS#`` never collide with ``OWNER#``/``DOCID#``), so the functions that
 read memberships with the grants they already have. Personal workspaces are implicit (their id is
 the user id: the ``OWNER#<user>`` partition above) and have no items here.
 
-- Workspace: ``WS#<id>`` / ``WS`` (``name``, ``created_at``, ``updated_at``).
+- Workspace: ``WS#<id>`` / ``WS`` (``name``, ``created_at``, ``updated_at``, ``members_version``).
 - Membership: ``WS#<id>`` / ``MEMBER#<user>`` (``role``).
 - Its inverse: ``USERWS#<user>`` / ``WS#<id>`` (``role``), written and deleted with the membership
-  in one TransactWriteItems conditioned on the workspace item existing.
+  in one TransactWriteItems that also bumps the workspace item's ``members_version`` on condition it
+  is the version read with the members (optimistic concurrency: the last-owner rule is decided on
+  members no other change can have altered; a cancelled writer re-reads, up to 5 times).
 
 Access patterns (all strongly consistent: a removed member loses access on the very next request):
 

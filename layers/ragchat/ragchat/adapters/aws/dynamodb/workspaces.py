@@ -21,10 +21,12 @@ from botocore.exceptions import ClientError
 
 from ragchat.adapters.aws.dynamodb.table import Item, TableStore, error_code, from_item, item_key, to_item
 from ragchat.domain.errors import Conflict, NotFound
-from ragchat.domain.workspaces import Membership, Role, Workspace
+from ragchat.domain.workspaces import Membership, Role, Workspace, last_owner, leaves_no_owner
 
 _META = "WS"
 _MEMBER = "MEMBER#"
+_VERSION = "members_version"  # bumped by every membership change (optimistic concurrency)
+_ATTEMPTS = 5
 
 
 def _ws_pk(workspace_id: str) -> str:
@@ -39,6 +41,13 @@ def _cancelled_by_condition(exc: ClientError) -> bool:
     if error_code(exc) != "TransactionCanceledException":
         return False
     return any(r.get("Code") == "ConditionalCheckFailed" for r in exc.response.get("CancellationReasons", []))
+
+
+def _cancelled_by_conflict(exc: ClientError) -> bool:
+    """Another transaction was writing the same item at that moment (retry)."""
+    if error_code(exc) != "TransactionCanceledException":
+        return False
+    return any(r.get("Code") == "TransactionConflict" for r in exc.response.get("CancellationReasons", []))
 
 
 class DynamoWorkspaceStore(TableStore):
@@ -190,43 +199,76 @@ class DynamoWorkspaceStore(TableStore):
             if i["sk"]["S"].startswith(_MEMBER)
         ]
 
-    def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
-        """Both halves in one transaction, conditioned on the workspace existing (``NotFound``)."""
+    def put_member(
+        self, workspace_id: str, user_id: str, role: Role, *, keep_owner: bool = False
+    ) -> Membership:
+        """Both halves in one transaction with the workspace's version (``NotFound`` when it is gone)."""
         role = Role(role)
-        check = {
-            "ConditionCheck": {
-                "TableName": self._t.name,
-                "Key": item_key(_ws_pk(workspace_id), _META),
-                "ConditionExpression": "attribute_exists(pk)",
-            }
-        }
-        try:
-            self._t.call(
-                "transact_write_items", TransactItems=[check, *self._member_puts(workspace_id, user_id, role)]
-            )
-        except ClientError as exc:
-            if _cancelled_by_condition(exc):
-                raise NotFound("Workspace not found") from exc
-            raise
+        self._change_members(
+            workspace_id, user_id, role, keep_owner, self._member_puts(workspace_id, user_id, role)
+        )
         found = self.membership(workspace_id, user_id)
         return found or Membership(workspace_id, user_id, role)
 
-    def remove_member(self, workspace_id: str, user_id: str) -> bool:
+    def remove_member(self, workspace_id: str, user_id: str, *, keep_owner: bool = False) -> bool:
         """Both halves in one transaction; ``False`` when ``user_id`` was not a member."""
-        forward = {
-            "Delete": {
-                "TableName": self._t.name,
-                "Key": item_key(_ws_pk(workspace_id), _MEMBER + user_id),
-                "ConditionExpression": "attribute_exists(pk)",
-            }
-        }
-        inverse = {
-            "Delete": {"TableName": self._t.name, "Key": item_key(_user_pk(user_id), _ws_pk(workspace_id))}
-        }
+        deletes = [
+            {"Delete": {"TableName": self._t.name, "Key": item_key(_ws_pk(workspace_id), _MEMBER + user_id)}},
+            {"Delete": {"TableName": self._t.name, "Key": item_key(_user_pk(user_id), _ws_pk(workspace_id))}},
+        ]
         try:
-            self._t.call("transact_write_items", TransactItems=[forward, inverse])
-        except ClientError as exc:
-            if _cancelled_by_condition(exc):
+            return self._change_members(workspace_id, user_id, None, keep_owner, deletes)
+        except NotFound:
+            return False
+
+    def _change_members(
+        self,
+        workspace_id: str,
+        user_id: str,
+        role: Role | None,
+        keep_owner: bool,
+        writes: list[dict[str, Any]],
+    ) -> bool:
+        """Optimistic concurrency on the workspace item's ``members_version``: read the members
+        (consistent), decide, and write the membership items in one transaction that also bumps the
+        version on condition it is unchanged. Two owners demoting each other at the same instant:
+        the second transaction is cancelled, re-reads, finds one owner left and gets ``Conflict``.
+        ``False`` (nothing written) when removing someone who is not a member."""
+        for _ in range(_ATTEMPTS):
+            items = self._partition(workspace_id)
+            meta = next((i for i in items if i["sk"]["S"] == _META), None)
+            if meta is None:
+                raise NotFound("Workspace not found")
+            members = [
+                Membership(workspace_id, i["user_id"]["S"], Role(i["role"]["S"]))
+                for i in items
+                if i["sk"]["S"].startswith(_MEMBER)
+            ]
+            if role is None and user_id not in {m.user_id for m in members}:
                 return False
-            raise
-        return True
+            if keep_owner and leaves_no_owner(members, user_id, role):
+                raise last_owner(role)
+            version = int(meta.get(_VERSION, {"N": "0"})["N"])
+            bump = {
+                "Update": {
+                    "TableName": self._t.name,
+                    "Key": item_key(_ws_pk(workspace_id), _META),
+                    "UpdateExpression": f"SET {_VERSION} = :next",
+                    "ConditionExpression": (
+                        f"attribute_exists(pk) AND ({_VERSION} = :seen OR "
+                        f"(attribute_not_exists({_VERSION}) AND :seen = :zero))"
+                    ),
+                    "ExpressionAttributeValues": {
+                        ":next": {"N": str(version + 1)},
+                        ":seen": {"N": str(version)},
+                        ":zero": {"N": "0"},
+                    },
+                }
+            }
+            try:
+                self._t.call("transact_write_items", TransactItems=[bump, *writes])
+                return True
+            except ClientError as exc:
+                if not _cancelled_by_condition(exc) and not _cancelled_by_conflict(exc):
+                    raise
+        raise Conflict("The workspace's members were changing at the same time: try again")

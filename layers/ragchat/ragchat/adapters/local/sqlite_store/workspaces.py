@@ -11,7 +11,7 @@ import sqlite3
 from ragchat.adapters.local.sqlite_store.db import SqliteDatabase
 from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict, NotFound
-from ragchat.domain.workspaces import Membership, Role, Workspace
+from ragchat.domain.workspaces import Membership, Role, Workspace, last_owner, leaves_no_owner
 
 _MEMBER_SQL = (
     "SELECT m.workspace_id, m.user_id, m.role, w.name FROM workspace_members m "
@@ -91,11 +91,14 @@ class SqliteWorkspaceStore:
             rows = conn.execute(f"{_MEMBER_SQL} WHERE m.workspace_id = ? ORDER BY m.user_id", (workspace_id,))
             return [_membership(r) for r in rows]
 
-    def put_member(self, workspace_id: str, user_id: str, role: Role) -> Membership:
+    def put_member(
+        self, workspace_id: str, user_id: str, role: Role, *, keep_owner: bool = False
+    ) -> Membership:
         with self.db.write() as conn:
             row = conn.execute("SELECT name FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
             if row is None:
                 raise NotFound("Workspace not found")
+            self._keep_owner(conn, workspace_id, user_id, Role(role), keep_owner)
             conn.execute(
                 "INSERT INTO workspace_members (workspace_id, user_id, role, created_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role",
@@ -103,10 +106,26 @@ class SqliteWorkspaceStore:
             )
         return Membership(workspace_id, user_id, Role(role), row["name"])
 
-    def remove_member(self, workspace_id: str, user_id: str) -> bool:
+    def remove_member(self, workspace_id: str, user_id: str, *, keep_owner: bool = False) -> bool:
         with self.db.write() as conn:
+            self._keep_owner(conn, workspace_id, user_id, None, keep_owner)
             cur = conn.execute(
                 "DELETE FROM workspace_members WHERE workspace_id = ? AND user_id = ?",
                 (workspace_id, user_id),
             )
             return cur.rowcount > 0
+
+    @staticmethod
+    def _keep_owner(
+        conn: sqlite3.Connection, workspace_id: str, user_id: str, role: Role | None, keep_owner: bool
+    ) -> None:
+        """Inside the write transaction (``BEGIN IMMEDIATE``): no other write can come between."""
+        if not keep_owner:
+            return
+        rows = conn.execute(
+            "SELECT user_id FROM workspace_members WHERE workspace_id = ? AND role = ?",
+            (workspace_id, str(Role.OWNER)),
+        )
+        owners = [Membership(workspace_id, r["user_id"], Role.OWNER) for r in rows]
+        if leaves_no_owner(owners, user_id, role):
+            raise last_owner(role)
