@@ -404,8 +404,7 @@ class Retriever:
         # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
         policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
         decision = decide_for(policy, signals, threshold, coefficients)
-        # let through on borderline evidence: are the question's words the notes' words at all? (not
-        # with S3 Vectors: without keyword search the lookup would see only the nearest notes)
+        # borderline evidence for Claude: are its words the notes' at all? (S3 Vectors: no keyword search)
         keywords = self.settings.vector_index_kind != "s3vectors"
         if (
             policy == READER_POLICY
@@ -413,7 +412,11 @@ class Retriever:
             and coefficients is not None
             and needs_word_check(decision, coefficients)
         ):
-            decision = check_words(self, q, query, vector_hits, flt, decision, coefficients)
+
+            def search(word: str, k: int) -> list[Hit]:
+                return self.searched(lambda: self.index.hybrid_search(word, query, flt, k))
+
+            decision = check_words(search, q, vector_hits, decision, threshold, coefficients)
         return decision
 
     def coefficients(self) -> Coefficients | None:

@@ -12,6 +12,7 @@ nowhere as the decision's ``unknown_words`` signal; the decision is then made ag
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -21,8 +22,10 @@ from ragchat.domain.followups import subject_words, uncovered
 
 if TYPE_CHECKING:
     from ragchat.domain.answerability import Coefficients, Decision
-    from ragchat.domain.models import Hit, SearchFilter
-    from ragchat.services.retrieval import Retriever
+    from ragchat.domain.models import Hit
+
+#: a keyword search among the caller's notes: (word, notes to read) -> the notes found
+WordSearch = Callable[[str, int], "list[Hit]"]
 
 #: notes read per word by the keyword lookup
 LOOKUP_HITS = 5
@@ -30,36 +33,25 @@ LOOKUP_HITS = 5
 MAX_LOOKUPS = 6
 
 
-def unknown_word_share(
-    retriever: Retriever, question: str, vector: list[float], hits: list[Hit], flt: SearchFilter
-) -> float:
-    """The share of ``question``'s subject words that neither ``hits`` nor a keyword lookup among the
-    caller's notes (within ``flt``) contain; 0.0 for a question without subject words."""
+def unknown_word_share(search: WordSearch, question: str, hits: list[Hit]) -> float:
+    """The share of ``question``'s subject words that neither ``hits`` nor a keyword ``search`` among
+    the caller's notes contain; 0.0 for a question without subject words."""
     words = sorted(set(subject_words(question)))
     if not words:
         return 0.0
     missing = uncovered(words, [strip_citations(h.text) for h in hits])[:MAX_LOOKUPS]
-    nowhere = [w for w in missing if not _found(retriever, w, vector, flt)]
+    nowhere = [w for w in missing if uncovered([w], [h.text for h in search(w, LOOKUP_HITS)])]
     return len(nowhere) / len(words)
 
 
-def _found(retriever: Retriever, word: str, vector: list[float], flt: SearchFilter) -> bool:
-    index = retriever.index
-    found = retriever.searched(lambda: index.hybrid_search(word, vector, flt, LOOKUP_HITS))
-    return not uncovered([word], [h.text for h in found])
-
-
 def check_words(
-    retriever: Retriever,
+    search: WordSearch,
     question: str,
-    vector: list[float],
     hits: list[Hit],
-    flt: SearchFilter,
     decision: Decision,
+    threshold: float,
     coefficients: Coefficients,
 ) -> Decision:
     """The reader decision made again with the ``unknown_words`` signal."""
-    share = unknown_word_share(retriever, question, vector, hits, flt)
-    signals = replace(decision.signals, unknown_words=share)
-    threshold = retriever.settings.similarity_threshold
+    signals = replace(decision.signals, unknown_words=unknown_word_share(search, question, hits))
     return decide_for(READER_POLICY, signals, threshold, coefficients)
