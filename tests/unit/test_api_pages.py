@@ -78,11 +78,17 @@ def test_pages_are_html_and_need_no_principal():
         assert "textContent" in texts[0], path
         # the page's own script last; the chat page first loads the Markdown renderer and sanitizer
         expected = {
-            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "workspaces.js", "ask.js"],
-            "/write": ["workspaces.js", "uploads.js", "write.js"],
-            "/documents/ui": ["workspaces.js", "documents.js"],
+            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "ask.js"],
+            "/write": ["uploads.js", "write.js"],
+            "/documents/ui": ["documents.js"],
         }[path]
         assert [s.rsplit("/", 1)[1] for s in scripts[1:]] == expected, path
+        # the chat page's own rules are not fetched by the other pages (page weight, issue 33)
+        sheets = re.findall(r'<link rel=stylesheet href="(?:\.\./)?static/([\w.]+)">', res["body"])
+        assert sheets == (["style.css", "chat.css"] if path == "/ui" else ["style.css"]), path
+    # fetched by the page when needed: the side panel, uploads from the chat, the workspace switcher
+    for name in ("viewer.js", "uploads.js", "workspaces.js", "workspaces.css", "chat.css"):
+        assert api.call("GET", f"/static/{name}", principal=None)["statusCode"] == 200, name
     marked = api.call("GET", "/static/marked.min.js", principal=None)
     assert header(marked, "Content-Type").startswith("text/javascript") and "marked v18" in marked["body"]
     purify = api.call("GET", "/static/purify.min.js", principal=None)

@@ -133,18 +133,23 @@ STATIC_FILES = {
             "documents.js",
             "workspaces.js",
             "style.css",
+            "chat.css",
+            "workspaces.css",
         )
     },
     "marked.min.js": "vendor/marked.min.js",
     "purify.min.js": "vendor/purify.min.js",
 }
 # Each page's scripts after common.js, in order (the chat page renders Markdown); viewer.js (the side
-# panel) and uploads.js (attaching a file on the chat page) are fetched when first needed.
+# panel), uploads.js (attaching a file on the chat page) and workspaces.js with workspaces.css (the
+# switcher, for a user in a shared workspace) are fetched when first needed.
 _SCRIPTS = {
-    "ask": ("marked.min.js", "purify.min.js", "markdown.js", "workspaces.js", "ask.js"),
-    "write": ("workspaces.js", "uploads.js", "write.js"),
-    "documents": ("workspaces.js", "documents.js"),
+    "ask": ("marked.min.js", "purify.min.js", "markdown.js", "ask.js"),
+    "write": ("uploads.js", "write.js"),
+    "documents": ("documents.js",),
 }
+# Each page's style sheets: the chat page's own rules are not fetched by the other pages.
+_STYLES = {"ask": ("style.css", "chat.css"), "write": ("style.css",), "documents": ("style.css",)}
 WEB = Path(__file__).resolve().parent.parent / "web"
 
 
@@ -229,10 +234,11 @@ def render(page: str, config: dict[str, str] | None = None, *, up: str | None = 
     )
     heading = f"<h1 class=sr-only>{title}</h1>" if page == "ask" else f"<h1>{title}</h1>"
     scripts = "".join(f'<script src="{up}static/{name}"></script>' for name in _SCRIPTS[page])
+    styles = "".join(f'<link rel=stylesheet href="{up}static/{name}">' for name in _STYLES[page])
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        f'<title>ragchat · {title}</title><link rel=stylesheet href="{up}static/style.css"></head>'
+        f"<title>ragchat · {title}</title>{styles}</head>"
         f"<body class=page-{page}><header class=topbar><span class=brand>ragchat</span>"
         f"<nav>{nav}{api_link}{account}</nav></header>"
         f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
