@@ -23,7 +23,7 @@ def test_no_emphasis_debris_in_a_quote() -> None:
 
 
 def test_a_bold_run_in_label_is_not_quoted() -> None:
-    """"**Tools.** The fuel dock opens at 7" labels its paragraph as a heading would: a quote starts at
+    """ "**Tools.** The fuel dock opens at 7" labels its paragraph as a heading would: a quote starts at
     the sentence (it read "Tools. The fuel dock opens at 7")."""
     text = "**Tools.** The fuel dock opens at 7 every morning.\n\n- __Opening hours__. The office opens at 9."
     answer = extractive_answer("When does the fuel dock open?", [hit(text)])
