@@ -257,7 +257,7 @@ def content_security_policy(config: dict[str, str], *, upload_origin: str | None
     if upload_origin:
         connect += " " + upload_origin  # exactly the documents bucket's regional endpoint
     return (
-        f"default-src 'self'; script-src 'self'; style-src 'self'; connect-src {connect}; img-src 'self'; "
+        f"default-src 'self'; script-src 'self'; style-src 'self'; connect-src {connect}; img-src 'self' data:; "
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
 
