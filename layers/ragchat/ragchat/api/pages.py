@@ -140,6 +140,9 @@ STATIC_FILES = {
     "marked.min.js": "vendor/marked.min.js",
     "purify.min.js": "vendor/purify.min.js",
 }
+# Served as one file made of several: the chat page's style sheet is the common one followed by its
+# own rules (one request, as before the split), while the other pages fetch only ``style.css``.
+STATIC_BUNDLES = {"chat-page.css": ("style.css", "chat.css")}
 # Each page's scripts after common.js, in order (the chat page renders Markdown); viewer.js (the side
 # panel), uploads.js (attaching a file on the chat page) and workspaces.js with workspaces.css (the
 # switcher, for a user in a shared workspace) are fetched when first needed.
@@ -148,8 +151,8 @@ _SCRIPTS = {
     "write": ("uploads.js", "write.js"),
     "documents": ("documents.js",),
 }
-# Each page's style sheets: the chat page's own rules are not fetched by the other pages.
-_STYLES = {"ask": ("style.css", "chat.css"), "write": ("style.css",), "documents": ("style.css",)}
+# Each page's style sheet: the chat page's own rules are not fetched by the other pages.
+_STYLES = {"ask": ("chat-page.css",), "write": ("style.css",), "documents": ("style.css",)}
 WEB = Path(__file__).resolve().parent.parent / "web"
 
 
@@ -257,7 +260,8 @@ def content_security_policy(config: dict[str, str], *, upload_origin: str | None
     if upload_origin:
         connect += " " + upload_origin  # exactly the documents bucket's regional endpoint
     return (
-        f"default-src 'self'; script-src 'self'; style-src 'self'; connect-src {connect}; img-src 'self' data:; "
+        f"default-src 'self'; script-src 'self'; style-src 'self'; connect-src {connect}; "
+        "img-src 'self' data:; "  # data: the document viewer's PDF page images
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
 
@@ -275,6 +279,9 @@ def security_headers(config: dict[str, str], *, upload_origin: str | None = None
 @cache
 def static_file(name: str) -> tuple[str, str] | None:
     """(content type, text) of a page script or the style sheet; ``None`` for any other name."""
+    if name in STATIC_BUNDLES:
+        parts = [(WEB / STATIC_FILES[part]).read_text(encoding="utf-8") for part in STATIC_BUNDLES[name]]
+        return STATIC_TYPES[Path(name).suffix], "".join(parts)
     if name not in STATIC_FILES:
         return None
     return STATIC_TYPES[Path(name).suffix], (WEB / STATIC_FILES[name]).read_text(encoding="utf-8")
