@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import base64
 import struct
+import subprocess
+import sys
 import zlib
+from pathlib import Path
+
+from ragchat.domain.page_images import MAX_PNG_BYTES, PAGE_WIDTH, PageImage
 
 from tests.events import json_body
 from tests.pdfs import make_pdf
 from tests.unit.api_support import make_api
 
+ROOT = Path(__file__).resolve().parents[2]
 HARBOUR = make_pdf(["Harbour guide\nThe fuel dock opens at 7 every morning.", ""])
 
 
@@ -87,3 +93,40 @@ def test_a_shared_pdf_shows_its_pages_to_members_only() -> None:
     stranger = api.call("GET", f"/documents/{doc_id}/pages/1", principal="mallory")
     assert stranger["statusCode"] == 404
     assert "image" not in json_body(stranger)
+
+
+class Sized:
+    """A renderer whose full-width image is too large for a Lambda response (a full-page photo)."""
+
+    def __init__(self) -> None:
+        self.widths: list[int] = []
+
+    def render(self, pdf: bytes, page: int, width: int) -> PageImage:
+        self.widths.append(width)
+        size = MAX_PNG_BYTES + 1 if width == PAGE_WIDTH else 1000
+        return PageImage(page=page, pages=1, width=width, height=width, png=b"\0" * size)
+
+
+def test_a_page_too_large_for_a_response_is_rendered_smaller() -> None:
+    api = make_api()
+    doc_id = upload(api, HARBOUR, "harbour.pdf")
+    renderer = Sized()
+    api.container.document_service.pages = renderer
+    shown = api.container.document_service.page_image("alice", doc_id, 1)
+    assert renderer.widths == [PAGE_WIDTH, PAGE_WIDTH // 2] and shown.width == PAGE_WIDTH // 2
+
+
+def test_pdfium_is_loaded_only_when_a_page_is_shown() -> None:
+    """pypdfium2 (a 9 MB native library) is imported by the request that renders a page, not by the
+    app's start or any other request."""
+    script = (
+        "import sys\n"
+        "from tests.unit.api_support import make_api\n"
+        "api = make_api()\n"
+        "api.call('GET', '/documents')\n"
+        "print('pypdfium2' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip().splitlines()[-1] == "False"

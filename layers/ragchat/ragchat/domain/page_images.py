@@ -14,6 +14,9 @@ from dataclasses import dataclass
 #: pixels across a rendered page: the side panel is 28rem (448 CSS px) wide, so this is sharp on a
 #: 2x screen; a text page is ~100-250 kB as PNG
 PAGE_WIDTH = 900
+#: a page whose PNG is larger than this (a full-page photograph) is rendered at half the width, then a
+#: quarter: a Lambda response is at most 6 MB and base64 adds a third
+MAX_PNG_BYTES = 3_000_000
 #: a page far taller than wide (a receipt, a poster strip) is rendered smaller, so its image stays bounded
 MAX_HEIGHT = 4 * PAGE_WIDTH
 

@@ -83,7 +83,7 @@ class DocumentService:
 
     def page_image(self, owner: str, document_id: str, page: int) -> PageImage:
         """Page ``page`` (1-based) of a READY PDF as an image, rendered from the stored original."""
-        from ragchat.domain.page_images import PAGE_WIDTH
+        from ragchat.domain.page_images import MAX_PNG_BYTES, PAGE_WIDTH
 
         if page < 1:
             raise ValidationError("page must be a positive integer (the first page is 1)")
@@ -98,7 +98,11 @@ class DocumentService:
             pdf = self.blobs.get(doc.body_key)
         except KeyError:
             raise NotFound("Document body not found") from None
-        return self.pages.render(pdf, page, PAGE_WIDTH)
+        for width in (PAGE_WIDTH, PAGE_WIDTH // 2):
+            shown = self.pages.render(pdf, page, width)
+            if len(shown.png) <= MAX_PNG_BYTES:
+                return shown
+        return self.pages.render(pdf, page, PAGE_WIDTH // 4)  # at most 225 x 900 pixels: ~0.6 MB
 
     def _backfill_text(self, doc: Document) -> bytes:
         """A document ingested before its extracted text was kept: extract it this once (the same
