@@ -159,7 +159,8 @@ def shoot(url: str) -> list[Path]:
             page.locator("#rows tr").first.wait_for()
             written.append(_save(page, f"documents-{size}.png"))
             page.locator(f"tr[data-id='{guide}'] button", has_text="View").click()
-            page.wait_for_function("() => (document.querySelector('#panel .pdf-page img') || {}).naturalWidth > 0")
+            shown = "() => (document.querySelector('#panel .pdf-page img') || {}).naturalWidth > 0"
+            page.wait_for_function(shown)
             written.append(_save(page, f"pdf-viewer-{size}.png"))
             page.context.close()
         browser.close()

@@ -194,6 +194,16 @@ def test_a_citation_opens_its_passage_with_the_cited_sentence_marked_and_the_doc
         assert page.evaluate("document.activeElement.getAttribute('aria-label') || ''").startswith("Source 1")
 
 
+# the page image's natural size, its box against the panel's, and how many of its pixels are dark
+PAGE_IMAGE = """img => { const r = img.getBoundingClientRect();
+  const p = img.closest('.panel').getBoundingClientRect(), c = document.createElement('canvas');
+  c.width = img.naturalWidth; c.height = img.naturalHeight; const g = c.getContext('2d');
+  g.drawImage(img, 0, 0); const d = g.getImageData(0, 0, c.width, c.height).data;
+  let dark = 0; for (let i = 0; i < d.length; i += 4) if (d[i] < 128) dark++;
+  return {w: img.naturalWidth, h: img.naturalHeight, left: r.left, right: r.right,
+    pl: p.left, pr: p.right, dark}; }"""
+
+
 @pytest.mark.parametrize("width", [1280, 375])
 def test_a_pdf_citation_opens_its_page_with_the_page_number(
     browser: Any,  # noqa: F811
@@ -219,14 +229,7 @@ def test_a_pdf_citation_opens_its_page_with_the_page_number(
         image = panel.get_by_role("img", name="Page 2 of Quillon guide")
         expect(image).to_be_visible()
         page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
-        shown = image.evaluate(
-            "img => { const r = img.getBoundingClientRect(), p = img.closest('.panel').getBoundingClientRect();"
-            " return {w: img.naturalWidth, h: img.naturalHeight, left: r.left, right: r.right, pl: p.left, pr: p.right,"
-            " dark: (() => { const c = document.createElement('canvas'); c.width = img.naturalWidth;"
-            " c.height = img.naturalHeight; const g = c.getContext('2d'); g.drawImage(img, 0, 0);"
-            " const d = g.getImageData(0, 0, c.width, c.height).data; let n = 0;"
-            " for (let i = 0; i < d.length; i += 4) if (d[i] < 128) n++; return n; })() }; }"
-        )
+        shown = image.evaluate(PAGE_IMAGE)
         assert shown["w"] >= 890 and abs(shown["h"] / shown["w"] - 792 / 612) < 0.01  # the Letter page
         assert shown["dark"] > 100  # its text is drawn
         assert shown["pl"] - 1 <= shown["left"] and shown["right"] <= shown["pr"] + 1  # fits the panel
