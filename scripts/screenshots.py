@@ -1,6 +1,7 @@
 """Screenshots of the three pages (``/ui``, ``/write``, ``/documents/ui``) at 1280 px and 375 px wide,
-of the chat page in dark mode (``chat-dark-*.png``), its start page (``chat-start-*.png``) and a
-citation's side panel (``citation-*.png``), written to ``docs/screenshots/*.png``.
+of the chat page in dark mode (``chat-dark-*.png``), its start page (``chat-start-*.png``), a
+citation's side panel (``citation-*.png``) and a PDF open in the document viewer (``pdf-viewer-*.png``:
+the page's image with its text below), written to ``docs/screenshots/*.png``.
 
 Runs ``ragchat serve --samples`` (extractive answerer, SQLite, the MiniLM model of ``make model``) in a
 throwaway data directory, asks two questions in a conversation, and photographs the pages in headless
@@ -83,6 +84,33 @@ def start_server(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, url
 
 
+# A one-page harbour guide, printed to PDF by Chromium itself (no binary file in git).
+GUIDE_HTML = """<body style="font:15px/1.5 Georgia,serif;margin:2cm"><h1 style="font:600 28px sans-serif">
+Harbour guide</h1><p style="color:#555">Kestrel Bay marina · season 2026</p><h2 style="font:600 18px
+sans-serif">Fuel</h2><p><b>Tools.</b> The fuel dock opens at 7 every morning and sells diesel and
+petrol. Payment is by card only.</p><h2 style="font:600 18px sans-serif">Mooring</h2><table border=1
+cellpadding=6 style="border-collapse:collapse"><tr><th>Boat length</th><th>Per night</th></tr><tr>
+<td>up to 8 m</td><td>24 pounds</td></tr><tr><td>8 to 12 m</td><td>31 pounds</td></tr></table>
+<p>Swimming in the harbour is forbidden for everyone.</p></body>"""
+
+
+def upload_guide(browser: Any, url: str) -> str:
+    page = browser.new_page()
+    page.set_content(GUIDE_HTML)
+    pdf = page.pdf(format="A5")
+    page.close()
+    req = urllib.request.Request(
+        url + "/documents?filename=harbour-guide.pdf&title=Harbour%20guide",
+        data=pdf,
+        method="POST",
+        headers={"Content-Type": "application/pdf", "Authorization": f"Bearer {TOKEN}"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        doc_id = str(json.loads(resp.read())["documentId"])
+    _wait("the guide", lambda: _call(f"{url}/documents/{doc_id}")["status"] == "READY")
+    return doc_id
+
+
 def seed_conversation(url: str) -> None:
     conv = _call(url + "/chat/conversations", "POST", {})
     for question in QUESTIONS:
@@ -100,6 +128,7 @@ def shoot(url: str) -> list[Path]:
         browser = pw.chromium.launch(
             executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"]
         )
+        guide = upload_guide(browser, url)
         for size, viewport in SIZES.items():
             dark = _context(browser, url, viewport, "dark").new_page()
             written.append(_chat(dark, viewport, f"chat-dark-{size}.png"))
@@ -129,6 +158,10 @@ def shoot(url: str) -> list[Path]:
             page.goto("/documents/ui")
             page.locator("#rows tr").first.wait_for()
             written.append(_save(page, f"documents-{size}.png"))
+            page.locator(f"tr[data-id='{guide}'] button", has_text="View").click()
+            shown = "() => (document.querySelector('#panel .pdf-page img') || {}).naturalWidth > 0"
+            page.wait_for_function(shown)
+            written.append(_save(page, f"pdf-viewer-{size}.png"))
             page.context.close()
         browser.close()
     return written

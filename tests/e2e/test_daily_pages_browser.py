@@ -194,13 +194,27 @@ def test_a_citation_opens_its_passage_with_the_cited_sentence_marked_and_the_doc
         assert page.evaluate("document.activeElement.getAttribute('aria-label') || ''").startswith("Source 1")
 
 
+# the page image's natural size, its box against the panel's, and how many of its pixels are dark
+PAGE_IMAGE = """img => { const r = img.getBoundingClientRect();
+  const p = img.closest('.panel').getBoundingClientRect(), c = document.createElement('canvas');
+  c.width = img.naturalWidth; c.height = img.naturalHeight; const g = c.getContext('2d');
+  g.drawImage(img, 0, 0); const d = g.getImageData(0, 0, c.width, c.height).data;
+  let dark = 0; for (let i = 0; i < d.length; i += 4) if (d[i] < 128) dark++;
+  return {w: img.naturalWidth, h: img.naturalHeight, left: r.left, right: r.right,
+    pl: p.left, pr: p.right, dark}; }"""
+
+
+@pytest.mark.parametrize("width", [1280, 375])
 def test_a_pdf_citation_opens_its_page_with_the_page_number(
     browser: Any,  # noqa: F811
     server: Server,
     docs: dict[str, str],
+    width: int,
 ) -> None:
+    """The cited PDF page opens as the reader sees it (the page's image, rendered by the server) with
+    its text below, the cited sentence highlighted there."""
     expect = _expect()
-    with _page(browser, server) as page:
+    with _page(browser, server, width) as page:
         _chat(page)
         answer = _ask(page, "Who ground the great telescope of the Quillon observatory?")
         expect(answer.locator(".content")).to_contain_text("Mara Venn")
@@ -212,10 +226,22 @@ def test_a_pdf_citation_opens_its_page_with_the_page_number(
         expect(panel.locator("mark").first).to_contain_text("Mara Venn")
         panel.get_by_role("button", name="Open document").click()
         expect(panel.locator(".page-no")).to_have_text("Page 2 of 2")
-        expect(panel.locator(".doc-text")).to_contain_text("ground by the optician Mara Venn in 1911.")
-        expect(panel.locator(".doc-text")).not_to_contain_text("west gate")
+        image = panel.get_by_role("img", name="Page 2 of Quillon guide")
+        expect(image).to_be_visible()
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+        shown = image.evaluate(PAGE_IMAGE)
+        assert shown["w"] >= 890 and abs(shown["h"] / shown["w"] - 792 / 612) < 0.01  # the Letter page
+        assert shown["dark"] > 100  # its text is drawn
+        assert shown["pl"] - 1 <= shown["left"] and shown["right"] <= shown["pr"] + 1  # fits the panel
+        text = panel.locator(".doc-text")
+        expect(text).to_contain_text("ground by the optician Mara Venn in 1911.")
+        expect(text).not_to_contain_text("west gate")
+        expect(text.locator("mark").first).to_contain_text("Mara Venn")  # the cited sentence, findable
+        panel.get_by_role("button", name="Cited text ↓").click()
+        expect(text.locator("mark").first).to_be_in_viewport()
         panel.get_by_role("button", name="Previous page").click()
         expect(panel.locator(".page-no")).to_have_text("Page 1 of 2")
+        expect(panel.get_by_role("img", name="Page 1 of Quillon guide")).to_be_visible()
         expect(panel.locator(".doc-text")).to_contain_text("Visitors enter through the west gate.")
 
 

@@ -18,6 +18,19 @@ pytestmark = pytest.mark.e2e
 
 def test_switching_workspace_on_the_pages(browser: Any, server: Server) -> None:  # noqa: F811
     expect = _expect()
+    # with the personal workspace alone there is nothing to choose: no switcher, and its script and
+    # styles are not fetched (page weight, issue 33)
+    assert len(server.request("GET", "/workspaces").json()["items"]) == 1
+    with fresh_page(browser, server, init_script=SIGNED_IN) as page:
+        fetched: list[str] = []
+        page.on("request", lambda r: fetched.append(r.url))
+        for path in ("/documents/ui", "/write", "/ui"):
+            page.goto(path)
+            page.wait_for_load_state("networkidle")
+            expect(page.locator("#app")).to_be_visible()
+            expect(page.locator("#workspace")).to_have_count(0)
+        assert [u for u in fetched if "/static/workspaces." in u] == []
+        assert any(u.endswith("/workspaces") for u in fetched)  # it did ask
     ws = server.request("POST", "/workspaces", body={"name": "Lighthouse team"}).json()["id"]
     note = {
         "title": "Keeper rota",

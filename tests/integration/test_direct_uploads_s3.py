@@ -119,3 +119,29 @@ def test_a_bad_upload_request_is_400_and_signs_nothing(stack: Stack) -> None:
     response = stack.handler("notes_api")(api_event("POST", "/uploads", {"filename": "setup.exe"}), None)
     assert response["statusCode"] == 400
     assert "This file type is not supported" in json.loads(response["body"])["error"]
+
+
+def test_a_pdf_page_is_rendered_from_its_original_in_s3(stack: Stack) -> None:
+    """The document viewer's page image (issue 33) on the cloud path: the notes function reads the
+    original PDF from S3 under the template's role (the harness evaluates its IAM) and renders it."""
+    from tests.pdfs import make_pdf
+
+    notes = stack.handler("notes_api")
+    ticket = json.loads(notes(api_event("POST", "/uploads", {"filename": "guide.pdf"}), None)["body"])
+    pdf = make_pdf(["The fuel dock opens at 7.", "Swimming in the harbour is forbidden."])
+    posted = requests.post(
+        ticket["url"], data=ticket["fields"], files={"file": ("guide.pdf", pdf)}, timeout=30
+    )
+    assert posted.status_code in (200, 201, 204), posted.text
+    assert stack.handler("s3_ingest")(s3_event(ticket["key"]), None)["accepted"]
+    (execution,) = stack.wait_for_all(1)
+    assert execution["status"] == "SUCCEEDED", execution
+
+    shown = notes(api_event("GET", f"/documents/{ticket['documentId']}/pages/2"), None)
+    assert shown["statusCode"] == 200, shown
+    page = json.loads(shown["body"])
+    assert (page["page"], page["pages"]) == (2, 2)
+    png = base64.b64decode(page["image"].split(",", 1)[1])
+    assert png.startswith(b"\x89PNG") and page["width"] >= 890
+    past = notes(api_event("GET", f"/documents/{ticket['documentId']}/pages/3"), None)
+    assert past["statusCode"] == 404

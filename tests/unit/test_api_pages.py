@@ -78,11 +78,21 @@ def test_pages_are_html_and_need_no_principal():
         assert "textContent" in texts[0], path
         # the page's own script last; the chat page first loads the Markdown renderer and sanitizer
         expected = {
-            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "workspaces.js", "ask.js"],
-            "/write": ["workspaces.js", "uploads.js", "write.js"],
-            "/documents/ui": ["workspaces.js", "documents.js"],
+            "/ui": ["marked.min.js", "purify.min.js", "markdown.js", "ask.js"],
+            "/write": ["uploads.js", "write.js"],
+            "/documents/ui": ["documents.js"],
         }[path]
         assert [s.rsplit("/", 1)[1] for s in scripts[1:]] == expected, path
+        # the chat page's own rules are not fetched by the other pages (page weight, issue 33)
+        sheets = re.findall(r'<link rel=stylesheet href="(?:\.\./)?static/([\w.-]+)">', res["body"])
+        assert sheets == (["chat-page.css"] if path == "/ui" else ["style.css"]), path
+    # fetched by the page when needed: the side panel, uploads from the chat, the workspace switcher
+    for name in ("viewer.js", "uploads.js", "workspaces.js", "workspaces.css", "chat.css"):
+        assert api.call("GET", f"/static/{name}", principal=None)["statusCode"] == 200, name
+    common, chat = (
+        api.call("GET", f"/static/{n}", principal=None)["body"] for n in ("style.css", "chat.css")
+    )
+    assert api.call("GET", "/static/chat-page.css", principal=None)["body"] == common + chat
     marked = api.call("GET", "/static/marked.min.js", principal=None)
     assert header(marked, "Content-Type").startswith("text/javascript") and "marked v18" in marked["body"]
     purify = api.call("GET", "/static/purify.min.js", principal=None)
@@ -229,7 +239,7 @@ def test_a_conversation_address_is_the_chat_shell_without_its_id():
     assert res["statusCode"] == 200 and header(res, "Content-Type").startswith("text/html")
     body = res["body"]
     assert '<script src="../../static/ask.js"></script>' in body
-    assert '<link rel=stylesheet href="../../static/style.css">' in body
+    assert '<link rel=stylesheet href="../../static/chat-page.css">' in body
     assert "01M8GPDR55KJ6E98C09Q20EZ04" not in body
     assert body == api.call("GET", "/ui", principal=None)["body"].replace('"static/', '"../../static/')
 

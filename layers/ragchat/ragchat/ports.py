@@ -22,6 +22,7 @@ from ragchat.domain.models import (
     SearchFilter,
     VectorRecord,
 )
+from ragchat.domain.page_images import PageImage
 from ragchat.domain.parsing import Parsed, ParseJob
 from ragchat.domain.uploads import PresignedUpload, UploadGrant
 from ragchat.domain.workspaces import Membership, Role, Workspace
@@ -306,6 +307,13 @@ class Summarizer(Protocol):
         """``deadline``: the turn's model deadline (on the chat clock), for a summarizer that calls
         the model."""
         ...
+
+
+class PageRenderer(Protocol):
+    """A PDF's page as an image (the document viewer). Raises ``NotFound`` for a page past the end,
+    ``ValidationError`` for bytes that are no readable PDF."""
+
+    def render(self, pdf: bytes, page: int, width: int) -> PageImage: ...
 
 
 @runtime_checkable

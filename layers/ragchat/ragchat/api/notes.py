@@ -64,6 +64,7 @@ def router(container: Container) -> APIGatewayRouter:
     _note_routes(r, container, owner)
     _document_list_route(r, container, owner)
     _document_routes(r, container, owner)
+    _document_page_route(r, container, owner)
     _document_edit_routes(r, container, owner)
     _ask_route(r, container, owner)
     return r
@@ -196,6 +197,30 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
                 raise ValidationError("include: only 'body' is supported")
             out["body"] = container.document_service.get_body(who, document_id)
         return out
+
+
+def _document_page_route(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
+    @r.get(
+        "/documents/<document_id>/pages/<page>",
+        summary="A PDF's page as an image (the document viewer)",
+        description="`image` is a PNG data URL, at most 900 pixels wide; `pages` is the page count.",
+        tags=["documents"],
+    )
+    def get_document_page(
+        document_id: Annotated[str, Path()], page: Annotated[str, Path()]
+    ) -> dict[str, Any]:
+        if not page.isascii() or not page.isdigit() or len(page) > 6:
+            raise ValidationError("page must be a positive integer (the first page is 1)")
+        access, _ = container.workspaces.find_document(owner(), document_id)
+        shown = container.document_service.page_image(access.id, document_id, int(page))
+        return {
+            "documentId": document_id,
+            "page": shown.page,
+            "pages": shown.pages,
+            "width": shown.width,
+            "height": shown.height,
+            "image": "data:image/png;base64," + base64.b64encode(shown.png).decode("ascii"),
+        }
 
 
 def _document_edit_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:

@@ -133,18 +133,26 @@ STATIC_FILES = {
             "documents.js",
             "workspaces.js",
             "style.css",
+            "chat.css",
+            "workspaces.css",
         )
     },
     "marked.min.js": "vendor/marked.min.js",
     "purify.min.js": "vendor/purify.min.js",
 }
+# Served as one file made of several: the chat page's style sheet is the common one followed by its
+# own rules (one request, as before the split), while the other pages fetch only ``style.css``.
+STATIC_BUNDLES = {"chat-page.css": ("style.css", "chat.css")}
 # Each page's scripts after common.js, in order (the chat page renders Markdown); viewer.js (the side
-# panel) and uploads.js (attaching a file on the chat page) are fetched when first needed.
+# panel), uploads.js (attaching a file on the chat page) and workspaces.js with workspaces.css (the
+# switcher, for a user in a shared workspace) are fetched when first needed.
 _SCRIPTS = {
-    "ask": ("marked.min.js", "purify.min.js", "markdown.js", "workspaces.js", "ask.js"),
-    "write": ("workspaces.js", "uploads.js", "write.js"),
-    "documents": ("workspaces.js", "documents.js"),
+    "ask": ("marked.min.js", "purify.min.js", "markdown.js", "ask.js"),
+    "write": ("uploads.js", "write.js"),
+    "documents": ("documents.js",),
 }
+# Each page's style sheet: the chat page's own rules are not fetched by the other pages.
+_STYLES = {"ask": ("chat-page.css",), "write": ("style.css",), "documents": ("style.css",)}
 WEB = Path(__file__).resolve().parent.parent / "web"
 
 
@@ -229,10 +237,11 @@ def render(page: str, config: dict[str, str] | None = None, *, up: str | None = 
     )
     heading = f"<h1 class=sr-only>{title}</h1>" if page == "ask" else f"<h1>{title}</h1>"
     scripts = "".join(f'<script src="{up}static/{name}"></script>' for name in _SCRIPTS[page])
+    styles = "".join(f'<link rel=stylesheet href="{up}static/{name}">' for name in _STYLES[page])
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        f'<title>ragchat · {title}</title><link rel=stylesheet href="{up}static/style.css"></head>'
+        f"<title>ragchat · {title}</title>{styles}</head>"
         f"<body class=page-{page}><header class=topbar><span class=brand>ragchat</span>"
         f"<nav>{nav}{api_link}{account}</nav></header>"
         f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
@@ -251,7 +260,8 @@ def content_security_policy(config: dict[str, str], *, upload_origin: str | None
     if upload_origin:
         connect += " " + upload_origin  # exactly the documents bucket's regional endpoint
     return (
-        f"default-src 'self'; script-src 'self'; style-src 'self'; connect-src {connect}; img-src 'self'; "
+        f"default-src 'self'; script-src 'self'; style-src 'self'; connect-src {connect}; "
+        "img-src 'self' data:; "  # data: the document viewer's PDF page images
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
 
@@ -269,6 +279,9 @@ def security_headers(config: dict[str, str], *, upload_origin: str | None = None
 @cache
 def static_file(name: str) -> tuple[str, str] | None:
     """(content type, text) of a page script or the style sheet; ``None`` for any other name."""
+    if name in STATIC_BUNDLES:
+        parts = [(WEB / STATIC_FILES[part]).read_text(encoding="utf-8") for part in STATIC_BUNDLES[name]]
+        return STATIC_TYPES[Path(name).suffix], "".join(parts)
     if name not in STATIC_FILES:
         return None
     return STATIC_TYPES[Path(name).suffix], (WEB / STATIC_FILES[name]).read_text(encoding="utf-8")

@@ -153,9 +153,11 @@ class IngestionRoot(Models):
 
     @cached_property
     def document_service(self) -> DocumentService:
+        from ragchat.adapters.local.pdf_pages import PdfiumPages
         from ragchat.services.documents import DocumentService
 
-        return DocumentService(self.documents, self.index, self.blobs)
+        # PdfiumPages imports pypdfium2 only when a page is rendered
+        return DocumentService(self.documents, self.index, self.blobs, PdfiumPages())
 
     @cached_property
     def evidence_warmer(self) -> EvidenceWarmer | None:

@@ -164,7 +164,8 @@ def _split(text: str) -> list[tuple[str, bool]]:
             bullet = _BULLET.match(segment)
             if bullet:
                 segment = segment[bullet.end() :]
-            parts = _split_segment(" ".join(segment.split()))
+            label, rest = _run_in(" ".join(segment.split()))
+            parts = label + _split_segment(rest)
             if bullet and parts and lead is not None and len(sentences[lead]) < LIST_CHARS:
                 # an item of the list the sentence before introduces ("… park for free:")
                 item = parts.pop(0).rstrip(";,.")
@@ -182,6 +183,26 @@ def _split(text: str) -> list[tuple[str, bool]]:
                 lead = len(sentences) - 1
     ended = [s + "." if i in listed and s[-1].isalnum() else s for i, s in enumerate(sentences)]
     return [(s, i in rows) for i, s in enumerate(ended) if any(c.isalnum() for c in s)]
+
+
+# A bold run-in label ending a sentence at a paragraph's (or list item's) start: "**Tools.** The fuel
+# dock opens at 7" (also "__Tools__. The…", and "Tools.** The…" where a chunk boundary cut off the
+# opening marks). Bounded and anchored: linear in the text.
+_RUN_IN = re.compile(r"(?:\*\*|__)?+([^*_\n]{1,80}?)(?:\.(?:\*\*|__)|(?:\*\*|__)\.)\s+(?=\S)")
+#: a run-in label of at most this many words is a heading ("Tools.", "Opening hours."): not quoted;
+#: a longer one is a bold sentence of its own ("**No dogs allowed.** Cats…")
+RUN_IN_WORDS = 2
+
+
+def _run_in(segment: str) -> tuple[list[str], str]:
+    """(the sentence a bold run-in label makes, if it is one: [] for a heading-like label, the rest
+    of ``segment``). Bold words that are part of a sentence ("**Never** share…") are no label; a
+    label ending with a colon ("**Note:** Back up first") reads with its text and stays."""
+    found = _RUN_IN.match(segment)
+    if found is None or not any(c.isalnum() for c in found.group(1)):
+        return [], segment
+    label = found.group(1).strip()
+    return ([] if len(label.split()) <= RUN_IN_WORDS else [label + "."]), segment[found.end() :]
 
 
 #: a sentence introducing a list ("Some visitors park for free:") is read with its items, as long

@@ -20,7 +20,8 @@ from ragchat.services.ingest_steps import note_ids_of
 from ragchat.services.ingestion import validate_metadata, work_prefix
 
 if TYPE_CHECKING:
-    from ragchat.ports import BlobStore, DocumentStore, VectorIndex
+    from ragchat.domain.page_images import PageImage
+    from ragchat.ports import BlobStore, DocumentStore, PageRenderer, VectorIndex
 
 logger = Logger(service="ragchat", child=True)
 
@@ -36,10 +37,17 @@ def _limit(limit: int) -> int:
 
 
 class DocumentService:
-    def __init__(self, documents: DocumentStore, index: VectorIndex, blobs: BlobStore) -> None:
+    def __init__(
+        self,
+        documents: DocumentStore,
+        index: VectorIndex,
+        blobs: BlobStore,
+        pages: PageRenderer | None = None,
+    ) -> None:
         self.documents = documents
         self.index = index
         self.blobs = blobs
+        self.pages = pages
 
     # ------------------------------------------------------------------ documents
     def list_documents(
@@ -72,6 +80,29 @@ class DocumentService:
                 ) from None
             data = self._backfill_text(doc)
         return data.decode("utf-8-sig", errors="replace")
+
+    def page_image(self, owner: str, document_id: str, page: int) -> PageImage:
+        """Page ``page`` (1-based) of a READY PDF as an image, rendered from the stored original."""
+        from ragchat.domain.page_images import MAX_PNG_BYTES, PAGE_WIDTH
+
+        if page < 1:
+            raise ValidationError("page must be a positive integer (the first page is 1)")
+        doc = self.get(owner, document_id)
+        if doc.content_type != "application/pdf":
+            raise ValidationError("This document is not a PDF: it has no pages to show (read its text)")
+        if doc.status != DocumentStatus.READY:
+            raise Conflict(f"The PDF is not ready ({doc.status}): its pages are shown once it is READY")
+        if self.pages is None:
+            raise NotFound("Page images are not available here")
+        try:
+            pdf = self.blobs.get(doc.body_key)
+        except KeyError:
+            raise NotFound("Document body not found") from None
+        for width in (PAGE_WIDTH, PAGE_WIDTH // 2):
+            shown = self.pages.render(pdf, page, width)
+            if len(shown.png) <= MAX_PNG_BYTES:
+                return shown
+        return self.pages.render(pdf, page, PAGE_WIDTH // 4)  # at most 225 x 900 pixels: ~0.6 MB
 
     def _backfill_text(self, doc: Document) -> bytes:
         """A document ingested before its extracted text was kept: extract it this once (the same

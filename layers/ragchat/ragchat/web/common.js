@@ -80,6 +80,21 @@ function later(name, get) { if (!lazy[name]) lazy[name] = new Promise((resolve, 
   const s = document.createElement('script'); s.src = base + '/static/' + name;
   s.onload = () => resolve(get()); s.onerror = () => { delete lazy[name]; reject(new TypeError(name)); };
   document.head.append(s); }); return lazy[name]; }
+function sheet(name) { if (!lazy[name]) lazy[name] = new Promise(resolve => {  // a style sheet, once
+  const l = document.createElement('link'); l.rel = 'stylesheet'; l.href = base + '/static/' + name;
+  l.onload = l.onerror = resolve; document.head.append(l); }); return lazy[name]; }
 function viewer() { return later('viewer.js', () => panel); }
+// The workspace chosen in this tab ('' = on the chat page every workspace, elsewhere the personal one).
+const WS_KEY = 'ragchat.workspace';
+function currentWorkspace() { return sessionStorage.getItem(WS_KEY) || ''; }
+function workspaceQuery(sep) { const w = currentWorkspace(); return w ? sep + 'workspace=' + encodeURIComponent(w) : ''; }
+function withWorkspace(body) { const w = currentWorkspace(); if (w) body.workspace = w; return body; }
+// The switcher (workspaces.js) only for a user in a shared workspace; with the personal one alone
+// there is nothing to choose, and the page does not fetch it.
+function mountWorkspaces(onChange, opts) { return api('/workspaces').then(r => { const items = r.items || [];
+  if (items.length < 2) { sessionStorage.removeItem(WS_KEY); return; }
+  return Promise.all([later('workspaces.js', () => mountSwitcher), sheet('workspaces.css')])
+    .then(([mount]) => mount(items, onChange, opts)); })
+  .catch(err => { if (err.status !== 401) $('app').prepend(el('p', describe(err), 'error')); }); }
 function hidePanel() { if (lazy['viewer.js']) lazy['viewer.js'].then(p => p.hide(), () => {}); }
 for (const a of document.querySelectorAll('a[data-p]')) a.href = base + a.dataset.p;

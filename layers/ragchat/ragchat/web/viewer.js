@@ -1,6 +1,6 @@
 // The side panel (fetched by common.js's viewer() on the Chat and Documents pages when first opened): a cited passage whole,
 // with the sentences the answer took from it highlighted, and the document viewer (its text; a PDF
-// one page at a time, with the page number). Text from documents is shown with textContent only.
+// one page at a time: the page's image, with the page number, and its text). Text from documents is shown with textContent only.
 const panel = (() => {
   let invoker = null, docText = '';
   const root = el('aside', null, 'panel'); root.id = 'panel'; root.hidden = true;
@@ -95,19 +95,34 @@ const panel = (() => {
       const full = await api('/documents/' + encodeURIComponent(id) + '?include=body'); docText = full.body || '';
       viewer(doc, docText, opts.cited || [], null);
     } catch (err) { box.replaceChildren(); fail(err); } }
-  function viewer(doc, text, cited, pager) {
+  function viewer(doc, text, cited, pager, image) {
     const box = body; box.replaceChildren();
     const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
     const page = el('div', null, 'doc-text'); const first = render(page, text, cited);
-    box.append(bar, page); if (first) first.scrollIntoView({block: 'center'}); }
-  async function pdfPage(doc, n, cited) {
-    const notes = await notesOf(doc.id), pages = [...new Set(notes.map(x => (x.metadata || {}).page).filter(Boolean))].sort((a, b) => a - b);
-    if (!pages.includes(n)) n = pages[0] || 1;
-    const text = joined(notes.filter(x => (x.metadata || {}).page === n)), i = pages.indexOf(n);
+    box.append(bar); if (image) box.append(image, el('h3', 'Text of this page', 'doc-h'));
+    box.append(page);
+    if (first && image) { const go = el('button', 'Cited text ↓', 'btn small'); go.type = 'button';
+      go.onclick = () => first.scrollIntoView({block: 'center'}); bar.append(go); }
+    else if (first) first.scrollIntoView({block: 'center'}); }
+  // A PDF page as the reader sees it (rendered by the server: GET /documents/{id}/pages/{n}), and its
+  // text below, with the cited sentences highlighted (findable and selectable).
+  function pageImage(doc, n) { const fig = el('figure', null, 'pdf-page'), img = el('img');
+    img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); fig.append(img);
+    const ready = api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n).then(r => {
+      img.width = r.width; img.height = r.height; img.src = r.image; return r.pages; })
+      .catch(err => { fig.replaceChildren(el('p', 'The page image could not be shown. ' + describe(err), 'muted small')); return 0; });
+    return {fig, ready}; }
+  async function pdfPage(doc, n, cited, count) {
+    const notes = await notesOf(doc.id), known = [...new Set(notes.map(x => (x.metadata || {}).page).filter(Boolean))];
+    let last = Math.max(1, count || 0, ...known); n = Math.min(Math.max(1, n || 1), last);
+    const shown = pageImage(doc, n), text = joined(notes.filter(x => (x.metadata || {}).page === n));
     const pager = el('span', null, 'pager'), prev = el('button', '‹ Previous page', 'btn small'), next = el('button', 'Next page ›', 'btn small');
-    prev.type = next.type = 'button'; prev.disabled = i <= 0; next.disabled = i < 0 || i >= pages.length - 1;
-    prev.onclick = () => pdfPage(doc, pages[i - 1], cited); next.onclick = () => pdfPage(doc, pages[i + 1], cited);
-    const where = el('strong', 'Page ' + n + (pages.length ? ' of ' + pages[pages.length - 1] : ''), 'page-no');
-    pager.append(prev, where, next); viewer(doc, text, cited, pager); }
+    prev.type = next.type = 'button'; prev.disabled = n <= 1; next.disabled = n >= last;
+    prev.onclick = () => pdfPage(doc, n - 1, cited, last); next.onclick = () => pdfPage(doc, n + 1, cited, last);
+    const where = el('strong', 'Page ' + n + ' of ' + last, 'page-no');
+    pager.append(prev, where, next); viewer(doc, text || '(No text on this page.)', cited, pager, shown.fig);
+    // the page count from the PDF itself (pages with no text have no notes)
+    shown.ready.then(pages => { if (pages > last) { last = pages; where.textContent = 'Page ' + n + ' of ' + pages;
+      next.disabled = n >= pages; } }); }
   return {passage, documentView, hide};
 })();

@@ -1,32 +1,23 @@
-// The workspace switcher (docs/workspaces.md), loaded after common.js by the chat, Add and Documents
-// pages: a <select> of the caller's workspaces (GET /workspaces) at the top of the page; the choice is
-// kept in sessionStorage and read by the page's own script through workspaceQuery() / withWorkspace().
-// '' means: on the chat page every workspace (questions search them all), elsewhere the personal one.
-// On the Documents page the owner of a shared workspace also manages its members here.
-const WS_KEY = 'ragchat.workspace';
-function currentWorkspace() { return sessionStorage.getItem(WS_KEY) || ''; }
-function workspaceQuery(sep) { const w = currentWorkspace(); return w ? sep + 'workspace=' + encodeURIComponent(w) : ''; }
-function withWorkspace(body) { const w = currentWorkspace(); if (w) body.workspace = w; return body; }
-// Puts the switcher (once) at the top of #app, or before opts.before (the chat page: in its sidebar),
-// and calls onChange() when another workspace is chosen.
-function mountWorkspaces(onChange, opts) { const all = !!(opts && opts.all);
+// The workspace switcher (docs/workspaces.md), fetched by common.js's mountWorkspaces() (with
+// workspaces.css) only for a user who belongs to more than the personal workspace: a <select> of the
+// caller's workspaces at the top of the page (on the chat page in its sidebar); the choice is kept in
+// sessionStorage (common.js: currentWorkspace()). On the Documents page the owner of a shared workspace
+// also manages its members here.
+function mountSwitcher(items, onChange, opts) { const all = !!(opts && opts.all);
   let bar = $('workspace-bar');
   if (!bar) { bar = el('div', null, 'workspace-bar'); bar.id = 'workspace-bar';
     if (opts && opts.before) opts.before.before(bar); else $('app').prepend(bar); }
   const label = el('label', 'Workspace '), select = el('select'); select.id = 'workspace';
   label.htmlFor = 'workspace'; bar.replaceChildren(label, select);
-  return api('/workspaces').then(r => {
-    const items = r.items || [];
-    if (all) select.append(new Option('All my workspaces', ''));
-    for (const w of items) select.append(new Option(w.name + (w.personal ? '' : ' (' + w.role + ')'),
-      w.personal && !all ? '' : w.id));
-    const known = [...select.options].map(o => o.value), wanted = currentWorkspace();
-    select.value = known.includes(wanted) ? wanted : '';
-    if (select.value !== wanted) sessionStorage.setItem(WS_KEY, select.value);
-    select.onchange = () => { sessionStorage.setItem(WS_KEY, select.value);
-      if (opts && opts.members) showMembers(items); onChange(); };
-    if (opts && opts.members) showMembers(items);
-  }).catch(err => { bar.replaceChildren(el('span', describe(err), 'error')); }); }
+  if (all) select.append(new Option('All my workspaces', ''));
+  for (const w of items) select.append(new Option(w.name + (w.personal ? '' : ' (' + w.role + ')'),
+    w.personal && !all ? '' : w.id));
+  const known = [...select.options].map(o => o.value), wanted = currentWorkspace();
+  select.value = known.includes(wanted) ? wanted : '';
+  if (select.value !== wanted) sessionStorage.setItem(WS_KEY, select.value);
+  select.onchange = () => { sessionStorage.setItem(WS_KEY, select.value);
+    if (opts && opts.members) showMembers(items); onChange(); };
+  if (opts && opts.members) showMembers(items); }
 // The members of the chosen shared workspace; its owner adds, changes and removes them.
 function showMembers(items) { let box = $('members');
   if (!box) { box = el('section', null, 'members'); box.id = 'members'; $('workspace-bar').after(box); }

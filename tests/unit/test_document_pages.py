@@ -1,0 +1,132 @@
+"""The document viewer's PDF pages (issue 33: "a document viewer (text, and PDF pages)"): GET
+/documents/{id}/pages/{n} renders the stored PDF's page as a PNG for members of the document's
+workspace only; a page past the end, a document that is no PDF and a page that is no number are
+refused with a clear 4xx."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+from ragchat.domain.page_images import MAX_PNG_BYTES, PAGE_WIDTH, PageImage
+
+from tests.events import json_body
+from tests.pdfs import make_pdf
+from tests.unit.api_support import make_api
+
+ROOT = Path(__file__).resolve().parents[2]
+HARBOUR = make_pdf(["Harbour guide\nThe fuel dock opens at 7 every morning.", ""])
+
+
+def pixels(data_url: str) -> tuple[int, int, bytes]:
+    """(width, height, the RGB bytes without the row filters) of the PNG in a data URL."""
+    assert data_url.startswith("data:image/png;base64,")
+    data = base64.b64decode(data_url.split(",", 1)[1])
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    at, idat = 8, b""
+    while at < len(data):
+        (size,) = struct.unpack(">I", data[at : at + 4])
+        if data[at + 4 : at + 8] == b"IDAT":
+            idat += data[at + 8 : at + 8 + size]
+        at += 12 + size
+    raw = zlib.decompress(idat)
+    row = 1 + width * 3
+    return width, height, b"".join(raw[y * row + 1 : (y + 1) * row] for y in range(height))
+
+
+def upload(api, data: bytes, name: str, **query: str) -> str:  # type: ignore[no-untyped-def]
+    res = api.call(
+        "POST",
+        "/documents",
+        query={"filename": name, **query},
+        raw_body=data,
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert res["statusCode"] == 202, res
+    doc_id: str = json_body(res)["documentId"]
+    assert json_body(api.call("GET", f"/documents/{doc_id}"))["status"] == "READY"
+    return doc_id
+
+
+def test_a_pdf_page_is_shown_as_the_reader_sees_it() -> None:
+    api = make_api()
+    doc_id = upload(api, HARBOUR, "harbour.pdf")
+    got = json_body(api.call("GET", f"/documents/{doc_id}/pages/1"))
+    assert (got["documentId"], got["page"], got["pages"]) == (doc_id, 1, 2)
+    width, height, rgb = pixels(got["image"])
+    assert (width, height) == (got["width"], got["height"])
+    assert 890 <= width <= 901 and abs(height / width - 792 / 612) < 0.01  # US Letter, 900 px across
+    assert min(rgb) < 100  # the text is drawn: dark pixels on the page
+    blank = json_body(api.call("GET", f"/documents/{doc_id}/pages/2"))
+    assert set(pixels(blank["image"])[2]) == {255}  # the blank second page is white
+
+
+def test_pages_that_do_not_exist_and_documents_without_pages_are_refused() -> None:
+    api = make_api()
+    doc_id = upload(api, HARBOUR, "harbour.pdf")
+    past = api.call("GET", f"/documents/{doc_id}/pages/3")
+    assert past["statusCode"] == 404
+    assert json_body(past)["error"] == "Page 3 not found: the document has 2 page(s)"
+    for bad in ("0", "one", "-1", "1.5"):
+        res = api.call("GET", f"/documents/{doc_id}/pages/{bad}")
+        assert res["statusCode"] == 400, bad
+        assert "page must be a positive integer" in json_body(res)["error"]
+    text_id = upload(api, b"The fuel dock opens at 7.", "dock.txt")
+    res = api.call("GET", f"/documents/{text_id}/pages/1")
+    assert res["statusCode"] == 400
+    assert json_body(res)["error"] == "This document is not a PDF: it has no pages to show (read its text)"
+    assert api.call("GET", "/documents/nope/pages/1")["statusCode"] == 404
+
+
+def test_a_shared_pdf_shows_its_pages_to_members_only() -> None:
+    api = make_api()
+    ws = json_body(api.call("POST", "/workspaces", body={"name": "Harbour team"}))["id"]
+    assert api.call("PUT", f"/workspaces/{ws}/members/bob", body={"role": "viewer"})["statusCode"] == 200
+    doc_id = upload(api, HARBOUR, "harbour.pdf", workspace=ws)
+    member = api.call("GET", f"/documents/{doc_id}/pages/1", principal="bob")
+    assert member["statusCode"] == 200 and json_body(member)["pages"] == 2
+    stranger = api.call("GET", f"/documents/{doc_id}/pages/1", principal="mallory")
+    assert stranger["statusCode"] == 404
+    assert "image" not in json_body(stranger)
+
+
+class Sized:
+    """A renderer whose full-width image is too large for a Lambda response (a full-page photo)."""
+
+    def __init__(self) -> None:
+        self.widths: list[int] = []
+
+    def render(self, pdf: bytes, page: int, width: int) -> PageImage:
+        self.widths.append(width)
+        size = MAX_PNG_BYTES + 1 if width == PAGE_WIDTH else 1000
+        return PageImage(page=page, pages=1, width=width, height=width, png=b"\0" * size)
+
+
+def test_a_page_too_large_for_a_response_is_rendered_smaller() -> None:
+    api = make_api()
+    doc_id = upload(api, HARBOUR, "harbour.pdf")
+    renderer = Sized()
+    api.container.document_service.pages = renderer
+    shown = api.container.document_service.page_image("alice", doc_id, 1)
+    assert renderer.widths == [PAGE_WIDTH, PAGE_WIDTH // 2] and shown.width == PAGE_WIDTH // 2
+
+
+def test_pdfium_is_loaded_only_when_a_page_is_shown() -> None:
+    """pypdfium2 (a 9 MB native library) is imported by the request that renders a page, not by the
+    app's start or any other request."""
+    script = (
+        "import sys\n"
+        "from tests.unit.api_support import make_api\n"
+        "api = make_api()\n"
+        "api.call('GET', '/documents')\n"
+        "print('pypdfium2' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip().splitlines()[-1] == "False"
