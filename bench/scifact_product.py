@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_scifact
 from bench_scifact import RESULTS, embed_cached, evaluate, hybrid_run, load
 from benchdata import models_path, smoke_sample
 
@@ -55,6 +56,13 @@ def product_chunks(env: dict[str, str]) -> tuple[Any, list[str], list[str], list
     return settings, embedded, notes, owner, [d["id"] for d in docs]
 
 
+def per_query_ndcg(
+    scores: Any, doc_ids: list[str], qids: list[str], qrels: dict[str, dict[str, int]]
+) -> list[float]:
+    """nDCG@10 of each query (``evaluate``'s mean, kept per query for a paired comparison)."""
+    return [evaluate(scores[row : row + 1], doc_ids, [qid], qrels)["ndcg@10"] for row, qid in enumerate(qids)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--label", required=True)
@@ -75,8 +83,19 @@ def main() -> None:
     chunk_scores = q_vecs @ c_vecs.T
     starts = np.flatnonzero(np.r_[True, np.diff(np.asarray(owner)) != 0])
     vector = evaluate(np.maximum.reduceat(chunk_scores, starts, axis=1), doc_ids, qids, qrels)
+    doc_scores = np.maximum.reduceat(chunk_scores, starts, axis=1)
+    per_query = {"vector": per_query_ndcg(doc_scores, doc_ids, qids, qrels)}
     texts = [queries[q] for q in qids]
+    seen: list[Any] = []
+
+    def capture(scores: Any, *rest: Any) -> dict[str, float]:
+        seen.append(scores)
+        return evaluate(scores, *rest)
+
+    bench_scifact.evaluate = capture  # hybrid_run's scores, for the per-query figures
     hybrid = hybrid_run(notes, owner, c_vecs, q_vecs, texts, doc_ids, qids, qrels)
+    bench_scifact.evaluate = evaluate
+    per_query["hybrid"] = per_query_ndcg(seen[-1], doc_ids, qids, qrels)
     with embedder._tokenizer_lock:
         tokens = sum(len(e.ids) for e in embedder._tokenizer.encode_batch(embedded))
     result = {
@@ -91,9 +110,10 @@ def main() -> None:
         "vector": vector,
         "hybrid": hybrid,
         "seconds": round(time.perf_counter() - started, 1),
+        "per_query_ndcg@10": per_query,
     }
     (RESULTS / f"scifact-product-{args.label}.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k != "per_query_ndcg@10"}, indent=2))
 
 
 if __name__ == "__main__":
