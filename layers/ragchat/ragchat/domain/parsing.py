@@ -62,33 +62,11 @@ def parse_document(body: bytes, job: ParseJob) -> Parsed:
     budget.check("text split")
     headers = [""] * len(chunks)
     if job.headers:
-        chunks = drop_title_chunk(chunks, job.title)
         text = "\n".join(page for page, _ in pages)
         headings = nearest_headings(text, [c.text for c in chunks])
         headers = [chunk_header(job.title, h, c.text) for c, h in zip(chunks, headings, strict=True)]
         budget.check("chunk headers")
     return Parsed(chunks, headers, pages if job.content_type in KEEP_PAGES else [])
-
-
-def drop_title_chunk(chunks: list[Chunk], title: str) -> list[Chunk]:
-    """Without the first chunk when it is only the document's title (a text that begins with its
-    title line, too long for the next chunk's overlap to carry it whole): with headers on, every
-    other chunk is embedded after that title, so the lone title would be embedded twice over, and
-    the title's tail the next chunk took as its overlap too (issue 31: 208 of 500 SciFact
-    abstracts). The next chunk then starts with the text after the title; indices run from 0."""
-    first, second = chunks[:2] if len(chunks) > 1 else (None, None)
-    if first is None or second is None or first.metadata != second.metadata:  # not the same page
-        return chunks
-    if not title.strip() or _words(first.text) != _words(title):
-        return chunks
-    line, _, rest = second.text.partition("\n")
-    if line.strip() and rest.strip() and _words(title).endswith(_words(line)):
-        chunks[1] = Chunk(index=1, text=rest.strip(), metadata=second.metadata)  # the title's tail
-    return [Chunk(index=i, text=c.text, metadata=c.metadata) for i, c in enumerate(chunks[1:])]
-
-
-def _words(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 class InProcessParser:
