@@ -34,7 +34,9 @@ def _run(phase: str, python: str, tree: Path, docs: int) -> dict[str, Any]:
     """One phase of ``bench_chroma.py`` from ``tree`` (its own code on the path), in a fresh process."""
     env = dict(os.environ, PYTHONPATH=str(tree / "layers" / "ragchat"))
     cmd = [python, str(tree / "bench" / "bench_chroma.py"), "--phase", phase, "--docs", str(docs)]
-    cmd += ["--precision", "fp32", "--model-dir", str(models_path())]
+    from ragchat.adapters.local.onnx_embedder import model_dir
+
+    cmd += ["--precision", "fp32", "--model-dir", str(model_dir(models_path()))]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=tree, env=env)
     for line in reversed(out.stdout.splitlines()):
         if line.startswith('{"phase"'):
