@@ -2,9 +2,10 @@
 
 Both sides embed with the same MiniLM, which reads at most 256 tokens of a text. Chroma gets one text
 per SciFact abstract (title, blank line, abstract), so the tokens past 256 are never embedded nor
-searchable; ragchat splits the same text with its defaults (1,000-character chunks, 100 characters of
-overlap, the title header on each chunk) and embeds all of it. Counting only (the tokenizer, no model
-call; a few seconds): ``python bench/chroma_tokens.py [--docs N]``.
+searchable; ragchat reads the same text as its split step does (``parse_document`` with the
+settings: 1,000-character chunks, 100 characters of overlap, the title header on each chunk) and
+embeds all of it. Counting only (the tokenizer, no model call; a few seconds):
+``python bench/chroma_tokens.py [--docs N]``.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ def count(n_docs: int) -> dict[str, Any]:
     from bench_chroma import _body, _docs
     from ragchat.adapters.local.onnx_embedder import model_dir
     from ragchat.config import load_settings
-    from ragchat.domain.context import chunk_header, embedding_text
-    from ragchat.domain.splitting import split_text
+    from ragchat.domain.context import embedding_text
+    from ragchat.domain.parsing import ParseJob, parse_document
     from tokenizers import Tokenizer
 
     settings = load_settings()
@@ -40,16 +41,18 @@ def count(n_docs: int) -> dict[str, Any]:
 
     docs = _docs(n_docs)
     whole = [tokens(_body(d)) for d in docs]
-    chunks = [
-        embedding_text(chunk_header(d["title"], "", c), c)
-        for d in docs
-        for c in split_text(
-            _body(d),
+    chunks = []
+    for d in docs:  # as the split step reads them: parse_document with the settings
+        job = ParseJob(
             content_type="text/plain",
+            title=d["title"],
             chunk_size=settings.chunk_size,
             overlap=settings.chunk_overlap,
+            headers=settings.chunk_headers,
+            cpu_seconds=60,
         )
-    ]
+        parsed = parse_document(_body(d).encode("utf-8"), job)
+        chunks += [embedding_text(h, c.text) for c, h in zip(parsed.chunks, parsed.headers, strict=True)]
     chroma = sum(min(MAX_TOKENS, t) for t in whole)
     ragchat = sum(min(MAX_TOKENS, tokens(c)) for c in chunks)
     return {

@@ -64,6 +64,8 @@ UNAVAILABLE = {
 SCRIPTS = {
     "evidence_latency.py": (["--docs", "6", "--rounds", "1"], "evidence_latency.md"),
     "chroma_tokens.py": ([], '"ratio_ragchat_to_chroma"'),
+    "ingest_breakdown.py": (["--docs", "6"], '"accept_to_last_ready_s"'),
+    "scifact_product.py": (["--label", "smoke"], '"tokens_embedded"'),
 }
 NOT_RUN = {
     "benchdata.py": "the library every benchmark uses",
@@ -75,6 +77,7 @@ NOT_RUN = {
     "profile_top.py": "reads a py-spy recording",
     "train_reader.py": "make reader: trains for minutes (its smoke run: tests/unit/test_reader_training.py)",
     "reader_data.py": "the reader's training data (train_reader.py)",
+    "chroma_before_after.py": "bench_chroma's phases from two checkouts: needs chromadb and a second tree",
 }
 
 TOPICS = [

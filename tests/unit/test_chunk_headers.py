@@ -54,3 +54,15 @@ def test_the_embedded_text_is_the_header_then_the_text() -> None:
     assert (
         embedding_text("expense policy — Transport", "Mileage …") == "expense policy — Transport\nMileage …"
     )
+
+
+def test_a_title_with_hyphens_that_the_text_starts_with_is_not_embedded_twice() -> None:
+    # Issue 31: the title's words lose their hyphens ("myeloid derived") but the text keeps them, so a
+    # first chunk that starts with its own title got the title again in front (2 of 5 SciFact titles).
+    title = "Induction of myelodysplasia by myeloid-derived suppressor cells."
+    first = f"{title}\n\nMyelodysplastic syndromes (MDS) are age-dependent stem cell malignancies."
+    assert chunk_header(title, text=first) == ""
+    assert chunk_header("parental_leave-policy.txt", text="Parental leave policy\n\nTwelve weeks.") == ""
+    # a later chunk that does not start with the title still gets it, hyphens as words
+    later = chunk_header(title, text="MDS patients show")
+    assert later == "Induction of myelodysplasia by myeloid derived suppressor cells."

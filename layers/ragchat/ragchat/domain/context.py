@@ -25,13 +25,14 @@ _HEADING_START = re.compile(r" {0,3}#{1,6}[ \t]")
 _LINE = re.compile(r"[^\n]*+")
 _EXTENSION = re.compile(r"\.(md|markdown|txt|html?|pdf|csv|json|rst)$", re.IGNORECASE)
 _PROBE = 60  # characters of a chunk's start used to find it in the text
+_SEPARATORS = re.compile(r"[-_]+")  # a file name's word separators (a title's words have none)
 
 
 def title_words(title: str) -> str:
     """A document title as words: a file name loses its extension and its ``-``/``_`` separators
     ("expense-policy.md" → "expense policy")."""
     stem = _EXTENSION.sub("", title.strip())
-    return " ".join(re.sub(r"[-_]+", " ", stem).split())
+    return " ".join(_SEPARATORS.sub(" ", stem).split())
 
 
 def nearest_headings(text: str, chunks: Sequence[str]) -> list[str]:
@@ -76,7 +77,9 @@ def chunk_header(title: str, heading: str = "", text: str = "") -> str:
     """The header line: the title's words, then the heading unless it repeats the title. A title the
     chunk's text already starts with (a note titled by its first line) is not repeated."""
     words = title_words(title)
-    start = " ".join(text.lstrip(" \t\n#").split()[:40]).casefold()
+    # compared as words on both sides: the title's ``-``/``_`` became spaces, so the text's do too
+    start = " ".join(text.lstrip(" \t\n#").split()[:40])
+    start = " ".join(_SEPARATORS.sub(" ", start).split()).casefold()
     if words and start.startswith(words.rstrip("…").strip().casefold()):
         words = ""
     parts = [words]
