@@ -153,11 +153,20 @@ class IngestionRoot(Models):
 
     @cached_property
     def document_service(self) -> DocumentService:
-        from ragchat.adapters.local.pdf_pages import PdfiumPages
+        """Pages of PDFs are drawn as uploads are read: in a child process under the ``PARSE_*``
+        limits locally, in this process in a Lambda or with ``PARSE_ISOLATION=off`` (pypdfium2 is
+        imported only when a page is rendered)."""
+        from ragchat.adapters.local.pdf_pages import PdfiumPages, ProcessPages
         from ragchat.services.documents import DocumentService
 
-        # PdfiumPages imports pypdfium2 only when a page is rendered
-        return DocumentService(self.documents, self.index, self.blobs, PdfiumPages())
+        s = self.settings
+        pages: PdfiumPages | ProcessPages = PdfiumPages()
+        if s.backend != "aws" and s.parse_isolation != "off":
+            pages = ProcessPages(
+                cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
+            )
+            self._opened(pages.close)
+        return DocumentService(self.documents, self.index, self.blobs, pages)
 
     @cached_property
     def evidence_warmer(self) -> EvidenceWarmer | None:

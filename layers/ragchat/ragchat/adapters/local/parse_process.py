@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - not Unix: the wall-clock limit alone
 
 logger = logging.getLogger(__name__)
 
-Parse = Callable[[bytes, ParseJob], Parsed]
+Parse = Callable[[bytes, Any], Any]  # (body, job) -> result: parse_document, or a page render
 
 
 class _CpuExceeded(Exception):
@@ -88,10 +88,12 @@ def _read_one(parse: Parse, job: ParseJob, body: bytes, cpu_seconds: float) -> t
     except ExtractionError as exc:  # the budget of the extraction itself, an unreadable file
         return "invalid", exc.message
     except Exception as exc:
-        from ragchat.domain.errors import ValidationError
+        from ragchat.domain.errors import NotFound, ValidationError
 
         if isinstance(exc, ValidationError):
             return "invalid", exc.message
+        if isinstance(exc, NotFound):  # e.g. a PDF page past the end (the viewer's pages)
+            return "missing", exc.message
         return "error", f"{type(exc).__name__}: {exc}"
     finally:
         _set_cpu_limit(None)
@@ -147,6 +149,13 @@ class ProcessParser:
         self.started = 0  # child processes started (tests; the per-document cost is a warm child's)
 
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
+        parsed = self.call(body, job)
+        assert isinstance(parsed, Parsed)
+        return parsed
+
+    def call(self, body: Callable[[], bytes], job: Any) -> Any:
+        """``parse(body(), job)`` in the child, under the limits (any picklable job and result: the
+        document viewer renders PDF pages this way too)."""
         with self._lock:
             if self._closed:
                 raise ParsingInterrupted("the server is stopping")
@@ -170,10 +179,13 @@ class ProcessParser:
                 raise ExtractionError(self._death_reason(code, time.monotonic() - started)) from None
         return self._answer(kind, value)
 
-    def _answer(self, kind: str, value: Any) -> Parsed:
+    def _answer(self, kind: str, value: Any) -> Any:
         if kind == "ok":
-            assert isinstance(value, Parsed)
             return value
+        if kind == "missing":
+            from ragchat.domain.errors import NotFound
+
+            raise NotFound(str(value))
         if kind in ("cpu", "memory"):
             with self._lock:
                 self._stop()  # a fresh child for the next document (its heap may be fragmented)

@@ -1,16 +1,28 @@
-"""PDF pages rendered with PDFium (``pypdfium2``, the engine of Chromium's PDF viewer), in process.
+"""PDF pages rendered with PDFium (``pypdfium2``, the engine of Chromium's PDF viewer).
 
 Imported only where a page is shown (``DocumentService.page_image``): ``pypdfium2`` loads a 9 MB
-native library (~50 ms), which no other request needs. Only READY documents get here: their bytes
-went through the ingestion's parser first. PDFium is not thread-safe: one render at a time.
+native library (~50 ms), which no other request needs. PDFium is not thread-safe: one render at a
+time. ``ragchat serve`` renders in a child process under the ``PARSE_*`` limits
+(:class:`ProcessPages`, as uploads are read: a PDF that is slow or greedy to draw cannot hold the
+server or grow its memory); a Lambda renders in its own process (:class:`PdfiumPages`), bounded by
+its timeout.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.extraction import ExtractionError
 from ragchat.domain.page_images import MAX_HEIGHT, PageImage, png
+
+if TYPE_CHECKING:
+    from ragchat.adapters.local.parse_process import ProcessParser
+
+#: what the child runs: (the PDF's bytes, (page, width)) -> the page's image
+Render = Callable[[bytes, tuple[int, int]], PageImage]
 
 _LOCK = threading.Lock()
 
@@ -48,3 +60,35 @@ class PdfiumPages:
                 return out
             finally:
                 doc.close()
+
+
+def render_page(pdf: bytes, job: tuple[int, int]) -> PageImage:
+    """One page, in the child process (importable by name for ``spawn``)."""
+    page, width = job
+    return PdfiumPages().render(pdf, page, width)
+
+
+class ProcessPages:
+    """:class:`ragchat.ports.PageRenderer` in a warm child process under CPU, memory and wall-clock
+    limits (:class:`ragchat.adapters.local.parse_process.ProcessParser`, a child of its own: a
+    render never waits behind an upload being read). Started with the first page shown."""
+
+    def __init__(
+        self, *, cpu_seconds: float, memory_bytes: int, wall_seconds: float, render: Render = render_page
+    ) -> None:
+        from ragchat.adapters.local.parse_process import ProcessParser
+
+        self.child: ProcessParser = ProcessParser(
+            cpu_seconds=cpu_seconds, memory_bytes=memory_bytes, wall_seconds=wall_seconds, parse=render
+        )
+
+    def render(self, pdf: bytes, page: int, width: int) -> PageImage:
+        try:
+            image = self.child.call(lambda: pdf, (page, width))
+        except ExtractionError as exc:  # over a limit, or no readable PDF: the reason as it is
+            raise ValidationError(exc.message) from None
+        assert isinstance(image, PageImage)
+        return image
+
+    def close(self) -> None:
+        self.child.close()
