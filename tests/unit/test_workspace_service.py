@@ -154,6 +154,66 @@ def test_deleting_a_workspace_removes_its_documents_vectors_and_blobs(env):
         service.require("bob", team.id)
 
 
+def test_a_workspace_too_large_for_one_request_is_deleted_over_several(env):
+    """``delete_within`` stops between two documents once its time is up (an API request must answer
+    inside API Gateway's 29 s): the workspace and the documents not reached stay whole, the next
+    call carries on, and the last one removes the workspace."""
+    _, docs, index, blobs = env
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0  # each look at the clock: one second later
+        return now[0]
+
+    service = WorkspaceService(
+        FakeWorkspaceStore(), docs, DocumentService(docs, index, blobs), blobs, clock=clock
+    )
+    team = service.create("alice", "Team")
+    for i in range(5):
+        _doc(docs, index, blobs, team.id, f"d{i}")
+
+    removed, finished = service.delete_within("alice", team.id, 2.5)
+    assert (removed, finished) == (3, False)
+    left = docs.list_documents(team.id).items
+    assert len(left) == 2 and index.count(team.id) == 2
+    assert all(docs.get_notes(team.id, [f"{d.id}-00000"]) for d in left)  # each one whole
+    assert service.require("alice", team.id).id == team.id  # the workspace is still there
+
+    assert service.delete_within("alice", team.id, 2.5) == (2, True)
+    assert docs.list_documents(team.id).items == [] and index.count(team.id) == 0
+    with pytest.raises(NotFound):
+        service.require("alice", team.id)
+    # however short the time, every call deletes one document at least
+    other = service.create("alice", "Other")
+    _doc(docs, index, blobs, other.id, "x0")
+    _doc(docs, index, blobs, other.id, "x1")
+    assert service.delete_within("alice", other.id, 0.0) == (1, False)
+    assert service.delete_within("alice", other.id, 0.0) == (1, True)
+
+
+def test_the_api_answers_202_until_a_large_workspace_is_gone(monkeypatch):
+    from ragchat.api import workspaces as routes
+
+    from tests.unit.api_support import make_api
+
+    api = make_api()
+    ws = json.loads(api.call("POST", "/workspaces", body={"name": "Big"})["body"])["id"]
+    for i in range(3):
+        assert api.call("POST", "/notes", body={"text": f"note {i}", "workspace": ws})["statusCode"] == 202
+    monkeypatch.setattr(routes, "DELETE_SECONDS", 0.0)  # no time at all: one document per request
+    first = api.call("DELETE", f"/workspaces/{ws}")
+    assert first["statusCode"] == 202
+    assert json.loads(first["body"]) == {
+        "id": ws,
+        "documentsDeleted": 1,
+        "finished": False,
+        "message": "Deleted 1 document(s) so far: repeat the DELETE to delete the rest",
+    }
+    statuses = [api.call("DELETE", f"/workspaces/{ws}")["statusCode"] for _ in range(3)]
+    assert statuses == [202, 204, 404]
+    assert api.call("GET", f"/workspaces/{ws}/members")["statusCode"] == 404
+
+
 def test_a_workspace_storage_ceiling_refuses_what_does_not_fit_and_counts_per_user():
     from tests.unit.api_support import make_api
 

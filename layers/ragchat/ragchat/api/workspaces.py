@@ -21,6 +21,9 @@ from ragchat.domain.workspaces import Membership
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
 
+#: how long one DELETE /workspaces/{id} deletes documents before answering 202 (API Gateway: 29 s)
+DELETE_SECONDS = 20.0
+
 
 class WorkspaceIn(BaseModel):
     """``POST /workspaces``, ``PATCH /workspaces/{id}``."""
@@ -66,12 +69,21 @@ def router(container: Container) -> APIGatewayRouter:
         "/workspaces/<workspace_id>",
         summary="Delete a workspace with its documents (owner)",
         description="Its documents, notes, vectors and files go too; conversations that searched it "
-        "keep their messages.",
+        f"keep their messages. 204 when done; a workspace too large for one request ({DELETE_SECONDS:.0f} s)"
+        " answers 202 with the documents deleted so far: repeat the DELETE to carry on.",
         tags=["workspaces"],
     )
-    def delete(workspace_id: Annotated[str, Path()]) -> Response[None]:
-        container.workspaces.delete(who(), workspace_id)
-        return Response(status_code=204, content_type=None, body=None)
+    def delete(workspace_id: Annotated[str, Path()]) -> Response[Any]:
+        removed, finished = container.workspaces.delete_within(who(), workspace_id, DELETE_SECONDS)
+        if finished:
+            return Response(status_code=204, content_type=None, body=None)
+        body = {
+            "id": workspace_id,
+            "documentsDeleted": removed,
+            "finished": False,
+            "message": f"Deleted {removed} document(s) so far: repeat the DELETE to delete the rest",
+        }
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=body)
 
     _member_routes(r, container, who)
     return r

@@ -9,6 +9,7 @@ member whose role does not allow the action gets 403.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -83,9 +84,12 @@ class WorkspaceService:
         blobs: BlobStore,
         *,
         resolve_email: Callable[[str], str | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``resolve_email``: the user id of an e-mail address (the cloud's Cognito look-up), so a
-        member can be added by e-mail; ``None`` (locally): members are given by user id or name."""
+        member can be added by e-mail; ``None`` (locally): members are given by user id or name.
+        ``clock``: seconds, for the time budget of :meth:`delete_within`."""
+        self.clock = clock
         self.store = store
         self.documents = documents
         self.deleter = deleter
@@ -163,11 +167,25 @@ class WorkspaceService:
     def delete(self, user: str, workspace_id: str) -> int:
         """Delete the workspace, its documents (notes, vectors, blobs) and memberships; returns how
         many documents went. Conversations that searched it keep their messages."""
+        return self.delete_within(user, workspace_id, None)[0]
+
+    def delete_within(self, user: str, workspace_id: str, seconds: float | None) -> tuple[int, bool]:
+        """:meth:`delete`, stopping between two documents once ``seconds`` have passed (an API
+        request must answer inside API Gateway's 29 s), after one document at least (every call makes
+        progress): ``(documents deleted, finished)``. Not
+        finished, the workspace and its remaining documents stay as they are, and calling again
+        carries on (each document is deleted whole, so nothing is left half-deleted)."""
         access = self._shared(user, workspace_id, Role.OWNER)
+        deadline = None if seconds is None else self.clock() + seconds
         removed = 0
         while True:
             page = self.documents.list_documents(access.id, limit=100)
             for doc in page.items:
+                if deadline is not None and removed and self.clock() >= deadline:  # one at least
+                    logger.info(
+                        "workspaces.delete_paused", extra={"workspaceId": access.id, "documents": removed}
+                    )
+                    return removed, False
                 self.deleter.delete(access.id, doc.id)
                 removed += 1
             if not page.items:
@@ -176,7 +194,7 @@ class WorkspaceService:
             self.blobs.delete_prefix(f"{prefix}/{blob_segment(access.id)}/")
         self.store.delete_workspace(access.id)
         logger.info("workspaces.deleted", extra={"workspaceId": access.id, "documents": removed})
-        return removed
+        return removed, True
 
     # ------------------------------------------------------------------ members
     def members(self, user: str, workspace_id: str) -> list[Membership]:
