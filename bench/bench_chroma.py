@@ -70,6 +70,24 @@ def _body(doc: dict[str, str]) -> str:
     return f"{doc['title']}\n\n{doc['text']}"
 
 
+def product_chunks(doc: dict[str, str], settings: Any) -> list[tuple[str, str]]:
+    """``(chunk text, text embedded)`` of an abstract as ragchat's split step reads it:
+    ``parse_document`` with the settings, each chunk embedded after its header."""
+    from ragchat.domain.context import embedding_text
+    from ragchat.domain.parsing import ParseJob, parse_document
+
+    job = ParseJob(
+        content_type="text/plain",
+        title=doc["title"],
+        chunk_size=settings.chunk_size,
+        overlap=settings.chunk_overlap,
+        headers=settings.chunk_headers,
+        cpu_seconds=60,
+    )
+    parsed = parse_document(_body(doc).encode("utf-8"), job)
+    return [(c.text, embedding_text(h, c.text)) for c, h in zip(parsed.chunks, parsed.headers, strict=True)]
+
+
 # ---------------------------------------------------------------------------------------- phases
 def _phase_chroma(docs: list[dict[str, str]], model_dir: Path, precision: str) -> dict[str, Any]:
     """Runs under the chroma virtualenv: ragchat's embedder module is imported from the source tree

@@ -24,11 +24,9 @@ MAX_TOKENS = 256  # what MiniLM reads of one text (the embedder truncates there,
 
 
 def count(n_docs: int) -> dict[str, Any]:
-    from bench_chroma import _body, _docs
+    from bench_chroma import _body, _docs, product_chunks
     from ragchat.adapters.local.onnx_embedder import model_dir
     from ragchat.config import load_settings
-    from ragchat.domain.context import embedding_text
-    from ragchat.domain.parsing import ParseJob, parse_document
     from tokenizers import Tokenizer
 
     settings = load_settings()
@@ -43,16 +41,7 @@ def count(n_docs: int) -> dict[str, Any]:
     whole = [tokens(_body(d)) for d in docs]
     chunks = []
     for d in docs:  # as the split step reads them: parse_document with the settings
-        job = ParseJob(
-            content_type="text/plain",
-            title=d["title"],
-            chunk_size=settings.chunk_size,
-            overlap=settings.chunk_overlap,
-            headers=settings.chunk_headers,
-            cpu_seconds=60,
-        )
-        parsed = parse_document(_body(d).encode("utf-8"), job)
-        chunks += [embedding_text(h, c.text) for c, h in zip(parsed.chunks, parsed.headers, strict=True)]
+        chunks += [embeds for _, embeds in product_chunks(d, settings)]
     chroma = sum(min(MAX_TOKENS, t) for t in whole)
     ragchat = sum(min(MAX_TOKENS, tokens(c)) for c in chunks)
     return {

@@ -29,10 +29,9 @@ from benchdata import models_path, smoke_sample
 
 def product_chunks(env: dict[str, str]) -> tuple[Any, list[str], list[str], list[int], list[str]]:
     """The settings, each chunk's embedded text and note text, its document position, the doc ids."""
-    from bench_chroma import _body, _docs
+    from bench_chroma import _docs
+    from bench_chroma import product_chunks as as_split
     from ragchat.config import load_settings
-    from ragchat.domain.context import embedding_text
-    from ragchat.domain.parsing import ParseJob, parse_document
 
     settings = load_settings(env)
     docs = smoke_sample(_docs(10**6), 40)
@@ -40,18 +39,9 @@ def product_chunks(env: dict[str, str]) -> tuple[Any, list[str], list[str], list
     notes: list[str] = []
     owner: list[int] = []
     for n, doc in enumerate(docs):
-        job = ParseJob(
-            content_type="text/plain",
-            title=doc["title"],
-            chunk_size=settings.chunk_size,
-            overlap=settings.chunk_overlap,
-            headers=settings.chunk_headers,
-            cpu_seconds=60,
-        )
-        parsed = parse_document(_body(doc).encode("utf-8"), job)
-        for chunk, header in zip(parsed.chunks, parsed.headers, strict=True):
-            embedded.append(embedding_text(header, chunk.text))
-            notes.append(chunk.text)
+        for text, embeds in as_split(doc, settings):
+            embedded.append(embeds)
+            notes.append(text)
             owner.append(n)
     return settings, embedded, notes, owner, [d["id"] for d in docs]
 
