@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -32,9 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "layers" / "ragchat
 
 import reader_data as rd
 from benchdata import bench_data_dir, results_dir
+from ragchat.adapters.local.reader import MODEL_FILE, TOKENIZER_FILE, OnnxReader
 
-MODEL_FILE = "model-int8.onnx"
-TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
 OPSET = 17
 
@@ -262,11 +262,8 @@ def _evaluate(items, score) -> dict[str, float]:
 
 
 def _export(args, model, encode, held, summary, curves) -> int:
-    import numpy as np
-    import onnxruntime as ort
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
-    from tokenizers import Tokenizer
 
     model.eval()
 
@@ -307,24 +304,13 @@ def _export(args, model, encode, held, summary, curves) -> int:
         fp32, target, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul", "Gather"]
     )
     fp32.unlink()
-    session = ort.InferenceSession(str(target), providers=["CPUExecutionProvider"])
-    tok = Tokenizer.from_file(str(out / TOKENIZER_FILE))
+    # held out through the product's own adapter, as `READER=on` runs it
+    reader = OnnxReader(target, out / TOKENIZER_FILE, threads=2)
 
     def score_onnx(qs: list[str], ps: list[str]) -> list[float]:
         outs: list[float] = []
-        for i in range(0, len(qs), 64):
-            encs = tok.encode_batch(list(zip(qs[i : i + 64], ps[i : i + 64], strict=True)))
-            width = max(len(e.ids) for e in encs)
-            feed = {
-                k: np.zeros((len(encs), width), dtype=np.int64)
-                for k in ("input_ids", "attention_mask", "token_type_ids")
-            }
-            for row, e in enumerate(encs):
-                feed["input_ids"][row, : len(e.ids)] = e.ids
-                feed["attention_mask"][row, : len(e.ids)] = e.attention_mask
-                feed["token_type_ids"][row, : len(e.ids)] = e.type_ids
-            (logits,) = session.run(["logits"], feed)
-            outs.extend((1.0 / (1.0 + np.exp(-logits[:, 0]))).tolist())
+        for q, pairs in itertools.groupby(zip(qs, ps, strict=True), key=lambda pair: pair[0]):
+            outs.extend(reader.score(q, [p for _, p in pairs]))
         return outs
 
     started = time.monotonic()
