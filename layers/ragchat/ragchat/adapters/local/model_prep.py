@@ -197,7 +197,8 @@ def ensure_export_venv(root: Path) -> Path:
     return python
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The file's SHA-256 (hex), read in 1 MiB blocks (models are tens of MB)."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -285,7 +286,7 @@ def quantize(folder: Path, *, force: bool = False) -> Path:
         "format": INT8_FORMAT,
         "file": INT8_MODEL_FILE,
         "bytes": target.stat().st_size,
-        "sha256": _sha256(target),
+        "sha256": sha256_file(target),
         "method": "onnxruntime quantize_dynamic: MatMul weights int8 per channel (feed-forward "
         "outputs fp32), activations uint8",
         "min_cosine_vs_reference": parity,
@@ -306,7 +307,7 @@ def _manifest(staging: Path, version: str, parity: float) -> dict[str, object]:
         "max_tokens": 256,
         "source_package": SOURCE_PACKAGE,
         "source_version": version,
-        "onnx_sha256": _sha256(onnx_file),
+        "onnx_sha256": sha256_file(onnx_file),
         "onnx_bytes": onnx_file.stat().st_size,
         "exported_at": info.get("exported_at") or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "opset": info.get("opset"),
