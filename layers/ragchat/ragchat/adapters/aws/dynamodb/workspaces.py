@@ -37,17 +37,12 @@ def _user_pk(user_id: str) -> str:
     return f"USERWS#{user_id}"
 
 
-def _cancelled_by_condition(exc: ClientError) -> bool:
+def _cancelled_by(exc: ClientError, *codes: str) -> bool:
+    """A cancelled transaction with one of ``codes`` among its reasons (``ConditionalCheckFailed``;
+    ``TransactionConflict``: another transaction was writing the same item at that moment)."""
     if error_code(exc) != "TransactionCanceledException":
         return False
-    return any(r.get("Code") == "ConditionalCheckFailed" for r in exc.response.get("CancellationReasons", []))
-
-
-def _cancelled_by_conflict(exc: ClientError) -> bool:
-    """Another transaction was writing the same item at that moment (retry)."""
-    if error_code(exc) != "TransactionCanceledException":
-        return False
-    return any(r.get("Code") == "TransactionConflict" for r in exc.response.get("CancellationReasons", []))
+    return any(r.get("Code") in codes for r in exc.response.get("CancellationReasons", []))
 
 
 class DynamoWorkspaceStore(TableStore):
@@ -98,7 +93,7 @@ class DynamoWorkspaceStore(TableStore):
                 TransactItems=[put_meta, *self._member_puts(stored.id, owner, Role.OWNER)],
             )
         except ClientError as exc:
-            if _cancelled_by_condition(exc):
+            if _cancelled_by(exc, "ConditionalCheckFailed"):
                 raise Conflict(f"workspace {stored.id} already exists") from exc
             raise
         return stored
@@ -269,6 +264,6 @@ class DynamoWorkspaceStore(TableStore):
                 self._t.call("transact_write_items", TransactItems=[bump, *writes])
                 return True
             except ClientError as exc:
-                if not _cancelled_by_condition(exc) and not _cancelled_by_conflict(exc):
+                if not _cancelled_by(exc, "ConditionalCheckFailed", "TransactionConflict"):
                     raise
         raise Conflict("The workspace's members were changing at the same time: try again")
