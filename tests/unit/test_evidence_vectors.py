@@ -383,7 +383,8 @@ def test_a_small_document_is_ready_with_its_evidence_and_answers_at_once_as_a_bi
         with _container(tmp_path / inline, EVIDENCE_INLINE_CHUNKS=inline) as box:
             launcher = box.launcher
             assert isinstance(launcher, InlineIngestionLauncher) and launcher._warmer is not None
-            launcher._warmer = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]  # never runs
+            held = _HeldWarmer(launcher._warmer)  # type: ignore[arg-type]  # not before the question
+            launcher._warmer = held  # type: ignore[assignment]
             _ingest(box)
             embedder = box.embedder
             assert isinstance(embedder, _Counting)
@@ -398,6 +399,7 @@ def test_a_small_document_is_ready_with_its_evidence_and_answers_at_once_as_a_bi
             for s in result.sources:  # document ids differ between the two stores
                 named = named.replace(s.id, f"{s.title}#{s.id.split('-')[1][:5]}")
             answers.append(named)
+            held.released.set()  # its worker thread is not left waiting after the test
     assert answers[0] == answers[1]
 
 
