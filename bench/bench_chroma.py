@@ -8,6 +8,11 @@ Each round runs, each in a fresh process, in an order that rotates every round:
   ``OnnxMiniLMEmbedder`` over the same ``model.onnx`` (fp32 unless ``--precision int8``; same
   tokenizer, 256-token truncation, length-sorted batches, mean pooling), so only the store differs.
   Time: from the first ``add`` to the last one returning (everything is then searchable).
+- ``chroma_chunks`` (unless ``--no-chunks``): Chroma given, as its documents, the very texts ragchat embeds
+  (each abstract split by ragchat's own splitter, every chunk after its title header, made before
+  the clock starts: a Chroma user splits before adding). Same tokens on both sides, so the ratio is
+  the rest of the path (store, index, evidence, READY); Chroma's default phase above embeds only the
+  first 256 tokens of each abstract.
 - ``ragchat_like``: like for like: ``ragchat`` ingests each abstract as one chunk (``CHUNK_SIZE``
   100000, no chunk header, ``PRECOMPUTE_EVIDENCE=false``): one vector per abstract, nothing else.
   Time: submit of the first to the last READY.
@@ -21,7 +26,7 @@ it the benchmark says so and writes nothing.
 
 Usage: ``python bench/bench_chroma.py [--docs 5183] [--rounds 2] [--precision fp32]
 [--evidence embedded,pooled_sentences,pooled] [--warming background,on_demand] [--no-like]
-[--out chroma]`` (``--evidence``: the ``EVIDENCE_VECTORS`` modes to run the defaults with;
+[--no-chunks] [--out chroma]`` (``--evidence``: the ``EVIDENCE_VECTORS`` modes to run the defaults with;
 ``--warming``: the ``EVIDENCE_WARMING`` modes, each pair a phase of its own — with ``on_demand``
 nothing is embedded after READY, so everything is done at READY; ``--no-like``: without the
 like-for-like phase). Writes bench/results/<out>.{json,md}.
@@ -89,9 +94,12 @@ def product_chunks(doc: dict[str, str], settings: Any) -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------------------------------- phases
-def _phase_chroma(docs: list[dict[str, str]], model_dir: Path, precision: str) -> dict[str, Any]:
+def _phase_chroma(
+    docs: list[dict[str, str]], model_dir: Path, precision: str, texts: Path | None = None
+) -> dict[str, Any]:
     """Runs under the chroma virtualenv: ragchat's embedder module is imported from the source tree
-    (it needs only onnxruntime, tokenizers and numpy, which chromadb brings)."""
+    (it needs only onnxruntime, tokenizers and numpy, which chromadb brings). With ``texts`` (a JSON
+    list of ``[id, text]``) those are added instead of the abstracts."""
     sys.path.insert(0, str(ROOT / "layers" / "ragchat"))
     import chromadb
     from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
@@ -116,17 +124,23 @@ def _phase_chroma(docs: list[dict[str, str]], model_dir: Path, precision: str) -
         collection = client.create_collection(
             "scifact", embedding_function=MiniLM(), metadata={"hnsw:space": "cosine"}
         )
+        items = (
+            [(str(i), str(t)) for i, t in json.loads(texts.read_text(encoding="utf-8"))]
+            if texts is not None
+            else [(d["id"], _body(d)) for d in docs]
+        )
         started = time.perf_counter()
-        for i in range(0, len(docs), ADD_BATCH):
-            part = docs[i : i + ADD_BATCH]
-            collection.add(ids=[d["id"] for d in part], documents=[_body(d) for d in part])
+        for i in range(0, len(items), ADD_BATCH):
+            part = items[i : i + ADD_BATCH]
+            collection.add(ids=[k for k, _ in part], documents=[t for _, t in part])
         seconds = time.perf_counter() - started
         count = collection.count()
         probe = collection.query(query_texts=[docs[0]["title"]], n_results=1)
+    first = probe["ids"][0][:1]
     return {
         "seconds": round(seconds, 2),
         "vectors": count,
-        "found_first": probe["ids"][0][:1] == [docs[0]["id"]],
+        "found_first": bool(first) and first[0].split("#")[0] == docs[0]["id"],
         "chromadb": chromadb.__version__,
     }
 
@@ -187,6 +201,8 @@ def _phase_ragchat(
 def _run(phase: str, python: str, args: argparse.Namespace, model_dir: Path) -> dict[str, Any]:
     cmd = [python, str(Path(__file__).resolve()), "--phase", phase, "--docs", str(args.docs)]
     cmd += ["--precision", args.precision, "--model-dir", str(model_dir)]
+    if phase == "chroma_chunks":
+        cmd += ["--texts", str(args.texts)]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT)
     for line in reversed(out.stdout.splitlines()):
         if line.startswith('{"phase"'):
@@ -202,6 +218,22 @@ def chroma_python(given: str | None = None) -> str | None:
         return None
     probe = subprocess.run([python, "-c", "import chromadb"], capture_output=True, check=False)
     return python if probe.returncode == 0 else None
+
+
+def _write_texts(docs: list[dict[str, str]]) -> Path:
+    """The texts ragchat embeds for ``docs`` (``[id, text]`` per chunk), in a throwaway JSON file."""
+    from ragchat.config import load_settings
+
+    settings = load_settings({})
+    rows = [
+        [f"{d['id']}#{n}", embedded]
+        for d in docs
+        for n, (_, embedded) in enumerate(product_chunks(d, settings))
+    ]
+    fd, name = tempfile.mkstemp(prefix="ragchat-bench-chroma-texts-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(rows, fh)
+    return Path(name)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -225,17 +257,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help=f"EVIDENCE_WARMING modes ({', '.join(WARMING_MODES)})",
     )
     parser.add_argument("--no-like", action="store_true", help="skip the like-for-like phase")
+    parser.add_argument(
+        "--chunks",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also Chroma given the texts ragchat embeds (the same tokens; --no-chunks skips it)",
+    )
     parser.add_argument("--out", default="chroma", help="results file name in bench/results (no suffix)")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--texts", type=Path, help=argparse.SUPPRESS)
     if smoke():  # tiny data: the run proves the code path, its figures mean nothing
         parser.set_defaults(docs=12, rounds=1)
     args = parser.parse_args(argv if argv is not None else [])
 
     if args.phase:
         docs = _docs(args.docs)
-        if args.phase == "chroma":
-            figures = _phase_chroma(docs, Path(args.model_dir), args.precision)
+        if args.phase in ("chroma", "chroma_chunks"):
+            figures = _phase_chroma(docs, Path(args.model_dir), args.precision, args.texts)
         elif args.phase == "ragchat_like":
             figures = _phase_ragchat(docs, args.precision, like_for_like=True)
         else:
@@ -266,14 +305,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # a background-warmed mode is named as before ("embedded"); an on-demand one "embedded@on_demand"
     modes = [m if w == "background" else f"{m}@{w}" for m in evidence for w in warmings]
     like = () if args.no_like else ("ragchat_like",)
-    phases = ("chroma", *like, *(f"ragchat-{m}" for m in modes))
+    chunked = ("chroma_chunks",) if args.chunks else ()
+    if chunked:
+        args.texts = _write_texts(_docs(args.docs))
+    phases = ("chroma", *chunked, *like, *(f"ragchat-{m}" for m in modes))
     load_start = round(os.getloadavg()[0], 2)
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):
         order = phases[r % len(phases) :] + phases[: r % len(phases)]
         row: dict[str, Any] = {"order": list(order)}
         for phase in order:
-            interpreter = python if phase == "chroma" else sys.executable
+            interpreter = python if phase.startswith("chroma") else sys.executable
             row[phase] = _run(phase, interpreter, args, model_dir)
             row[phase]["load_1m_after"] = round(os.getloadavg()[0], 2)
             print(f"round {r + 1} {phase}: {row[phase]}", flush=True)
@@ -285,8 +327,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             row["ratios"][f"{m}_ready"] = _ratio(row[f"ragchat-{m}"]["seconds_to_ready"], chroma_s)
             done = row[f"ragchat-{m}"]["seconds_to_everything_done"]
             row["ratios"][f"{m}_everything_done"] = _ratio(done, chroma_s)
+            if chunked:
+                same = row["chroma_chunks"]["seconds"]
+                row["ratios"][f"{m}_everything_done_same_text"] = _ratio(done, same)
         rounds.append(row)
     load_end = round(os.getloadavg()[0], 2)
+    if chunked:
+        args.texts.unlink(missing_ok=True)
     ratios = {k: [row["ratios"][k] for row in rounds] for k in rounds[0]["ratios"]}
     figures = {
         "docs": args.docs,
@@ -334,6 +381,11 @@ def _markdown(result: dict[str, Any]) -> str:
         "|---|---|---|---|",
         f"| Chroma (embedded, HNSW), whole abstracts | {secs('chroma', 'seconds')} | 1 | – |",
     ]
+    if "chroma_chunks" in rounds[0]:
+        lines.append(
+            f"| Chroma given the texts ragchat embeds ({rounds[0]['chroma_chunks']['vectors']:,} "
+            f"chunks with their headers) | {secs('chroma_chunks', 'seconds')} | – | – |"
+        )
     if "like_for_like" in f["median_ratios"]:
         lines.append(
             f"| ragchat like for like (one vector per abstract) to READY | "
@@ -350,6 +402,12 @@ def _markdown(result: dict[str, Any]) -> str:
             f"{secs(phase, 'seconds_to_everything_done')} | {ratio(f'{mode}_everything_done')} "
             f"| ≤ {f['goal_everything_done']}× |",
         ]
+        if f"{mode}_everything_done_same_text" in f["median_ratios"]:
+            lines.append(
+                "| the same, everything done, against Chroma given the same texts | "
+                f"{secs(phase, 'seconds_to_everything_done')} | "
+                f"{ratio(f'{mode}_everything_done_same_text')} | – |"
+            )
     lines += [
         "",
         f"{f['rounds']} rounds, each phase in a fresh process, order rotated every round; the same "
