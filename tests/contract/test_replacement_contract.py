@@ -12,12 +12,11 @@ import pytest
 from ragchat.config import load_settings
 from ragchat.domain.models import DocumentStatus, SearchFilter
 from ragchat.services.documents import DocumentService
-from ragchat.services.ingest_runner import run_to_end
 from ragchat.services.ingest_steps import IngestSteps
 from ragchat.services.ingestion import IngestionService
 
 from tests.contract.conftest import BLOB_STORES, DOCUMENT_STORES, VECTOR_INDEXES, ContractEnv
-from tests.fakes import FakeClock, FakeEmbedder, FakeLauncher
+from tests.fakes import FakeClock, FakeEmbedder, FakeLauncher, run_to_end
 
 OWNER, DOC = "alice", "DOC1"
 OLD = (

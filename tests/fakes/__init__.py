@@ -22,7 +22,7 @@ from ragchat.domain.errors import ModelError
 
 from tests.fakes.clock import FakeClock
 from tests.fakes.search import FakeEmbedder, FakeVectorIndex, unit
-from tests.fakes.services import FakeBlobStore, FakeChatModel, FakeLauncher, OneBatchSteps
+from tests.fakes.services import FakeBlobStore, FakeChatModel, FakeLauncher, OneBatchSteps, run_to_end
 from tests.fakes.stores import FakeConversationStore, FakeCounters, FakeDocumentStore
 from tests.fakes.streaming import FakePacing, SteppedChatModel
 from tests.fakes.workspaces import FakeWorkspaceStore
@@ -41,6 +41,7 @@ __all__ = [
     "FakeWorkspaceStore",
     "OneBatchSteps",
     "SteppedChatModel",
+    "run_to_end",
     "unit",
 ]
 

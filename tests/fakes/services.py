@@ -14,6 +14,8 @@ from ragchat.domain.models import (
     ModelRequest,
 )
 from ragchat.domain.uploads import PresignedUpload, UploadGrant, sign_grant, verify_grant
+from ragchat.services.ingest_runner import SlicedRunner
+from ragchat.services.ingest_steps import IngestSteps
 
 
 # ----------------------------------------------------------------------------------------- chat model
@@ -145,6 +147,15 @@ class FakeLauncher:
             self.run(owner, document_id)
         finally:
             self._running.discard(key)
+
+
+def run_to_end(steps: IngestSteps | OneBatchSteps, keys: Sequence[tuple[str, str]]) -> None:
+    """Run documents (``(owner, document_id)``) to the end in this thread, as the local launcher's
+    rounds do: each ends ``READY``, ``FAILED``, or removed when deleted meanwhile."""
+    runner = SlicedRunner()
+    runner.add(keys)
+    while runner.active():
+        runner.round(steps)  # type: ignore[arg-type]
 
 
 class OneBatchSteps:

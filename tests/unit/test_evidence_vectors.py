@@ -20,9 +20,9 @@ from ragchat.config import load_settings
 from ragchat.domain import answerability
 from ragchat.domain.models import Document, DocumentStatus, VectorRecord
 from ragchat.services.evidence import EvidenceWarmer, chunk_evidence_texts
-from ragchat.services.ingest_runner import SlicedRunner, run_to_end
+from ragchat.services.ingest_runner import SlicedRunner
 
-from tests.fakes import FakeEmbedder, OneBatchSteps
+from tests.fakes import FakeEmbedder, OneBatchSteps, run_to_end
 from tests.unit.evidence_docs import GUIDE, POLICY, QUESTIONS
 
 OWNER = "local"

@@ -18,8 +18,8 @@ launcher has queued a new run for the newest content.
 The stages and the failure policy are :mod:`ragchat.services.ingest_pipeline`'s (the state machine
 follows the same definition): a document that fails is ``FAILED`` on its own; if a shared embedder
 call fails, each batch in it is embedded again on its own, so only the document whose text fails is
-marked ``FAILED``. :func:`run_to_end` runs documents to the end in the calling thread (``ragchat
-ingest``, tests); the local launcher runs one round at a time between its other work.
+marked ``FAILED``. The runner is built by the composition root (``ragchat.bootstrap.ingestion``); the
+local launcher runs one round at a time between its other work.
 """
 
 from __future__ import annotations
@@ -254,12 +254,3 @@ def record_failure(
         steps.fail(owner, document_id, failure_message(stage, exc), version)
     except Exception:  # pragma: no cover - storage down: nothing more we can do here
         logger.exception("ingest.fail_error", extra={"documentId": document_id})
-
-
-def run_to_end(steps: IngestSteps, keys: Iterable[Key]) -> None:
-    """Run documents (``(owner, document_id)``) to the end in this thread: fairly, their embedder
-    calls coalesced; each ends ``READY``, ``FAILED``, or removed when deleted meanwhile."""
-    runner = SlicedRunner()
-    runner.add(keys)
-    while runner.active():
-        runner.round(steps)
