@@ -10,7 +10,6 @@ from typing import Any
 from ragchat.api.app import create_app
 from ragchat.bootstrap import Container
 from ragchat.config import load_settings
-from ragchat.services.ingest_runner import run_to_end
 
 from tests.events import api_event
 from tests.fakes import (
@@ -23,6 +22,7 @@ from tests.fakes import (
     FakeLauncher,
     FakeVectorIndex,
     FakeWorkspaceStore,
+    run_to_end,
 )
 
 

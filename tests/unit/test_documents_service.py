@@ -8,11 +8,17 @@ from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.ids import note_id
 from ragchat.domain.models import DocumentStatus, SearchFilter
 from ragchat.services.documents import DocumentService
-from ragchat.services.ingest_runner import run_to_end
 from ragchat.services.ingestion import IngestionService, IngestSteps
 from ragchat.services.retrieval import Retriever
 
-from tests.fakes import FakeBlobStore, FakeDocumentStore, FakeEmbedder, FakeLauncher, FakeVectorIndex
+from tests.fakes import (
+    FakeBlobStore,
+    FakeDocumentStore,
+    FakeEmbedder,
+    FakeLauncher,
+    FakeVectorIndex,
+    run_to_end,
+)
 
 OWNER = "alice"
 SOLAR = (

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from ragchat.services.ingest_pipeline import EMBED_INDEX, ON_FAILURE, SPLIT, STAGES, failure_message
-from ragchat.services.ingest_runner import run_to_end
+
+from tests.fakes import run_to_end
 
 ASL = Path(__file__).resolve().parents[2] / "statemachine" / "ingest.asl.json"
 

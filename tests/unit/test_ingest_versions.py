@@ -10,7 +10,7 @@ from ragchat.domain.ids import note_id
 from ragchat.domain.models import DocumentStatus, Note, SearchFilter, VectorRecord
 from ragchat.services.blob_keys import work_prefix
 from ragchat.services.ingest_pipeline import EMBED_INDEX, run_step
-from ragchat.services.ingest_runner import record_failure, run_to_end
+from ragchat.services.ingest_runner import record_failure
 from ragchat.services.ingestion import IngestionService, IngestSteps
 
 from tests.fakes import (
@@ -20,6 +20,7 @@ from tests.fakes import (
     FakeEmbedder,
     FakeLauncher,
     FakeVectorIndex,
+    run_to_end,
 )
 
 OWNER = "alice"

@@ -12,7 +12,7 @@ from ragchat.domain.context import chunk_header, embedding_text
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
 from ragchat.domain.ids import note_id, stable_document_id
 from ragchat.domain.models import Document, DocumentStatus, SearchFilter
-from ragchat.services.ingest_runner import SlicedRunner, run_to_end
+from ragchat.services.ingest_runner import SlicedRunner
 from ragchat.services.ingestion import IngestionService, IngestSteps, human_error
 
 from tests.fakes import (
@@ -22,6 +22,7 @@ from tests.fakes import (
     FakeEmbedder,
     FakeLauncher,
     FakeVectorIndex,
+    run_to_end,
 )
 from tests.pdfs import encrypted, make_pdf
 

@@ -20,12 +20,11 @@ from ragchat.entrypoints.ingest_steps import ingest_step_handler
 from ragchat.entrypoints.s3_ingest import s3_ingest_handler
 from ragchat.observability import NoTracer, PowertoolsMetrics, powertools_metrics, root_logger, tracer
 from ragchat.services import metrics as names
-from ragchat.services.ingest_runner import run_to_end
 from ragchat.services.metrics import NO_METRICS, PHASES
 from ragchat.services.retrieval import logger as retrieval_logger
 
 from tests.events import api_event, json_body
-from tests.fakes import FakeChatModel, FakeEmbedder
+from tests.fakes import FakeChatModel, FakeEmbedder, run_to_end
 from tests.fakes.metrics import RecordingMetrics
 from tests.unit.api_support import Api, make_api
 

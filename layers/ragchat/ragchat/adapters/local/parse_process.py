@@ -16,6 +16,10 @@ inherited), one document at a time, under three limits:
 A document over any limit raises ``ExtractionError`` with the reason (``domain.file_errors``); the
 child is replaced (a fresh one starts with the next document) and the next document is read
 normally. On a platform without ``resource`` (not Unix) only the wall-clock limit applies.
+
+The child never outlives the server: a thread of its own looks every ``PARENT_WATCH_S`` whether its
+parent is still the process that started it, and ends the child when it is not (the server was
+killed outright, ``kill -9`` or the out-of-memory killer, with a document being read).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -43,6 +48,7 @@ except ImportError:  # pragma: no cover - not Unix: the wall-clock limit alone
 logger = logging.getLogger(__name__)
 
 Parse = Callable[[bytes, Any], Any]  # (body, job) -> result: parse_document, or a page render
+PARENT_WATCH_S = 0.5  # how often the child looks whether the server that started it is still there
 
 
 class _CpuExceeded(Exception):
@@ -99,9 +105,20 @@ def _read_one(parse: Parse, job: ParseJob, body: bytes, cpu_seconds: float) -> t
         _set_cpu_limit(None)
 
 
-def child_main(conn: Connection, memory_bytes: int, parse: Parse) -> None:
+def _watch_parent(parent: int) -> None:
+    """End this process as soon as its parent is no longer ``parent``, the server that started it
+    (it died, even before this child was running: the child was handed to another process), even
+    in the middle of a document."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_WATCH_S)
+    os._exit(0)
+
+
+def child_main(conn: Connection, memory_bytes: int, parse: Parse, server: int) -> None:
     """The child: read documents from ``conn`` until it closes (one ``(job, cpu_seconds)`` then the
-    body's bytes each), answer ``(kind, value)`` for each."""
+    body's bytes each), answer ``(kind, value)`` for each. ``server``: the process id of the server
+    that started it."""
+    threading.Thread(target=_watch_parent, args=(server,), name="parent-watch", daemon=True).start()
     _set_memory_limit(memory_bytes)
     if resource is not None:
         signal.signal(signal.SIGXCPU, _on_cpu_limit)
@@ -121,6 +138,8 @@ def child_main(conn: Connection, memory_bytes: int, parse: Parse) -> None:
             conn.send(answer)
         except MemoryError:
             conn.send(("memory", None))
+        except OSError:  # the server is gone
+            return
 
 
 class ProcessParser:
@@ -208,7 +227,7 @@ class ProcessParser:
         parent, child = self._context.Pipe()
         process = self._context.Process(
             target=child_main,
-            args=(child, self.memory_bytes, self._parse),
+            args=(child, self.memory_bytes, self._parse, os.getpid()),
             name="ragchat-parse",
             daemon=True,
         )
