@@ -21,8 +21,16 @@ Per set:
 - *prompt tokens*: the answer request's system prompt and messages, estimated as characters / 4
   (median per turn), with the source lines' ``(document: …)`` titles and without them (before).
 
-Usage: ``python bench/bench_recorded_prompts.py [--sets grounding,dev,heldout7,...]``. Writes
-bench/results/recorded_prompts.{json,md}. Needs the prepared MiniLM model (``RAGCHAT_MODEL_DIR``, by
+With ``--rewrites gold`` the condense step is answered instead with the turn's *gold* rewrite
+(``bench/conversations/rewrites.json``: every turn written as a standalone question, from the
+conversation and its documents only, blind to the method; never holding the fact the turn asks
+for). That is the issue's own measure, "a stand-in that rewrites follow-ups perfectly": what is then
+missed is retrieval and the guard, not the rewrite. The product still decides whether a turn is
+condensed at all.
+
+Usage: ``python bench/bench_recorded_prompts.py [--sets grounding,dev,heldout7,...] [--rewrites
+naive|gold]``. Writes bench/results/recorded_prompts.{json,md} (``-gold`` before the suffix with
+gold rewrites). Needs the prepared MiniLM model (``RAGCHAT_MODEL_DIR``, by
 default the per-user cache).
 """
 
@@ -68,15 +76,26 @@ _SOURCE_ID = re.compile(r"\[Source id=([^\]\s]+)\]")
 
 
 class GuardReasons(logging.Handler):
-    """The ``chat.guard`` events' reasons (why a turn was refused before the model)."""
+    """The ``chat.guard`` events' reasons (why a turn was refused before the model), and the last
+    ``chat.retrieval`` event's decision (its signals and probability, kept with each row)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.reasons: list[str] = []
+        self.decision: dict[str, Any] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.getMessage() == "chat.guard":
             self.reasons.append(str(getattr(record, "reason", "?")))
+        elif record.getMessage() == "chat.retrieval":
+            self.decision = {
+                "p": getattr(record, "answerProbability", None),
+                "signals": getattr(record, "signals", None),
+            }
+
+    def take_decision(self) -> dict[str, Any]:
+        out, self.decision = self.decision, {}
+        return out
 
     def last_since(self, start: int) -> str | None:
         return self.reasons[-1] if len(self.reasons) > start else None
@@ -90,6 +109,8 @@ class StandIn:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        #: the current turn's gold rewrite (``--rewrites gold``); ``None``: the naive rewrite
+        self.gold: str | None = None
 
     def handler(self, request: Any) -> Any:
         import httpx2
@@ -100,7 +121,9 @@ class StandIn:
         system = body.get("system") or ""
         last = body["messages"][-1]["content"]
         if system == CONDENSE_PROMPT:
-            text = _naive_rewrite(last if isinstance(last, str) else "")
+            text = (
+                self.gold if self.gold is not None else _naive_rewrite(last if isinstance(last, str) else "")
+            )
         elif "[Source id=" in system:
             ids = _SOURCE_ID.findall(system)
             text = f"From the sources. [source: {ids[0]}]\n\nSources: {ids[0]}"
@@ -250,7 +273,23 @@ def conversation_sets() -> dict[str | None, list[str]]:
     return groups
 
 
-def run_conversations(stand_in: StandIn, extra: str | None, splits: list[str]) -> list[dict[str, Any]]:
+Rewrites = dict[str, dict[str, list[str]]]
+
+
+def gold_rewrites() -> Rewrites:
+    """``bench/conversations/rewrites.json``'s rewrites: split -> conversation id -> one per turn."""
+    data: dict[str, dict[str, list[str]]] = json.loads((CONVERSATIONS / "rewrites.json").read_text())[
+        "splits"
+    ]
+    return data
+
+
+def run_conversations(
+    stand_in: StandIn,
+    extra: str | None,
+    splits: list[str],
+    gold: dict[str, dict[str, list[str]]] | None = None,
+) -> list[dict[str, Any]]:
     paths = {p.name: p.read_bytes() for p in sorted((CONVERSATIONS / "docs").glob("*.md"))}
     if extra:
         paths |= {p.name: p.read_bytes() for p in sorted((CONVERSATIONS / extra).glob("*.md"))}
@@ -268,8 +307,11 @@ def run_conversations(stand_in: StandIn, extra: str | None, splits: list[str]) -
         for split in splits:
             for conv in convs[split]:
                 cid = container.chat.conversations.create(OWNER).id
-                for turn in conv["turns"]:
+                rewrites = gold[split][conv["id"]] if gold is not None else None
+                for i, turn in enumerate(conv["turns"]):
+                    stand_in.gold = rewrites[i] if rewrites is not None else None
                     out.append(_turn(container, stand_in, names, split, cid, turn))
+                stand_in.gold = None
         container.close()
     return out
 
@@ -280,6 +322,7 @@ def _turn(
     from ragchat.domain.prompts import CONDENSE_PROMPT
 
     start, said = len(stand_in.requests), len(REASONS.reasons)
+    REASONS.take_decision()
     result = container.chat.turns.send(OWNER, cid, turn["q"])
     answers = stand_in.answers_since(start)
     condense = sum(1 for r in stand_in.requests[start:] if r.get("system") == CONDENSE_PROMPT)
@@ -294,7 +337,31 @@ def _turn(
         "expect": [e for p in parts for e in p.get("expect", [])],
         "tokens": prompt_tokens(answers[-1]) if answers else None,
         "tokens_before": prompt_tokens(answers[-1], titles=False) if answers else None,
+        "decision": REASONS.take_decision(),
     }  # fmt: skip
+
+
+SWEEP = (0.16, 0.25, 0.35, 0.45, 0.6, 0.8, 0.9, 0.95)
+
+
+def sweep(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """What one cutoff on the decision's probability would do over every conversation split: the
+    share of the answerable turns carried today that it keeps, and the share of off-topic turns
+    refused (those refused today, plus those reaching the model below it). An estimate from the
+    recorded decisions (nothing is run again)."""
+    convs = [r for r in rows if not r["set"].startswith("grounding")]
+    kept = [r["decision"]["p"] for r in convs if r["answerable"] and r["carried"] and r.get("decision")]
+    kept = [p for p in kept if p is not None]
+    off = [r for r in convs if r["kind"] in OFF_TOPIC]
+    out = []
+    for cut in SWEEP:
+        refused = sum(1 for r in off if r["refused"] or ((r.get("decision") or {}).get("p") or 0.0) < cut)
+        out.append({
+            "cutoff": cut,
+            "answerable_kept": round(sum(1 for p in kept if p >= cut) / len(kept), 3) if kept else 0.0,
+            "offtopic_refused": round(refused / len(off), 3) if off else 0.0,
+        })  # fmt: skip
+    return out
 
 
 def _cell(pair: list[int]) -> str:
@@ -302,13 +369,21 @@ def _cell(pair: list[int]) -> str:
     return f"{ok}/{n} ({ok / n:.1%})" if n else "–"
 
 
-def markdown(summaries: list[dict[str, Any]], rows: list[dict[str, Any]], load: str) -> str:
+def markdown(
+    summaries: list[dict[str, Any]], rows: list[dict[str, Any]], load: str, rewrites: str = "naive"
+) -> str:
+    condense = (
+        "the condense step answered with the turn's gold rewrite (`bench/conversations/rewrites.json`: "
+        "each turn as a standalone question, written blind to the method; `--rewrites gold`)"
+        if rewrites == "gold"
+        else "the condense step answered with a naive rewrite (the latest answered user message + "
+        "the message)"
+    )
     lines = [
         "# What reaches Claude: recorded prompts",
         "",
         "`python bench/bench_recorded_prompts.py` — a local stand-in for the Anthropic Messages API "
-        "records every request (no network); MiniLM, Claude mode (the guard's reader policy), the "
-        "condense step answered with a naive rewrite (the latest answered user message + the message). "
+        f"records every request (no network); MiniLM, Claude mode (the guard's reader policy), {condense}. "
         "*carried*: answerable turns whose answer prompt holds the expected fact (grounding set: a "
         "source of the expected document); *refused*: guard reply, no answer request sent. "
         "*off-topic*: clearly unrelated questions (conversations' `offtopic`, the grounding set's "
@@ -332,6 +407,19 @@ def markdown(summaries: list[dict[str, Any]], rows: list[dict[str, Any]], load: 
             f"{s['tokens_median']} | {s['tokens_median_before']} | {s['condense_calls']} |"
         )
     lines += ["", f"Goals: carried ≥ {GOAL_CARRIED:.0%} on every blind split; off-topic refused 100 %.", ""]
+    swept = sweep(rows)
+    if swept:
+        lines += [
+            "## One cutoff on the decision's probability (every conversation split)",
+            "",
+            "An estimate from the recorded decisions: the answerable turns carried today that a cutoff "
+            "would keep, and the off-topic turns it would refuse before the model.",
+            "",
+            "| cutoff | answerable kept | off-topic refused |",
+            "|---|---|---|",
+            *(f"| {w['cutoff']} | {w['answerable_kept']:.1%} | {w['offtopic_refused']:.1%} |" for w in swept),
+            "",
+        ]
     for s in summaries:
         misses = [r for r in rows if r["set"] == s["set"] and r["answerable"] and not r["carried"]]
         let = [r for r in rows if r["set"] == s["set"] and r["kind"] in OFF_TOPIC and not r["refused"]]
@@ -350,6 +438,7 @@ def markdown(summaries: list[dict[str, Any]], rows: list[dict[str, Any]], load: 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default="all", help="grounding and/or conversation splits, comma-separated")
+    ap.add_argument("--rewrites", choices=("naive", "gold"), default="naive", help="the condense stand-in")
     args = ap.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
     every = {"grounding", "dev"} if smoke() else {"grounding", *SPLITS}  # smoke: one split of each kind
     wanted = set(args.sets.split(",")) if args.sets != "all" else every
@@ -363,7 +452,8 @@ def main(argv: list[str] | None = None) -> None:
     for extra, splits in conversation_sets().items():
         chosen = [s for s in splits if s in wanted]
         if chosen:
-            rows += run_conversations(stand_in, extra, chosen)
+            gold = gold_rewrites() if args.rewrites == "gold" else None
+            rows += run_conversations(stand_in, extra, chosen, gold)
     names = list(dict.fromkeys(r["set"] for r in rows))
     summaries = [summarize(n, [r for r in rows if r["set"] == n]) for n in names]
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -371,8 +461,11 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(s))
     RESULTS.mkdir(exist_ok=True)
     out = {"load": load, "python": sys.version.split()[0], "summaries": summaries, "rows": rows}
-    (RESULTS / "recorded_prompts.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
-    (RESULTS / "recorded_prompts.md").write_text(markdown(summaries, rows, load) + "\n")
+    name = "recorded_prompts" + ("-gold" if args.rewrites == "gold" else "")
+    out["rewrites"] = args.rewrites
+    out["sweep"] = sweep(rows)
+    (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown(summaries, rows, load, args.rewrites) + "\n")
 
 
 if __name__ == "__main__":
