@@ -21,7 +21,7 @@ from ragchat.services.chat.metrics import TurnMetrics
 from ragchat.services.chat.personas import Personas
 from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import Replays
-from ragchat.services.chat.stops import StopFlags
+from ragchat.services.chat.stops import StopFlags, TurnLeases
 from ragchat.services.chat.turns import TurnParts, Turns
 from ragchat.services.limits import RequestLimiter
 from ragchat.services.metrics import NO_METRICS
@@ -88,6 +88,7 @@ def build_chat(
         persona=book.paragraph,
         metrics=TurnMetrics(metrics),
         stops=stops,
+        leases=TurnLeases(counters, clock),
         pacing=pacing or StreamPacing(),
         scope=scope,
     )

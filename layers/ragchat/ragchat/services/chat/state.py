@@ -38,6 +38,7 @@ class Accepted:
     deadline: float
     timings: dict[str, float]
     workspaces: dict[str, str] | None = None  # the workspaces searched (id → name)
+    leased: bool = False  # holds the conversation's turn lease (a retry of a pending message: no)
 
 
 @dataclass(slots=True)

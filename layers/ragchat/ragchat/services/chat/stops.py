@@ -1,5 +1,8 @@
-"""Stopping an answer in flight (docs/chat.md) from another request, process or Lambda container: the
-flags live in ``Counters``, so every instance sharing the store sees them.
+"""The answer in flight of a conversation (docs/chat.md): stopping it from another request, process or
+Lambda container, and answering one message at a time. The flags live in ``Counters``, so every
+instance sharing the store sees them.
+
+Stopping:
 
 - ``stream:conv:<id>`` = the start of the conversation's streaming answer in flight (epoch ms), set
   when the turn is accepted and removed when its stream ends (it expires by itself after
@@ -9,8 +12,16 @@ flags live in ``Counters``, so every instance sharing the store sees them.
   next answer. The answer that honours a stop removes the flag.
 
 Stamps come from the service clock (wall time), so they compare across machines (NTP-synchronized).
-With two answers of one conversation in flight at once (the page sends one at a time), the first to
-end removes the marker and ``stop`` then reports nothing in flight; the flag still stops the other.
+
+One answer at a time (:class:`TurnLeases`): a message sent while the conversation is still answering
+the previous one is refused with 409, so the stored conversation always reads question, answer,
+question, answer. Without it two requests sent at once to one conversation (two tabs, a double
+submit, a client that does not wait) were both answered and their messages interleaved: four
+questions, then four answers, each later turn's history and summary built on that order. The lease
+``turn:conv:<id>`` is taken atomically when a turn is accepted (``increment_up_to`` with a limit of
+1) and released when its answer is stored or the turn fails; one left by a process that died expires
+after :data:`TURN_LEASE_TTL_S`. A retry of the message being answered (the same ``messageId``) is not
+refused: it waits for that answer (``services/chat/replay.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +33,10 @@ from ragchat.domain.clock import Clock
 if TYPE_CHECKING:
     from ragchat.ports import Counters
 
+#: a turn lasts at most the API's 29 s (a stream: the model budget plus retrieval); a lease left by
+#: a process that died is gone after this (the idempotency takeover's wait, for the same reason)
+TURN_LEASE_TTL_S = 60.0
+BUSY = "This conversation is still answering your previous message: wait for that answer, then send again."
 STREAM_TTL_S = 180.0  # longer than any stream: the model budget (15 s) plus retrieval and slack
 STOP_TTL_S = 300.0
 
@@ -67,3 +82,22 @@ class StopFlags:
             self.counters.reset(_stop_key(conv_id))
             return True
         return False
+
+
+class TurnLeases:
+    """One answer at a time per conversation (module docstring)."""
+
+    def __init__(self, counters: Counters, clock: Clock) -> None:
+        self.counters = counters
+        self.clock = clock
+
+    def take(self, conv_id: str) -> bool:
+        """Take the conversation's lease; ``False`` when another turn holds it."""
+        key = f"turn:conv:{conv_id}"
+        return (
+            self.counters.increment_up_to(key, limit=1, ttl_seconds=TURN_LEASE_TTL_S, now=self.clock())
+            is not None
+        )
+
+    def release(self, conv_id: str) -> None:
+        self.counters.reset(f"turn:conv:{conv_id}")

@@ -36,7 +36,7 @@ from ragchat.services.chat.metrics import TurnMetrics, timed
 from ragchat.services.chat.pump import StreamPacing
 from ragchat.services.chat.replay import replay_from
 from ragchat.services.chat.state import Accepted, Replayed, Turn, TurnResult, split_window
-from ragchat.services.chat.stops import StopFlags
+from ragchat.services.chat.stops import BUSY, StopFlags, TurnLeases
 from ragchat.services.chat.streaming import Event, TurnStream, answer_events, error_event, replay_events
 from ragchat.services.chat.tools import ScopedNoteTools
 from ragchat.services.logs import log_error, message_of
@@ -76,6 +76,7 @@ class TurnParts:
     persona: Callable[[Conversation], str]  # the role paragraph of a conversation's persona
     metrics: TurnMetrics
     stops: StopFlags
+    leases: TurnLeases
     pacing: StreamPacing
     # the workspaces a conversation's questions search (id → name), resolved on each turn (its
     # pinned workspace, or every one its user belongs to); None: the user's own notes only
@@ -102,10 +103,13 @@ class Turns:
         ip: str | None = None,
     ) -> TurnResult:
         try:
-            turn = self.prepare(owner, conv_id, content, message_id=message_id, ip=ip)
+            acc = self.accept(owner, conv_id, content, message_id=message_id, ip=ip)
         except Replayed as replay:
             return replay.result
-        return self.answer(turn)
+        try:
+            return self.answer(self.ready(acc))
+        finally:
+            self._release(acc)
 
     def edit(
         self, owner: str, conv_id: str, message_id: str, content: object, *, ip: str | None = None
@@ -138,8 +142,12 @@ class Turns:
             acc = self.accept(owner, conv_id, content, message_id=message_id, ip=ip)
         except Replayed as replay:
             return replay.result.model, replay_events(replay.result)
-        breaker = self.p.breaker.scope(acc.conv.id, acc.history)
-        open_ = not self.tools_mode and self.p.caller.is_open(breaker)
+        try:
+            breaker = self.p.breaker.scope(acc.conv.id, acc.history)
+            open_ = not self.tools_mode and self.p.caller.is_open(breaker)
+        except BaseException:
+            self._release(acc)
+            raise
         started_ms = self.p.stops.begin(acc.conv.id)
         model = FALLBACK_MODEL if open_ else self.p.caller.model_id
         return model, self._stream_events(acc, open_, started_ms)
@@ -176,19 +184,15 @@ class Turns:
             yield from stream.events(breaker_open)
         finally:
             self.p.stops.end(conv_id)
+            self._release(acc)
 
     # ------------------------------------------------------------------ preparation
-    def prepare(
-        self, owner: str, conv_id: str, content: object, *, message_id: str | None, ip: str | None
-    ) -> Turn:
-        """Everything before the model is asked; raises :class:`Replayed` when an earlier request
-        with the same ``messageId`` already answered."""
-        return self.ready(self.accept(owner, conv_id, content, message_id=message_id, ip=ip))
-
     def accept(
         self, owner: str, conv_id: str, content: object, *, message_id: str | None, ip: str | None
     ) -> Accepted:
-        """Validate, rate limit and store the user message (errors raise here)."""
+        """Validate, take the conversation's turn lease (``services/chat/leases.py``), rate limit and
+        store the user message (errors raise here, the lease released). Raises :class:`Replayed`
+        when an earlier request with the same ``messageId`` already answered."""
         started = time.perf_counter()
         text = sanitize_message(content, max_chars=self.settings.max_message_chars)
         if message_id is not None and (not isinstance(message_id, str) or not _CLIENT_ID.match(message_id)):
@@ -204,21 +208,41 @@ class Turns:
             replay = self.p.replays.answered(conv, message_id, text)
             if replay is not None:
                 raise Replayed(replay)
-        limit = self.settings.max_chat_history + 5
-        newest = timed(timings, "db_read", lambda: self.p.store.recent_messages(owner, conv_id, limit))
-        history = list(reversed(newest))
-        if self.p.limiter is not None:
-            self.p.limiter.check(owner, conv.id, ip, history)
-        user = self._store_user(conv, text, message_id, timings)
-        # The model budget starts now: a retry that waited for (or took over from) an earlier attempt
-        # with the same messageId still gets all of it.
-        deadline = self.p.caller.deadline()
-        history = [m for m in history if m.id != user.id]
-        conv = self._title(conv, text, timings)
+        leased = self.p.leases.take(conv.id)
+        if not leased and not self._retry_of_pending(conv, message_id):
+            raise Conflict(BUSY)
+        try:
+            limit = self.settings.max_chat_history + 5
+            newest = timed(timings, "db_read", lambda: self.p.store.recent_messages(owner, conv_id, limit))
+            history = list(reversed(newest))
+            if self.p.limiter is not None:
+                self.p.limiter.check(owner, conv.id, ip, history)
+            user = self._store_user(conv, text, message_id, timings)
+            # The model budget starts now: a retry that waited for (or took over from) an earlier
+            # attempt with the same messageId still gets all of it.
+            deadline = self.p.caller.deadline()
+            history = [m for m in history if m.id != user.id]
+            conv = self._title(conv, text, timings)
+        except BaseException:
+            if leased:
+                self.p.leases.release(conv.id)
+            raise
         return Accepted(
             conv=conv, text=text, user=user, client_id=message_id, history=history,
-            started=started, deadline=deadline, timings=timings, workspaces=workspaces,
+            started=started, deadline=deadline, timings=timings, workspaces=workspaces, leased=leased,
         )  # fmt: skip
+
+    def _retry_of_pending(self, conv: Conversation, message_id: str | None) -> bool:
+        """Is this a retry of a message the conversation is still answering (the same ``messageId``:
+        it waits for that answer instead of being refused)?"""
+        if message_id is None:
+            return False
+        found = self.p.store.find_by_client_message_id(conv.owner, conv.id, message_id)
+        return any(m.role == "user" for m in found)
+
+    def _release(self, acc: Accepted) -> None:
+        if acc.leased:
+            self.p.leases.release(acc.conv.id)
 
     def ready(self, acc: Accepted) -> Turn:
         """The history window (summarized if due) and retrieval."""
