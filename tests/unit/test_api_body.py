@@ -25,6 +25,11 @@ BAD = {
     "NaN": ('{"title": "t", "text": "x", "metadata": {"n": NaN}}', "NaN"),
     "Infinity": ('{"title": "t", "text": "x", "metadata": {"n": -Infinity}}', "-Infinity"),
     "float overflow": ('{"title": "t", "text": "x", "metadata": {"n": 1e999}}', "out of range"),
+    "a key twice": ('{"title": "first", "text": "x", "title": "second"}', 'the key "title" appears twice'),
+    "a key twice, nested": (
+        '{"title": "t", "text": "x", "metadata": {"a": 1, "a": 2}}',
+        'the key "a" appears twice',
+    ),
 }
 
 
@@ -43,7 +48,7 @@ def test_malformed_note_body_is_400_naming_the_problem_and_nothing_is_stored(api
     assert json_body(api.call("GET", "/notes"))["items"] == []
 
 
-@pytest.mark.parametrize("name", ["not UTF-8", "nesting 1000 deep", "lone surrogate", "NaN"])
+@pytest.mark.parametrize("name", ["not UTF-8", "nesting 1000 deep", "lone surrogate", "NaN", "a key twice"])
 def test_chat_routes_refuse_the_same_bodies(api: Api, name: str) -> None:
     raw, problem = BAD[name]
     res = api.call("POST", "/chat/conversations", raw_body=raw)

@@ -3,8 +3,10 @@
 Every route's JSON body goes through ``strict_json`` (the resolver's ``json_body_deserializer``), and
 ``body_problem`` checks the raw body before Powertools decodes it. A body that is not UTF-8, nests
 deeper than ``MAX_DEPTH``, holds a number longer than ``MAX_NUMBER_CHARS`` (or one that is not finite),
-``NaN``/``Infinity``, or a lone surrogate escape (``"\\ud800"``) is refused with a 400 naming the
-problem (``BadBody``, a ``ValidationError``), before any route runs: nothing is stored.
+``NaN``/``Infinity``, a lone surrogate escape (``"\\ud800"``), or an object naming one key twice
+(``{"title": "a", "title": "b"}``: ``json.loads`` keeps the last and drops the other without a
+word) is refused with a 400 naming the problem (``BadBody``, a ``ValidationError``), before any
+route runs: nothing is stored.
 """
 
 from __future__ import annotations
@@ -44,7 +46,13 @@ def strict_json(text: str | bytes) -> Any:
         text = utf8(text)
     _check_depth(text)
     try:
-        value = json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_float)
+        value = json.loads(
+            text,
+            parse_constant=_constant,
+            parse_int=_integer,
+            parse_float=_float,
+            object_pairs_hook=_unique_keys,
+        )
     except RecursionError:
         raise BadBody(f"{PREFIX}nested too deeply (at most {MAX_DEPTH} levels)") from None
     if _SURROGATE_ESCAPE.search(text):
@@ -103,6 +111,16 @@ def _check_depth(text: str) -> None:
         depth += 1 if match.group() in "[{" else -1
         if depth > MAX_DEPTH:
             raise BadBody(f"{PREFIX}nested too deeply (at most {MAX_DEPTH} levels)")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            shown = key if len(key) <= 40 else key[:40] + "…"
+            raise BadBody(f"{PREFIX}the key {json.dumps(shown)} appears twice in one object")
+        out[key] = value
+    return out
 
 
 def _constant(name: str) -> Any:
