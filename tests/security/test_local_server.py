@@ -212,3 +212,19 @@ def test_the_chat_stream_adapter_takes_the_ip_from_api_gateway_not_x_forwarded_f
             )  # fmt: skip
     # one address, API Gateway's (203.0.113.7), whatever the header claims
     assert status == 201 and statuses == [200, 429, 429]
+
+
+def test_a_request_in_absolute_form_is_served_like_the_usual_form() -> None:
+    """HTTP/1.1 servers must accept ``GET http://host/path`` (RFC 9112 §3.2.2). The open routes,
+    the token check and the host check used to look at the whole URL: ``/health`` asked for a token
+    and a presigned upload's receiver a JSON body."""
+    with serving("serve", env={"RAGCHAT_API_TOKEN": "s3cret"}) as served:
+        here = f"http://127.0.0.1:{served.port}"
+        assert served.call("GET", f"{here}/health")[0] == 200  # no token needed, as for /health
+        assert served.call("GET", f"{here}/documents")[0] == 401  # the token is still needed here
+        token = {"Authorization": "Bearer s3cret"}
+        status, _, body = served.call("GET", f"{here}/documents?limit=1", **token)
+        assert status == 200 and "items" in json.loads(body)
+        # the URL's authority is the host checked (it replaces Host): a foreign one is refused
+        status, _, body = served.call("GET", "http://attacker.example/documents", **token)
+        assert status == 421 and "attacker.example" in json.loads(body)["error"]

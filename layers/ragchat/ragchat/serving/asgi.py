@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.message import Message
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from ragchat.domain.file_errors import too_large
 from ragchat.serving.events import Gateway, response_body, response_headers
@@ -117,6 +118,7 @@ class GatewayApp:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
+        scope = origin_form(scope)
         exchange = Exchange(scope, receive, send)
         try:
             await self._admit(exchange)
@@ -292,6 +294,30 @@ async def _lifespan(receive: Receive, send: Send) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+def origin_form(scope: Scope) -> Scope:
+    """The request as if its target were in origin form (``/health?x=1``). HTTP/1.1 servers must
+    accept the absolute form too (``GET http://127.0.0.1:8000/health``, RFC 9112 §3.2.2): its path
+    and query are taken from the URL and its authority replaces ``Host`` (RFC 9112 §3.2.2 again), so
+    every check made on the path (the open routes, the upload receiver, the rate limits) and on the
+    host sees what it would for the usual form."""
+    path = scope.get("path") or ""
+    if not path[:8].lower().startswith(("http://", "https://")):
+        return scope
+    raw = (scope.get("raw_path") or path.encode("utf-8")).decode("latin-1")
+    url = urlsplit(raw)
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"host"]
+    if url.netloc:
+        headers.append((b"host", url.netloc.encode("latin-1")))
+    origin = url.path or "/"
+    return {
+        **scope,
+        "path": unquote(origin),
+        "raw_path": origin.encode("latin-1"),
+        "query_string": url.query.encode("latin-1") or scope.get("query_string", b""),
+        "headers": headers,
+    }
 
 
 def _headers(scope: Scope) -> Message:
