@@ -7,6 +7,7 @@ import json
 from ragchat.domain.prompts import GUARD_REPLY
 
 from tests.events import header, json_body
+from tests.pdfs import make_pdf
 from tests.unit.api_support import make_api
 
 CATS = "Cats sleep for sixteen hours a day and purr when they are content."
@@ -345,6 +346,40 @@ def test_corrupt_pdf_upload_is_refused_with_a_400_naming_the_problem():
     assert "Could not read PDF" in json.dumps(json_body(res))
     assert json_body(api.call("GET", "/documents"))["items"] == []
     assert api.launcher.started == [] and api.index.records == {}
+
+
+def test_an_empty_file_reads_the_same_raw_and_multipart():
+    api = make_api()
+    empty_part = (
+        b'--B\r\nContent-Disposition: form-data; name="file"; filename="e.txt"\r\n'
+        b"Content-Type: text/plain\r\n\r\n\r\n--B--\r\n"
+    )
+    for body, ctype in ((b"", "text/plain"), (empty_part, "multipart/form-data; boundary=B")):
+        res = api.call(
+            "POST", "/documents", query={"filename": "e.txt"}, raw_body=body, headers={"Content-Type": ctype}
+        )
+        assert res["statusCode"] == 400 and json_body(res) == {"error": "The file is empty."}
+    assert json_body(api.call("GET", "/documents"))["items"] == []
+
+
+def test_a_pdf_sent_as_text_is_read_as_a_pdf():
+    # A PDF named .txt or declared text/plain was indexed as its source code ("%PDF-1.4 1 0 obj …"),
+    # which then turned up in answers: what the bytes are decides.
+    api = make_api()
+    pdf = make_pdf(["The canal lock opens at six in the morning."])
+    for query, ctype in (({"filename": "lock.txt"}, "text/plain"), ({}, "text/markdown")):
+        res = api.call("POST", "/documents", query=query, raw_body=pdf, headers={"Content-Type": ctype})
+        assert res["statusCode"] == 202, res
+        doc_id = json_body(res)["documentId"]
+        doc = json_body(api.call("GET", f"/documents/{doc_id}"))
+        assert doc["status"] == "READY" and doc["contentType"] == "application/pdf"
+        texts = [r.text for r in api.index.records.values() if r.document_id == doc_id]
+        assert texts and all("canal lock opens" in t and "obj" not in t for t in texts)
+    res = api.call(
+        "POST", "/documents", query={"filename": "fake.txt"}, raw_body=b"%PDF-1.4\n1 0 obj garbage",
+        headers={"Content-Type": "text/plain"},
+    )  # fmt: skip
+    assert res["statusCode"] == 400 and "Could not read PDF" in json_body(res)["error"]
 
 
 def test_cors_preflight_and_headers():

@@ -29,7 +29,7 @@ from ragchat.api.schemas import (
 )
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import supported_extensions, supported_type, type_for_filename
-from ragchat.domain.file_errors import unsupported_type
+from ragchat.domain.file_errors import EMPTY_FILE, unsupported_type
 from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
 from ragchat.domain.uploads import safe_filename
@@ -321,7 +321,7 @@ def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
     raw = event.body or ""
     data = base64.b64decode(raw) if event.is_base64_encoded else raw.encode("utf-8")
     if not data:
-        raise ValidationError("Empty upload: send the file as the request body")
+        raise ValidationError(EMPTY_FILE)  # the same words at every door (docs/api.md)
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     ctype = headers.get("content-type", "application/octet-stream")
     name = filename or unquote(headers.get("x-filename", "") or "")
@@ -343,6 +343,6 @@ def _first_multipart_file(ctype: str, data: bytes, fallback_name: str) -> tuple[
         if part.filename is None:
             continue
         if not part.data:
-            raise ValidationError("Empty upload: the file part has no content")
+            raise ValidationError(EMPTY_FILE)
         return part.filename or fallback_name, part.content_type, part.data
     raise ValidationError("No file part in the multipart body (expected a field with a filename)")

@@ -132,6 +132,12 @@ def detect_content_type(filename: str | None, declared: str | None) -> str:
     raise ValidationError(unsupported_type(what, supported_extensions()))
 
 
+def is_pdf(data: bytes) -> bool:
+    """Do these bytes start like a PDF file (``%PDF-``), whatever they were declared as? A PDF read
+    as text would index its source code ("1 0 obj << /Type /Catalog …"), so it is read as a PDF."""
+    return data.lstrip()[:5] == b"%PDF-"
+
+
 def extract(
     data: bytes,
     *,
@@ -143,7 +149,7 @@ def extract(
     the CPU time it may take (default :data:`MAX_EXTRACTION_CPU_S` from now)."""
     budget = budget or CpuBudget(MAX_EXTRACTION_CPU_S)
     ctype = detect_content_type(filename, content_type)
-    if ctype == PDF:
+    if ctype == PDF or is_pdf(data):
         pages = _pdf_pages(data, budget)
     elif ctype == HTML:
         pages = _html_pages(_decode(data), budget)

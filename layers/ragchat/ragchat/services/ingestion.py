@@ -77,13 +77,11 @@ _EXTENSIONS = PRIMARY_EXTENSIONS
 
 def resolve_content_type(content_type: str | None, filename: str | None, body: bytes) -> str:
     """The document's content type (declared, else from the file name; unsupported → 400). A body
-    posted with neither that starts with ``%PDF-`` is a PDF."""
-    from ragchat.domain.extraction import PDF, detect_content_type
+    that starts with ``%PDF-`` is a PDF, whatever it was declared or named as."""
+    from ragchat.domain.extraction import PDF, detect_content_type, is_pdf
 
     ctype = detect_content_type(filename, content_type)
-    if not filename and not (content_type or "").strip() and body.lstrip()[:5] == b"%PDF-":
-        return PDF
-    return ctype
+    return PDF if is_pdf(body) else ctype
 
 
 def body_key(owner: str, document_id: str, content_type: str) -> str:
