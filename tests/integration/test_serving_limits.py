@@ -183,15 +183,25 @@ def read_all_or_first(sock: socket.socket) -> bytes:
     return data
 
 
-def test_an_oversized_body_is_refused_with_413_not_a_reset() -> None:
+FILE_POST = b"POST /documents?filename=big.txt HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\n"
+
+
+@pytest.mark.parametrize(
+    ("head", "said"),
+    [
+        (NOTES_POST, "The request body is too large"),  # a note: no file to send elsewhere
+        (FILE_POST, "Send a larger file with POST /uploads."),
+    ],
+)
+def test_an_oversized_body_is_refused_with_413_not_a_reset(head: bytes, said: str) -> None:
     with serving("serve") as served:  # the default body timeout: the whole body is read and dropped
         limit = served.api.container.settings.body_limit_bytes
         body = b"x" * (limit + 1)
-        head = NOTES_POST.decode() + f"Content-Length: {len(body)}\r\n\r\n"
+        request = head.decode() + f"Content-Length: {len(body)}\r\n\r\n"
         with connect(served) as sock:
-            sock.sendall(head.encode() + body)
+            sock.sendall(request.encode() + body)
             status, _, answer = parse(read_all(sock))
-    assert status == 413 and "The file is too large" in json.loads(answer)["error"]
+    assert status == 413 and said in json.loads(answer)["error"]
 
 
 def test_clients_still_sending_take_no_slot() -> None:

@@ -43,6 +43,14 @@ def test_post_documents_says_the_same_sentence(tmp_path: Path) -> None:
     assert "bytes" not in error(res)
 
 
+def test_a_json_body_too_large_is_not_called_a_file() -> None:
+    api = make_api(ENV)
+    note = json.dumps({"title": "t", "text": "x" * 2_500_000})
+    res = api.call("POST", "/notes", raw_body=note)
+    assert res["statusCode"] == 413
+    assert error(res) == "The request body is too large (2.5 MB): the limit is 2.0 MB."
+
+
 def test_the_local_ingestion_says_the_same_sentence() -> None:
     api = make_api(ENV)
     with pytest.raises(PayloadTooLarge) as refused:

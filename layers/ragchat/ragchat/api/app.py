@@ -24,7 +24,7 @@ from ragchat.api.errors import error_event_response, register_error_handlers
 from ragchat.api.limits import LIMITS_CHECKED, refuse_before_body
 from ragchat.api.security_headers import swagger_headers
 from ragchat.domain.errors import RateLimited
-from ragchat.domain.file_errors import too_large
+from ragchat.domain.file_errors import body_too_large
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -66,10 +66,7 @@ class RagchatResolver(APIGatewayRestResolver):
                 )  # fmt: skip
         size = body_size(event)
         if size > self.body_limit:
-            return error_event_response(
-                413,
-                too_large(size, self.body_limit) + " Send a larger file with POST /uploads.",
-            )
+            return error_event_response(413, body_too_large(size, self.body_limit, event.get("path") or ""))
         problem = body_problem(event)
         if problem is not None:
             return error_event_response(400, problem)

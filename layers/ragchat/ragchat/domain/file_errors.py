@@ -20,6 +20,18 @@ def too_large(size: int | None, limit: int) -> str:
     return f"The file is too large ({megabytes(size)}): the limit is {megabytes(limit)}."
 
 
+#: the routes whose body is a file (a raw upload, a presigned form), not JSON
+FILE_ROUTES = ("/documents", "/uploads/local/")
+
+
+def body_too_large(size: int, limit: int, path: str) -> str:
+    """The 413 of a request body over the limit: a file is pointed to ``POST /uploads``; a JSON body
+    (a note, a question) is no file to send elsewhere."""
+    if path.startswith(FILE_ROUTES):
+        return too_large(size, limit) + " Send a larger file with POST /uploads."
+    return f"The request body is too large ({megabytes(size)}): the limit is {megabytes(limit)}."
+
+
 def limit_note(limit: int) -> str:
     """What the Add page and ``ragchat ingest --help`` say before anything is sent."""
     return f"Files up to {megabytes(limit)}."

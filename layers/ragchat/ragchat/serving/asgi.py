@@ -21,7 +21,7 @@ from email.message import Message
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from ragchat.domain.file_errors import too_large
+from ragchat.domain.file_errors import body_too_large
 from ragchat.serving.events import Gateway, response_body, response_headers
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class GatewayApp:
             await self._discard(exchange, length)
             await exchange.json(*refused, close=True)
             return
-        problem = _framing_problem(headers, length, self.gateway.body_limit)
+        problem = _framing_problem(headers, length, self.gateway.body_limit, scope["path"])
         if problem is not None:
             if problem[0] == 413:
                 await self._discard(exchange, length)
@@ -359,11 +359,13 @@ def _declared_length(headers: Message) -> int | None:
         return None
 
 
-def _framing_problem(headers: Message, length: int | None, limit: int) -> tuple[int, dict[str, Any]] | None:
+def _framing_problem(
+    headers: Message, length: int | None, limit: int, path: str
+) -> tuple[int, dict[str, Any]] | None:
     if (headers.get("Transfer-Encoding") or "").lower() == "chunked":
         return 411, {"error": "Length required: send a Content-Length header"}
     if length is None or length < 0:
         return 400, {"error": "Invalid Content-Length"}
     if length > limit:
-        return 413, {"error": too_large(length, limit) + " Send a larger file with POST /uploads."}
+        return 413, {"error": body_too_large(length, limit, path)}
     return None

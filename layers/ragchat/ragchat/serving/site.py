@@ -25,13 +25,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ragchat.domain.file_errors import FILE_ROUTES
+
 Refusal = tuple[int, dict[str, Any], dict[str, str]]
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SAME_SITE_FETCH = frozenset({"same-origin", "none"})
 # Routes whose body is a file, not JSON.
-FILE_ROUTES = ("/documents", "/uploads/local/")
 ANY = "*"
 
 
