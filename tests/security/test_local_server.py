@@ -88,6 +88,12 @@ def test_a_cross_site_text_plain_post_adds_nothing() -> None:
         resp = conn.getresponse()
         assert resp.status == 415 and "application/json" in json.loads(resp.read())["error"]
         conn.close()
+        conn = served.connection()  # no Content-Type at all: said so, not "media type none"
+        conn.request("POST", "/notes", body=body)
+        resp = conn.getresponse()
+        error = json.loads(resp.read())["error"]
+        assert resp.status == 415 and error == "No Content-Type: send the body as application/json"
+        conn.close()
         assert _document_ids(served) == []
         _ = answer
 

@@ -145,8 +145,9 @@ class SitePolicy:
             message = "Cross-site request refused: state changes come only from this server's pages"
             return 403, {"error": message}, {}
         if _has_body(headers) and not path.startswith(FILE_ROUTES) and not _is_json(headers):
-            ctype = str(headers.get("Content-Type") or "none")
-            return 415, {"error": f"Unsupported media type {ctype}: send the body as application/json"}, {}
+            ctype = str(headers.get("Content-Type") or "").strip()
+            what = f"Unsupported media type {ctype}" if ctype else "No Content-Type"
+            return 415, {"error": f"{what}: send the body as application/json"}, {}
         return None
 
     def cors_headers(self, request: Headers, response: list[tuple[str, str]]) -> list[tuple[str, str]]:
