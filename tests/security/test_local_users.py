@@ -103,3 +103,15 @@ def test_an_unknown_token_is_refused(team):
     port, _ = team
     assert _call(port, "not-a-users-token", "GET", "/workspaces")[0] == 401
     assert _call(port, None, "GET", "/workspaces")[0] == 401
+
+
+def test_a_member_must_be_a_user_of_the_file(team):
+    """A misspelt name was added silently, keeping access for whoever is later given that name."""
+    port, tokens = team
+    ana = tokens["ana"]
+    ws = _call(port, ana, "POST", "/workspaces", {"name": "Handbook"})[1]
+    status, body = _call(port, ana, "PUT", f"/workspaces/{ws['id']}/members/bem", {"role": "viewer"})
+    assert status == 404 and "No user 'bem'" in body["error"]
+    assert _call(port, ana, "PUT", f"/workspaces/{ws['id']}/members/ben", {"role": "viewer"})[0] == 200
+    members = _call(port, ana, "GET", f"/workspaces/{ws['id']}/members")[1]["items"]
+    assert [m["userId"] for m in members] == ["ana", "ben"]

@@ -69,3 +69,16 @@ def test_a_team_shares_a_workspace_from_the_command_line(cli, tmp_path: Path) ->
         == f"deleted {ws} (1 documents)"
     )
     assert cli("ask", "When does the office open?", user="cy").exit_code == 3
+
+
+def test_a_member_must_be_a_user_of_the_users_file(cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("users", "add", "ana").exit_code == 0
+    assert cli("users", "add", "ben").exit_code == 0
+    ws = cli("workspaces", "create", "Handbook", "--user", "ana").stdout.strip()
+    misspelt = cli("workspaces", "add-member", ws, "bem", "--user", "ana")
+    assert misspelt.exit_code == 1 and "No user 'bem'" in misspelt.output
+    assert cli("workspaces", "add-member", ws, "ben", "--user", "ana").exit_code == 0
+    assert cli("workspaces", "members", ws, "--user", "ana").stdout.split("\n")[:2] == [
+        "ana\towner",
+        "ben\tviewer",
+    ]

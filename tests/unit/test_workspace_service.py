@@ -244,7 +244,7 @@ def test_a_member_can_be_given_by_e_mail_where_a_resolver_is_wired():
     docs, index, blobs = FakeDocumentStore(), FakeVectorIndex(dimension=4), FakeBlobStore()
     known = {"bob@example.com": "sub-bob"}
     service = WorkspaceService(
-        FakeWorkspaceStore(), docs, DocumentService(docs, index, blobs), blobs, resolve_email=known.get
+        FakeWorkspaceStore(), docs, DocumentService(docs, index, blobs), blobs, resolve_member=known.get
     )
     team = service.create("alice", "Team")
     assert service.put_member("alice", team.id, "bob@example.com", "editor").user_id == "sub-bob"
@@ -254,6 +254,22 @@ def test_a_member_can_be_given_by_e_mail_where_a_resolver_is_wired():
     service.remove_member("alice", team.id, "bob@example.com")
     with pytest.raises(NotFound):
         service.require("sub-bob", team.id)
+
+
+def test_a_member_added_by_id_must_be_a_user_the_directory_knows():
+    docs, index, blobs = FakeDocumentStore(), FakeVectorIndex(dimension=4), FakeBlobStore()
+    users = {"sub-bob": "sub-bob"}  # the directory (Cognito's ListUsers on AWS) knows bob only
+    service = WorkspaceService(
+        FakeWorkspaceStore(), docs, DocumentService(docs, index, blobs), blobs, resolve_member=users.get
+    )
+    team = service.create("alice", "Team")
+    with pytest.raises(NotFound, match="No user 'sub-bbo'"):
+        service.put_member("alice", team.id, "sub-bbo", "viewer")
+    assert [m.user_id for m in service.members("alice", team.id)] == ["alice"]
+    service.put_member("alice", team.id, "sub-bob", "viewer")
+    del users["sub-bob"]  # bob's account is deleted: he can still be removed by id
+    service.remove_member("alice", team.id, "sub-bob")
+    assert [m.user_id for m in service.members("alice", team.id)] == ["alice"]
 
 
 def test_a_member_added_by_e_mail_is_the_user_the_directory_names() -> None:

@@ -37,7 +37,7 @@ from ragchat.serving.events import (
 )
 from ragchat.serving.server import HttpServer
 from ragchat.serving.site import SitePolicy, is_loopback, is_wildcard
-from ragchat.serving.users import LocalUsers, load_users
+from ragchat.serving.users import users_of
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
@@ -79,7 +79,9 @@ class LocalServer:
 
         self.container = container
         settings = container.settings
-        users = LocalUsers(load_users(settings.users_file)) if settings.users_file else None
+        users = users_of(settings)
+        if users is not None:  # members of a shared workspace are users of the file
+            container.user_directory = users
         if not settings.api_token and not users and not insecure_no_auth and not is_loopback(host):
             raise InsecureBind(
                 f"refusing to serve {host} without a token: anyone who can reach this address could read "

@@ -25,13 +25,13 @@ class WorkspaceRoot(Backends):
 
         deleter = DocumentService(self.documents, self.index, self.blobs)
 
-        # a member named by e-mail is looked up (Cognito on AWS; locally the name is the user id),
-        # the directory built only then (a stack without a user pool serves everything else)
-        def resolve_email(who: str) -> str | None:
+        # a member added is looked up (Cognito on AWS; locally the users file, else the name is the
+        # user id), the directory built only then (a stack without a user pool serves the rest)
+        def resolve_member(who: str) -> str | None:
             return self.user_directory.resolve(who)
 
         return WorkspaceService(
-            self.workspace_store, self.documents, deleter, self.blobs, resolve_email=resolve_email
+            self.workspace_store, self.documents, deleter, self.blobs, resolve_member=resolve_member
         )
 
     def conversation_scope(self, conv: Conversation) -> dict[str, str]:

@@ -34,8 +34,12 @@ WorkspaceArg = Annotated[str, typer.Argument(metavar="WORKSPACE", help="The work
 @contextmanager
 def _service(user: str | None) -> Iterator[tuple[WorkspaceService, str]]:
     from ragchat.domain.errors import RagchatError
+    from ragchat.serving.users import users_of
 
     container = build_container()
+    users = users_of(container.settings)
+    if users is not None:  # members of a shared workspace are users of the file, as for serve
+        container.user_directory = users
     try:
         yield container.workspaces, user or container.settings.local_principal
     except RagchatError as exc:

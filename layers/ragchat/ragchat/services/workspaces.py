@@ -83,18 +83,20 @@ class WorkspaceService:
         deleter: DocumentService,
         blobs: BlobStore,
         *,
-        resolve_email: Callable[[str], str | None] | None = None,
+        resolve_member: Callable[[str], str | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``resolve_email``: the user id of an e-mail address (the cloud's Cognito look-up), so a
-        member can be added by e-mail; ``None`` (locally): members are given by user id or name.
-        ``clock``: seconds, for the time budget of :meth:`delete_within`."""
+        """``resolve_member``: the user id a member identifier names, or ``None`` for nobody (the
+        user directory: Cognito on AWS, the users file of ``ragchat serve``). A member added is
+        looked up, so a misspelt id or name is a 404, not access kept for whoever gets it later; a
+        member removed is looked up only when given by e-mail (a deleted user can still be removed).
+        ``None``: members are given by user id. ``clock``: seconds, for :meth:`delete_within`."""
         self.clock = clock
         self.store = store
         self.documents = documents
         self.deleter = deleter
         self.blobs = blobs
-        self.resolve_email = resolve_email
+        self.resolve_member = resolve_member
 
     # ------------------------------------------------------------------ access
     def personal(self, user: str) -> Access:
@@ -205,7 +207,7 @@ class WorkspaceService:
 
     def put_member(self, user: str, workspace_id: str, member: object, role: object) -> Membership:
         access = self._shared(user, workspace_id, Role.OWNER)
-        who = self._member_id(member)
+        who = self._member_id(member, known=True)
         try:
             wanted = Role(role if isinstance(role, str) else "")
         except ValueError:
@@ -223,12 +225,15 @@ class WorkspaceService:
         if not self.store.remove_member(access.id, who, keep_owner=True):
             raise NotFound("Member not found")
 
-    def _member_id(self, member: object) -> str:
+    def _member_id(self, member: object, *, known: bool = False) -> str:
+        """The user id ``member`` names (``known``: it must name a user the directory knows)."""
         who = validate_member(member)
-        if self.resolve_email is not None and "@" in who:
-            found = self.resolve_email(who)
-            if found is None:
+        if self.resolve_member is not None and (known or "@" in who):
+            found = self.resolve_member(who)
+            if found is None and "@" in who:
                 raise NotFound("No user with this e-mail address")
+            if found is None:
+                raise NotFound(f"No user {who!r}: give a member by a user id or e-mail that exists")
             return found
         return who
 

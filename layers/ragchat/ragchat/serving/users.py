@@ -16,11 +16,15 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.workspaces import SHARED_PREFIX
+
+if TYPE_CHECKING:
+    from ragchat.config import Settings
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -96,10 +100,18 @@ def remove_user(path: Path, name: str) -> bool:
 
 
 class LocalUsers:
-    """Who a bearer token belongs to, among the users of the file (read once at start)."""
+    """Who a bearer token belongs to, among the users of the file (read once at start); and the
+    server's ``UserDirectory``: a workspace member is added by the name of one of them."""
 
-    def __init__(self, users: Mapping[str, str]) -> None:
+    def __init__(self, users: Mapping[str, str], *, also: Iterable[str] = ()) -> None:
+        """``also``: names known besides the file's (the user of ``RAGCHAT_API_TOKEN``)."""
         self._by_hash = {digest: name for name, digest in users.items()}
+        self._names = {*users, *also}
+
+    def resolve(self, identifier: str) -> str | None:
+        """The user ``identifier`` names (``ragchat.ports.UserDirectory``), ``None`` for nobody."""
+        name = identifier.strip()
+        return name if name in self._names else None
 
     def __bool__(self) -> bool:
         return bool(self._by_hash)
@@ -113,3 +125,15 @@ class LocalUsers:
             if hmac.compare_digest(known, digest):
                 return name
         return None
+
+
+def users_of(settings: Settings) -> LocalUsers | None:
+    """The users of ``RAGCHAT_USERS_FILE`` (``None`` without one, or while it lists nobody), the user
+    of ``RAGCHAT_API_TOKEN`` among them. ``ragchat serve`` and ``ragchat workspaces`` use them as
+    the user directory: a workspace member is added by the name of one of them (a misspelt name is
+    a 404, not access kept for whoever is given that name later)."""
+    if not settings.users_file:
+        return None
+    token_user = [settings.local_principal] if settings.api_token else []
+    users = LocalUsers(load_users(settings.users_file), also=token_user)
+    return users if users else None  # a file with nobody yet: names are not checked
