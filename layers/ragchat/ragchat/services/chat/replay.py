@@ -49,6 +49,14 @@ class Replays:
         found = self.conversations.find_by_client_message_id(conv.owner, conv.id, message_id)
         return replay_from(found, text)
 
+    def pending(self, conv: Conversation, message_id: str | None) -> bool:
+        """Is ``message_id`` a message the conversation has stored and may still be answering (a
+        retry of it waits for that answer instead of being refused as a second turn)?"""
+        if message_id is None:
+            return False
+        found = self.conversations.find_by_client_message_id(conv.owner, conv.id, message_id)
+        return any(m.role == "user" for m in found)
+
     def await_first_attempt(self, conv: Conversation, message_id: str, text: str) -> Message:
         """Another request stored this ``messageId`` first: raise :class:`Replayed` with its answer
         once it exists (polling, bounded); if it stays unanswered for ``takeover_s`` since it was

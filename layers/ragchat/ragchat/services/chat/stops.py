@@ -45,6 +45,10 @@ def _stream_key(conv_id: str) -> str:
     return f"stream:conv:{conv_id}"
 
 
+def _turn_key(conv_id: str) -> str:
+    return f"turn:conv:{conv_id}"
+
+
 def _stop_key(conv_id: str) -> str:
     return f"stop:conv:{conv_id}"
 
@@ -93,11 +97,11 @@ class TurnLeases:
 
     def take(self, conv_id: str) -> bool:
         """Take the conversation's lease; ``False`` when another turn holds it."""
-        key = f"turn:conv:{conv_id}"
+        key = _turn_key(conv_id)
         return (
             self.counters.increment_up_to(key, limit=1, ttl_seconds=TURN_LEASE_TTL_S, now=self.clock())
             is not None
         )
 
     def release(self, conv_id: str) -> None:
-        self.counters.reset(f"turn:conv:{conv_id}")
+        self.counters.reset(_turn_key(conv_id))

@@ -209,7 +209,7 @@ class Turns:
             if replay is not None:
                 raise Replayed(replay)
         leased = self.p.leases.take(conv.id)
-        if not leased and not self._retry_of_pending(conv, message_id):
+        if not leased and not self.p.replays.pending(conv, message_id):
             raise Conflict(BUSY)
         try:
             limit = self.settings.max_chat_history + 5
@@ -231,14 +231,6 @@ class Turns:
             conv=conv, text=text, user=user, client_id=message_id, history=history,
             started=started, deadline=deadline, timings=timings, workspaces=workspaces, leased=leased,
         )  # fmt: skip
-
-    def _retry_of_pending(self, conv: Conversation, message_id: str | None) -> bool:
-        """Is this a retry of a message the conversation is still answering (the same ``messageId``:
-        it waits for that answer instead of being refused)?"""
-        if message_id is None:
-            return False
-        found = self.p.store.find_by_client_message_id(conv.owner, conv.id, message_id)
-        return any(m.role == "user" for m in found)
 
     def _release(self, acc: Accepted) -> None:
         if acc.leased:
