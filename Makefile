@@ -103,9 +103,10 @@ bench: install
 calibrate: install
 	$(VENV)/bin/ragchat calibrate
 
-# The reader (docs/reader.md): a cross-encoder judge fine-tuned from all-MiniLM-L6-v2 on SQuAD 2.0
-# dev (split by article), exported to int8 ONNX into <models>/ragchat-reader, where READER=on reads
-# it. Trains in the export virtualenv (torch lives only there), niced, ~25 min on 2 shared cores.
+# The reader (docs/reader.md): an extractive QA model (span head + no-answer score) fine-tuned from
+# all-MiniLM-L6-v2 on SQuAD 2.0 dev (split by article) and MTRAG, exported to int8 ONNX into
+# <models>/ragchat-reader. Trains in the export virtualenv (torch lives only there), niced: at most
+# --max-minutes (85) on 2 cores, minutes on a GPU; resumable (READER_ARGS=--resume).
 # READER_ARGS=--smoke: a few examples, a few steps (the pipeline only).
 READER_ARGS ?=
 reader: install

@@ -24,6 +24,7 @@ from ragchat.domain.models import (
 )
 from ragchat.domain.page_images import PageImage
 from ragchat.domain.parsing import Parsed, ParseJob
+from ragchat.domain.reading import Reading
 from ragchat.domain.uploads import PresignedUpload, UploadGrant
 from ragchat.domain.workspaces import Membership, Role, Workspace
 
@@ -449,8 +450,13 @@ class UserDirectory(Protocol):
 
 @runtime_checkable
 class Reader(Protocol):
-    """A judge that reads a question and a passage together (``READER=on``; docs/reader.md)."""
+    """An extractive reader (docs/reader.md): reads a question and a passage together, finds the
+    passage's best answer span and scores it against "no answer here"."""
+
+    def read(self, question: str, passages: Sequence[str]) -> list[Reading]:
+        """One reading per passage, in order (character offsets into each passage)."""
+        ...
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
-        """P(the passage holds the answer to ``question``) in [0, 1], one per passage, in order."""
+        """σ(best span − no answer) in [0, 1], one per passage, in order."""
         ...
