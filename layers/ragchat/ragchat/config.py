@@ -194,6 +194,15 @@ class Settings(BaseSettings):
     parse_memory_mb: int = Field(4096, alias="PARSE_MEMORY_MB", ge=256)
     parse_wall_s: float = Field(180.0, alias="PARSE_WALL_SECONDS", gt=0, le=4 * 3600)
     ingest_max_attempts: int = Field(3, alias="INGEST_MAX_ATTEMPTS", ge=1, le=100)
+    # A PDF up to 5 MiB is opened before the 202 (to its first page with text): locally in a child of
+    # its own under this CPU and wall budget (over it: 400). docs/configuration.md
+    pdf_check_cpu_s: float = Field(2.0, alias="PDF_CHECK_CPU_SECONDS", gt=0, le=600)
+    pdf_check_wall_s: float = Field(5.0, alias="PDF_CHECK_WALL_SECONDS", gt=0, le=1800)
+    # Ceilings on what one document becomes (over one: FAILED, saying which): extracted characters,
+    # characters per byte of the file (a small file that draws the same text over and over), chunks.
+    max_extracted_chars: int = Field(40_000_000, alias="MAX_EXTRACTED_CHARS", ge=1000)
+    max_text_expansion: float = Field(200.0, alias="MAX_TEXT_EXPANSION", ge=0)
+    max_chunks_per_document: int = Field(50_000, alias="MAX_CHUNKS_PER_DOCUMENT", ge=1)
     max_workspace_bytes: int = Field(0, alias="MAX_WORKSPACE_BYTES", ge=0)  # 0: no storage ceiling
 
     # --- auth (local) --------------------------------------------------------------------------

@@ -199,6 +199,9 @@ class IngestSteps:
             overlap=overlap,
             headers=self.settings.chunk_headers,
             cpu_seconds=self.settings.parse_cpu_s,
+            max_chars=self.settings.max_extracted_chars,
+            max_expansion=self.settings.max_text_expansion,
+            max_chunks=self.settings.max_chunks_per_document,
         )
 
     def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
