@@ -141,9 +141,9 @@ class IngestionRoot(Models):
         )
 
     def _pdf_check(self) -> Callable[[bytes], object] | None:
-        """The PDF check before the 202: locally in a child process of its own under the
-        ``PDF_CHECK_*`` budget; in a Lambda (bounded by its timeout) or with ``PARSE_ISOLATION=off``,
-        in this process (``None``: the service's default)."""
+        """The PDF check before the 202: locally in a child process of its own under
+        ``PDF_CHECK_CPU_SECONDS`` (and 2.5 times that in wall-clock time, at least 5 s); in a Lambda
+        (bounded by its timeout) or with ``PARSE_ISOLATION=off``, in this process (``None``)."""
         s = self.settings
         if s.backend == "aws" or s.parse_isolation == "off":
             return None
@@ -151,7 +151,7 @@ class IngestionRoot(Models):
 
         check = ProcessPdfCheck(
             cpu_seconds=s.pdf_check_cpu_s,
-            wall_seconds=s.pdf_check_wall_s,
+            wall_seconds=max(5.0, 2.5 * s.pdf_check_cpu_s),  # (a check stuck in C code)
             memory_bytes=s.parse_memory_mb * MB,
         )
         self._opened(check.close)
