@@ -52,3 +52,33 @@ def book_pdf(pages: int, lines_per_page: int = 40) -> bytes:
     return make_pdf(
         ["\n".join(line.format(p=p, n=n) for n in range(lines_per_page)) for p in range(1, pages + 1)]
     )
+
+
+def form_bomb_pdf(draws: int = 64, repeats: int = 20_000) -> bytes:
+    """A small PDF whose one page draws the same form ``draws`` times; the form shows a short word
+    ``repeats`` times, compressed to a few bytes (issue 43: 1,454 bytes cost 21.9 s of CPU to read,
+    and its text runs to millions of characters). Its size barely grows with either count."""
+    import zlib
+
+    form = zlib.compress(b"BT /F1 12 Tf 72 720 Td " + b"(ferns ) Tj " * repeats + b"ET", 9)
+    page = b" ".join(b"q /Fm0 Do Q" for _ in range(draws))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 3 0 R >> /XObject << /Fm0 6 0 R >> >> /Contents 5 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(page), page),
+        b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+        b"/Filter /FlateDecode /Length %d >>\nstream\n%s\nendstream" % (len(form), form),
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

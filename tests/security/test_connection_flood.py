@@ -158,13 +158,20 @@ def test_over_a_cap_the_oldest_idle_connection_makes_room_else_the_new_one_is_re
 
     gate = ConnectionGate(4, 3, ThrottledLog(logging.getLogger("test.gate"), clock=FakeClock()))
     busy, idle_old, idle_new = FakeConnection(idle=False), FakeConnection(), FakeConnection()
-    assert all(gate.admit(c, "10.0.0.1") for c in (busy, idle_old, idle_new))
+    assert all(gate.admit(c, "10.0.0.1") and gate.promote(c) for c in (busy, idle_old, idle_new))
     newcomer = FakeConnection(idle=False)
-    assert gate.admit(newcomer, "10.0.0.1")  # per-address cap (3): the oldest idle one goes
+    assert gate.admit(newcomer, "10.0.0.1")  # nothing known of it yet: only the overall cap (4) counts
+    assert gate.promote(newcomer)  # its request: per-address cap (3), the oldest idle one goes
     assert idle_old.dropped and not busy.dropped and not idle_new.dropped
     assert gate.count("10.0.0.1") == 3
     idle_new.idle = False  # now every connection of that address is busy
-    assert not gate.admit(FakeConnection(), "10.0.0.1") and gate.refused == 1
+    late = FakeConnection(idle=False)
+    assert gate.admit(late, "10.0.0.2")  # room overall
+    assert not gate.promote(late) or gate.count("10.0.0.2") == 1
+    gate.release(late)
+    crowd = FakeConnection(idle=False)
+    assert gate.admit(crowd, "10.0.0.1") and not gate.promote(crowd) and gate.refused == 1
+    gate.release(crowd)
     other = FakeConnection()
     assert gate.admit(other, "10.0.0.2") and len(gate) == 4  # another address: room overall
     assert gate.admit(FakeConnection(), "10.0.0.3")  # overall cap (4): the only idle one goes
@@ -172,6 +179,26 @@ def test_over_a_cap_the_oldest_idle_connection_makes_room_else_the_new_one_is_re
     gate.release(newcomer)
     gate.release(newcomer)  # twice: no harm
     assert len(gate) == 3
+
+
+def test_connections_without_an_authenticated_request_never_take_an_authenticated_place() -> None:
+    """Issue 43: busy connections without the token (a request whose body drips in, one being
+    refused) filled the per-address cap and the token holder got 503."""
+    import logging
+
+    gate = ConnectionGate(6, 2, ThrottledLog(logging.getLogger("test.gate"), clock=FakeClock()))
+    flood = [FakeConnection(idle=False) for _ in range(5)]
+    assert all(gate.admit(c, "127.0.0.1") for c in flood)  # never promoted: no token
+    mine = FakeConnection(idle=False)
+    assert gate.admit(mine, "127.0.0.1") and gate.promote(mine)
+    second = FakeConnection(idle=False)
+    assert gate.admit(second, "127.0.0.1")  # overall cap (6): the oldest unauthenticated one goes
+    assert flood[0].dropped and not mine.dropped
+    assert gate.promote(second) and gate.count("127.0.0.1") == 2
+    third = FakeConnection(idle=False)
+    assert gate.admit(third, "127.0.0.1") and flood[1].dropped
+    assert not gate.promote(third)  # the token holder's own two busy connections: its cap
+    assert not mine.dropped and not second.dropped
 
 
 def test_a_flood_of_refusals_logs_one_line_per_interval(caplog: pytest.LogCaptureFixture) -> None:
@@ -228,12 +255,12 @@ def test_idle_connections_make_room_and_busy_ones_get_a_503_not_a_reset() -> Non
 
     from tests.integration.serving_support import WAIT, serving
 
-    limits = Limits(max_connections_per_ip=2, body_timeout=WAIT, header_timeout=WAIT)
+    limits = Limits(max_connections=4, max_connections_per_ip=2, body_timeout=WAIT, header_timeout=WAIT)
     with serving("serve", limits=limits) as served:
-        idle = [socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) for _ in range(2)]
+        idle = [socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) for _ in range(4)]
         with socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) as client:
             client.sendall(HEALTH)
-            assert _answer(client)[0] == 200  # an idle connection made room
+            assert _answer(client)[0] == 200  # an idle connection made room (overall cap)
         assert idle[0].recv(1) == b""  # the oldest idle one, closed by the server
         busy = [socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) for _ in range(2)]
         try:

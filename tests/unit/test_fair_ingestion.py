@@ -214,3 +214,75 @@ def test_deleting_a_document_frees_the_worker(
     assert w.docs.get_document(OWNER, big) is None
     assert w.notes(big) == 0 and {r.document_id for r in w.index.records.values()} == {note}
     assert len(embedder.texts) == 2
+
+
+# ------------------------------------------------------------------------------ between owners
+ALICE, BOB = "alice", "bob"
+
+
+class Timed:
+    """The steps' split and finalize seen through a fake clock: a split of ``slow`` owner's document
+    takes ``cost`` seconds (a PDF that expands to thousands of chunks); finalize records when each
+    document became READY."""
+
+    def __init__(self, w: World, slow: str, cost: float) -> None:
+        self.now = 0.0
+        self.ready_at: dict[str, float] = {}
+        split, finalize = w.steps.split, w.steps.finalize
+
+        def timed_split(owner: str, document_id: str, version: str | None = None) -> dict[str, object]:
+            if owner == slow:
+                self.now += cost
+            return split(owner, document_id, version)
+
+        def timed_finalize(owner: str, document_id: str, *args: object, **kwargs: object) -> object:
+            result = finalize(owner, document_id, *args, **kwargs)  # type: ignore[arg-type]
+            self.ready_at[document_id] = self.now
+            return result
+
+        w.steps.split = timed_split  # type: ignore[method-assign]
+        w.steps.finalize = timed_finalize  # type: ignore[method-assign,assignment]
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _html(chunks: int) -> str:
+    return "<html><body>" + "".join(f"<p>{p}</p>" for p in big_text(chunks).split("\n\n")) + "</body></html>"
+
+
+def test_one_owners_slow_uploads_do_not_hold_another_owners_note_back() -> None:
+    """Issue 43: three small PDFs from one user, each expanding to thousands of chunks, held another
+    user's one-line note back 178 s (their splits ran first, in order of arrival)."""
+    w = World()
+    clock = Timed(w, slow=ALICE, cost=50.0)
+    heavy = [w.ingestion.submit(ALICE, body=_html(120), content_type="text/html").id for _ in range(3)]
+    note = w.ingestion.submit(BOB, body=NOTE).id  # arrives last
+    runner = SlicedRunner(coalesce_texts=8, clock=clock)
+    runner.add([(ALICE, d) for d in heavy] + [(BOB, note)])
+    assert (BOB, note) in runner.round(w.steps)
+    assert clock.ready_at[note] < 5  # before any of alice's 50 s splits
+    bob_doc = w.docs.get_document(BOB, note)
+    assert bob_doc is not None and bob_doc.status == DocumentStatus.READY
+    statuses = {w.docs.get_document(ALICE, d).status for d in heavy}  # type: ignore[union-attr]
+    assert statuses <= {DocumentStatus.PENDING, DocumentStatus.PROCESSING}
+    while runner.active():
+        runner.round(w.steps)
+    assert {w.docs.get_document(ALICE, d).status for d in heavy} == {DocumentStatus.READY}  # type: ignore[union-attr]
+
+
+def test_an_owner_with_three_big_documents_gets_the_share_of_one() -> None:
+    w = World()
+    mine = [w.ingestion.submit(ALICE, body=big_text(120 + i)).id for i in range(3)]
+    theirs = w.ingestion.submit(BOB, body=big_text(121)).id
+    runner = SlicedRunner(coalesce_texts=8)  # two batches of 4 per round
+    runner.add([(ALICE, d) for d in mine] + [(BOB, theirs)])
+    for _ in range(6):
+        runner.round(w.steps)
+
+    def stored(owner: str, doc: str) -> int:
+        return len(w.docs.list_notes(owner, document_id=doc, limit=1000).items)
+
+    alice = sum(stored(ALICE, d) for d in mine)
+    bob = stored(BOB, theirs)
+    assert bob >= 16 and abs(alice - bob) <= 8, (alice, bob)  # half each (was a quarter for bob)

@@ -152,8 +152,7 @@ class Settings(BaseSettings):
     chunk_headers: bool = Field(True, alias="CHUNK_HEADERS")
 
     # --- limits ------------------------------------------------------------------------------
-    # 25 MiB after the x1.2 safety factor: a body is accepted while size * 1.2 <= 25 MiB.
-    max_body_bytes: int = Field(25 * MiB, alias="MAX_BODY_BYTES", ge=1024)
+    max_body_bytes: int = Field(25 * MiB, alias="MAX_BODY_BYTES", ge=1024)  # a body: size * 1.2 <= it
     max_message_chars: int = Field(4000, alias="MAX_MESSAGE_CHARS", ge=1)
     rate_limit_requests: int = Field(60, alias="RATE_LIMIT_REQUESTS", ge=1)
     rate_limit_window_s: int = Field(300, alias="RATE_LIMIT_WINDOW_SECONDS", ge=1)
@@ -181,11 +180,9 @@ class Settings(BaseSettings):
     # Per-owner ingestion ceilings over a sliding day, whatever the door (API, uploads, S3 trigger).
     ingest_documents_per_day: int = Field(1000, alias="INGEST_DOCUMENTS_PER_DAY", ge=1)
     ingest_bytes_per_day: int = Field(2 * 1024 * MiB, alias="INGEST_BYTES_PER_DAY", ge=1)
-    # Direct uploads (POST /uploads, issue 11): the largest file a presigned POST accepts (1 byte up to
-    # this) and how long the presigned POST stays valid.
+    # Direct uploads (POST /uploads): the largest file a presigned POST accepts, how long it is valid
     max_upload_bytes: int = Field(500 * MiB, alias="MAX_UPLOAD_BYTES", ge=1)
-    # PDFs cost far more CPU per byte than text: a dense 25 MB PDF took 50 s of the 60 s extraction
-    # budget (bench/results/memory.md), so a larger one would only end FAILED after a minute.
+    # PDFs cost far more CPU per byte than text (a dense 25 MB PDF: 50 s, bench/results/memory.md)
     max_pdf_bytes: int = Field(20 * MiB, alias="MAX_PDF_BYTES", ge=1)
     upload_url_expires_s: int = Field(900, alias="UPLOAD_URL_EXPIRES_SECONDS", ge=60, le=7 * 24 * 3600)
     # Reading an upload: CPU s; in a child memory, wall s; runs interrupted before FAILED (security.md)
@@ -194,6 +191,11 @@ class Settings(BaseSettings):
     parse_memory_mb: int = Field(4096, alias="PARSE_MEMORY_MB", ge=256)
     parse_wall_s: float = Field(180.0, alias="PARSE_WALL_SECONDS", gt=0, le=4 * 3600)
     ingest_max_attempts: int = Field(3, alias="INGEST_MAX_ATTEMPTS", ge=1, le=100)
+    # CPU of the PDF check before the 202 (a child's, locally); ceilings of what one document becomes
+    pdf_check_cpu_s: float = Field(2.0, alias="PDF_CHECK_CPU_SECONDS", gt=0, le=600)
+    max_extracted_chars: int = Field(40_000_000, alias="MAX_EXTRACTED_CHARS", ge=1000)
+    max_text_expansion: float = Field(200.0, alias="MAX_TEXT_EXPANSION", ge=0)
+    max_chunks_per_document: int = Field(50_000, alias="MAX_CHUNKS_PER_DOCUMENT", ge=1)
     max_workspace_bytes: int = Field(0, alias="MAX_WORKSPACE_BYTES", ge=0)  # 0: no storage ceiling
 
     # --- auth (local) --------------------------------------------------------------------------
@@ -221,7 +223,7 @@ class Settings(BaseSettings):
     serve_keepalive_s: float = Field(5.0, alias="SERVE_KEEPALIVE_SECONDS", gt=0, le=3600)
     serve_backlog: int = Field(2048, alias="SERVE_BACKLOG", ge=1, le=65535)
     # open connections at once, overall (never more than the descriptor limit leaves) and per client
-    # address; over a cap the oldest idle connection is closed, or the new one answered 503
+    # address among those that carried an authenticated request (docs/security.md, "Connection floods")
     serve_max_connections: int = Field(1024, alias="SERVE_MAX_CONNECTIONS", ge=1, le=1_000_000)
     serve_max_connections_per_ip: int = Field(256, alias="SERVE_MAX_CONNECTIONS_PER_IP", ge=1, le=1_000_000)
 
@@ -229,9 +231,8 @@ class Settings(BaseSettings):
     anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)
     anthropic_secret_name: str | None = Field(None, alias="ANTHROPIC_SECRET_NAME")
     anthropic_model: str = Field("claude-sonnet-4-5", alias="ANTHROPIC_MODEL")
-    # A Claude inference-profile id (``us.anthropic.claude-haiku-4-5-20251001-v1:0``); unset: Claude
-    # Haiku 4.5 through the profile of AWS_REGION's geography (``default_bedrock_chat_model``), as the
-    # template's BedrockChatModelId does.
+    # A Claude inference-profile id (``us.anthropic.claude-haiku-4-5-20251001-v1:0``); unset: Haiku 4.5
+    # through AWS_REGION's geography's profile (``default_bedrock_chat_model``), as the template does.
     bedrock_chat_model_id: str = Field("", alias="BEDROCK_CHAT_MODEL_ID")
     # Model-call deadlines (issue 8): a hung model costs a turn at most the budget, then the fallback.
     # The budget must fit inside the function timeout with margin (29 s behind API Gateway).

@@ -12,6 +12,8 @@ from ragchat.bootstrap.models import Models
 from ragchat.domain.file_errors import MB
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ragchat.ports import DocumentParser, IngestionLauncher
     from ragchat.services.documents import DocumentService
     from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, InlineEvidence, Pool
@@ -129,7 +131,31 @@ class IngestionRoot(Models):
         from ragchat.services.limits import RequestLimiter
 
         limiter = RequestLimiter.of(self.settings, self.counters, self.clock)
-        return IngestionService(self.documents, self.blobs, self.launcher, self.settings, limiter=limiter)
+        return IngestionService(
+            self.documents,
+            self.blobs,
+            self.launcher,
+            self.settings,
+            limiter=limiter,
+            pdf_check=self._pdf_check(),
+        )
+
+    def _pdf_check(self) -> Callable[[bytes], object] | None:
+        """The PDF check before the 202: locally in a child process of its own under
+        ``PDF_CHECK_CPU_SECONDS`` (and 2.5 times that in wall-clock time, at least 5 s); in a Lambda
+        (bounded by its timeout) or with ``PARSE_ISOLATION=off``, in this process (``None``)."""
+        s = self.settings
+        if s.backend == "aws" or s.parse_isolation == "off":
+            return None
+        from ragchat.adapters.local.parse_process import ProcessPdfCheck
+
+        check = ProcessPdfCheck(
+            cpu_seconds=s.pdf_check_cpu_s,
+            wall_seconds=max(5.0, 2.5 * s.pdf_check_cpu_s),  # (a check stuck in C code)
+            memory_bytes=s.parse_memory_mb * MB,
+        )
+        self._opened(check.close)
+        return check
 
     @cached_property
     def uploads(self) -> UploadService:

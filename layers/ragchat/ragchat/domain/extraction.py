@@ -73,6 +73,16 @@ class CpuBudget:
         self.seconds = seconds
         self.clock = clock
         self.started = clock()
+        self.chars_left: int | None = None  # extracted text still allowed (``None``: no ceiling)
+        self.too_much_text = ""  # the refusal once it is spent
+
+    def text(self, chars: int) -> None:
+        """Count ``chars`` more characters of extracted text against the text ceiling (if any)."""
+        if self.chars_left is None:
+            return
+        self.chars_left -= chars
+        if self.chars_left < 0:
+            raise ExtractionError(self.too_much_text)
 
     def check(self, stage: str) -> None:
         used = self.clock() - self.started
@@ -155,6 +165,8 @@ def extract(
         pages = _html_pages(_decode(data), budget)
     else:
         pages = [(_decode(data), {})]
+    if ctype != PDF and not is_pdf(data):  # (a PDF's pages were counted as they were read)
+        budget.text(sum(len(text) for text, _ in pages))
     budget.check("text extracted")
     pages = [(text, meta) for text, meta in pages if text.strip()]
     if not pages:
@@ -343,6 +355,8 @@ def _pdf_texts(data: bytes, budget: CpuBudget | None = None) -> Iterator[Page]:
                 budget.check(f"PDF page {number}")
             text = _clean(page.extract_text() or "")
             text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
+            if budget is not None:
+                budget.text(len(text))
             if text:
                 yield text, {"page": number}
     except ExtractionError:

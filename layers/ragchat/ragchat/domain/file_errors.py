@@ -57,6 +57,32 @@ def too_slow_to_read(cpu_seconds: float) -> str:
     return f"The file took too long to read: the limit is {cpu_seconds:g} s of CPU. {SPLIT_IT}"
 
 
+def too_much_text(limit_chars: int) -> str:
+    """The refusal for a file whose extracted text runs past ``MAX_EXTRACTED_CHARS``."""
+    return (
+        f"The file holds too much text: more than {limit_chars:,} characters (MAX_EXTRACTED_CHARS). "
+        f"{SPLIT_IT}"
+    )
+
+
+def expands_too_much(size: int, limit_chars: int, per_byte: float) -> str:
+    """The refusal for a small file whose text is far larger than the file (a PDF drawing the same
+    compressed text over and over: ``MAX_TEXT_EXPANSION``)."""
+    return (
+        f"The file expands to far more text than its size: more than {limit_chars:,} characters from "
+        f"{size:,} bytes (at most {per_byte:g} per byte, MAX_TEXT_EXPANSION). It may repeat the same "
+        "content many times; export it again or send its text."
+    )
+
+
+def too_many_chunks(count: int, limit: int) -> str:
+    """The refusal for a document that would be cut into more than ``MAX_CHUNKS_PER_DOCUMENT``."""
+    return (
+        f"The document would make {count:,} chunks; at most {limit:,} are kept per document "
+        f"(MAX_CHUNKS_PER_DOCUMENT). {SPLIT_IT}"
+    )
+
+
 def too_much_memory(limit_bytes: int) -> str:
     """The refusal for a file whose reading needed more memory than allowed."""
     return f"The file needed too much memory to read: the limit is {megabytes(limit_bytes)}. {SPLIT_IT}"

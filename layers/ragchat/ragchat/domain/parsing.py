@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ragchat.domain.errors import ValidationError
-from ragchat.domain.extraction import CpuBudget, Page, extract
+from ragchat.domain.extraction import CpuBudget, Page, check_pdf, extract
+from ragchat.domain.file_errors import too_many_chunks
 from ragchat.domain.models import Chunk
 
 # Content types whose extracted pages the split step keeps (PDF, HTML: their text is not their bytes).
@@ -34,6 +35,9 @@ class ParseJob:
     overlap: int
     headers: bool  # ``CHUNK_HEADERS``: each chunk's contextual header
     cpu_seconds: float  # the extraction's CPU budget (checked between stages)
+    max_chars: int = 0  # ``MAX_EXTRACTED_CHARS`` (0: no ceiling)
+    max_expansion: float = 0.0  # ``MAX_TEXT_EXPANSION``: characters per byte of the file (0: none)
+    max_chunks: int = 0  # ``MAX_CHUNKS_PER_DOCUMENT`` (0: no ceiling)
 
 
 @dataclass(slots=True)
@@ -46,6 +50,26 @@ class Parsed:
     pages: list[Page] = field(default_factory=list)
 
 
+# A file may always expand to this much text, whatever its size (a short note in a small PDF).
+EXPANSION_FLOOR_CHARS = 1_000_000
+
+
+def text_ceiling(budget: CpuBudget, job: ParseJob, size: int) -> None:
+    """Set ``budget``'s text ceiling for a file of ``size`` bytes: ``MAX_EXTRACTED_CHARS``, and
+    ``MAX_TEXT_EXPANSION`` characters per byte of the file (at least :data:`EXPANSION_FLOOR_CHARS`);
+    reading stops with the reason as soon as the text runs past it (issue 43: a 1.7 KB PDF drawing
+    the same compressed text over and over became ~4,700 chunks)."""
+    from ragchat.domain.file_errors import expands_too_much, too_much_text
+
+    if job.max_chars:
+        budget.chars_left, budget.too_much_text = job.max_chars, too_much_text(job.max_chars)
+    if job.max_expansion:
+        by_size = max(EXPANSION_FLOOR_CHARS, int(job.max_expansion * size))
+        if budget.chars_left is None or by_size < budget.chars_left:
+            budget.chars_left = by_size
+            budget.too_much_text = expands_too_much(size, by_size, job.max_expansion)
+
+
 def parse_document(body: bytes, job: ParseJob) -> Parsed:
     """Extract, split and head one document. Raises ``ValidationError`` (an ``ExtractionError``)
     when it holds no text or overruns its CPU budget."""
@@ -53,12 +77,15 @@ def parse_document(body: bytes, job: ParseJob) -> Parsed:
     from ragchat.domain.splitting import split_pages
 
     budget = CpuBudget(job.cpu_seconds)
+    text_ceiling(budget, job, len(body))
     pages = extract(body, content_type=job.content_type, budget=budget)
     del body  # not held while the text is chunked
     chunks = split_pages(pages, content_type=job.content_type, chunk_size=job.chunk_size, overlap=job.overlap)
     chunks = [c for c in chunks if c.text.strip()]
     if not chunks:
         raise ValidationError("No text could be extracted from the document")
+    if job.max_chunks and len(chunks) > job.max_chunks:
+        raise ValidationError(too_many_chunks(len(chunks), job.max_chunks))
     budget.check("text split")
     headers = [""] * len(chunks)
     if job.headers:
@@ -67,6 +94,12 @@ def parse_document(body: bytes, job: ParseJob) -> Parsed:
         headers = [chunk_header(job.title, h, c.text) for c, h in zip(chunks, headings, strict=True)]
         budget.check("chunk headers")
     return Parsed(chunks, headers, pages if job.content_type in KEEP_PAGES else [])
+
+
+def check_pdf_body(body: bytes, job: object) -> None:
+    """The accept-time PDF check (``extraction.check_pdf``) as a parser's function: what the check's
+    child process runs (``ragchat.adapters.local.parse_process.ProcessPdfCheck``)."""
+    check_pdf(body)
 
 
 class InProcessParser:

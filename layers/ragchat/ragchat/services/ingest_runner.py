@@ -9,6 +9,15 @@ alone. So a short note submitted while a 1,000-page document is being embedded i
 of the next round, a small one, whatever is ahead of it (issue 8: first-in first-out made it wait
 for the whole big document), and a stream of new notes still leaves every other round to the rest.
 
+Fair between owners (issue 43: three 1.7 KB PDFs of ~4,700 chunks each from one user held another
+user's one-line note back 178 s): a round splits the fresh documents of the owner with the least in
+hand first, at most one per owner per pass, and stops splitting once its splits have taken
+``split_budget_s`` (the rest wait for the next round: one owner's slow PDFs never sit between another
+owner's note and its embedding); batches are taken one per *owner* per pass (then one per document
+of that owner), so an owner with three big documents gets the same share of a round as an owner
+with one. A split already running is not interrupted: another owner's note may wait for it, at most
+the split's own limits (``PARSE_CPU_SECONDS``, ``MAX_CHUNKS_PER_DOCUMENT``).
+
 A document deleted while it is ingested is noticed at its next slice: its job ends, and whatever
 notes, vectors or batch files it had are removed (nothing more is embedded for it). One re-uploaded
 while it is ingested (issue 8) is noticed the same way: each job carries the content version its
@@ -24,6 +33,7 @@ local launcher runs one round at a time between its other work.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,6 +58,8 @@ Key = tuple[str, str]
 COALESCE_TEXTS = 256
 # Documents split per round (their splits run before the round's embedder call).
 MAX_NEW_PER_ROUND = 128
+# Seconds of splitting per round: past it, the round's other fresh documents wait for the next one.
+SPLIT_BUDGET_S = 1.0
 
 
 @dataclass
@@ -57,6 +69,7 @@ class _Job:
     taken: int = 0  # batches read so far
     stored: int = 0  # batches stored so far
     done: bool = False
+    heavy: bool | None = None  # a PDF or HTML document (``_heavy``)
 
     @property
     def version(self) -> str | None:
@@ -70,6 +83,36 @@ class _Slice:
     doc: Document
     chunks: list[dict[str, Any]]
     vectors: list[list[float]] | None = field(default=None)
+
+
+HEAVY_TYPES = ("application/pdf", "text/html")  # read by a parser that may take long (split last)
+
+
+def _heavy(steps: IngestSteps, job: _Job) -> bool:
+    """Whether ``job``'s document is read by a parser that may take long (looked up once)."""
+    if job.heavy is None:
+        try:
+            doc = steps.documents.get_document(*job.key)
+        except Exception:  # its split will say what is wrong
+            doc = None
+        job.heavy = doc is not None and str(doc.content_type) in HEAVY_TYPES
+    return job.heavy
+
+
+def _has_batch(job: _Job) -> bool:
+    return not job.done and job.plan is not None and job.taken < len(job.plan["batches"])
+
+
+def _one_per_owner(by_owner: dict[str, list[_Job]]) -> list[_Job]:
+    """One job with a batch left per owner (the first in its line, which then goes to the back)."""
+    picked = []
+    for jobs in by_owner.values():
+        for i, job in enumerate(jobs):
+            if _has_batch(job):
+                jobs.append(jobs.pop(i))
+                picked.append(job)
+                break
+    return picked
 
 
 def _title(s: _Slice) -> str:
@@ -87,10 +130,18 @@ class SlicedRunner:
     """Runs documents (``(owner, document_id)``) round by round; not thread-safe (one worker)."""
 
     def __init__(
-        self, *, coalesce_texts: int = COALESCE_TEXTS, max_new_per_round: int = MAX_NEW_PER_ROUND
+        self,
+        *,
+        coalesce_texts: int = COALESCE_TEXTS,
+        max_new_per_round: int = MAX_NEW_PER_ROUND,
+        split_budget_s: float = SPLIT_BUDGET_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: monotonic seconds, for the split budget (tests pass a fake one)."""
         self._coalesce = max(1, int(coalesce_texts))
         self._max_new = max(1, int(max_new_per_round))
+        self._split_budget = split_budget_s
+        self._clock = clock
         self._jobs: dict[Key, _Job] = {}  # insertion order is the round-robin order
         self._fresh_only = False  # whether the last round embedded only documents split in it
         self._cut_short = False  # whether the last round ended after its splits
@@ -115,9 +166,10 @@ class SlicedRunner:
         FAILED or deleted meanwhile. ``arrived`` tells whether new documents are waiting: if they
         came while this round was splitting (a big PDF's extraction takes a while), the round ends
         after its splits so that they are split and embedded next, before any batch of the rest."""
-        fresh = [j for j in self._jobs.values() if j.plan is None][: self._max_new]
-        for job in fresh:
-            self._split(steps, job)
+        fresh = self._split_fairly(steps, heavy=False)
+        light = bool(fresh)
+        if not light:
+            fresh = self._split_fairly(steps, heavy=True, most=1)
         cut_short, self._cut_short = self._cut_short, False
         if fresh and not cut_short and arrived():  # never twice in a row: embedding goes on
             self._cut_short = True
@@ -130,6 +182,8 @@ class SlicedRunner:
         served: list[_Job] = []
         slices = self._take(steps, order, served)
         self._store(steps, slices)
+        if light:  # the notes split this round are embedded: now one PDF or page (for the next round)
+            self._split_fairly(steps, heavy=True, most=1)
         return self._collect(served)
 
     def _collect(self, served: list[_Job]) -> list[Key]:
@@ -144,6 +198,32 @@ class SlicedRunner:
         return finished
 
     # ---------------------------------------------------------------- slices
+    def _split_fairly(self, steps: IngestSteps, *, heavy: bool, most: int | None = None) -> list[_Job]:
+        """Split fresh documents of one kind (``heavy``: PDF or HTML, whose reading may take long;
+        else text): the owner with the fewest documents in hand first, one per owner per pass, until
+        ``most`` (``max_new_per_round``) or the split budget is spent (at least one). The jobs split."""
+        most = self._max_new if most is None else most
+        waiting: dict[str, list[_Job]] = {}
+        load: dict[str, int] = {}
+        for job in self._jobs.values():
+            owner = job.key[0]
+            load[owner] = load.get(owner, 0) + 1
+            if job.plan is None and not job.done and _heavy(steps, job) is heavy:
+                waiting.setdefault(owner, []).append(job)
+        owners = sorted(waiting, key=lambda o: load[o])  # stable: ties in order of arrival
+        started = self._clock()
+        done: list[_Job] = []
+        while owners:
+            for owner in list(owners):
+                job = waiting[owner].pop(0)
+                if not waiting[owner]:
+                    owners.remove(owner)
+                self._split(steps, job)
+                done.append(job)
+                if len(done) >= most or self._clock() - started >= self._split_budget:
+                    return done
+        return done
+
     def _split(self, steps: IngestSteps, job: _Job) -> None:
         owner, document_id = job.key
         try:
@@ -158,12 +238,17 @@ class SlicedRunner:
             self._finalize(steps, job)
 
     def _take(self, steps: IngestSteps, order: list[_Job], served: list[_Job]) -> list[_Slice]:
+        """Batches for one embedder call: a pass takes one batch per owner (their documents in turn),
+        passes repeated until about ``coalesce_texts`` texts are gathered."""
         slices: list[_Slice] = []
         texts = 0
+        by_owner: dict[str, list[_Job]] = {}
+        for job in order:
+            by_owner.setdefault(job.key[0], []).append(job)
         while texts < self._coalesce:
             progressed = False
-            for job in order:
-                if job.done or job.plan is None or job.taken >= len(job.plan["batches"]):
+            for job in _one_per_owner(by_owner):
+                if job.plan is None or not _has_batch(job):
                     continue
                 item = job.plan["batches"][job.taken]
                 job.taken += 1

@@ -187,19 +187,12 @@ class IngestSteps:
 
     def parse_job(self, doc: Document) -> ParseJob:
         """How ``doc`` is read: its type, title, chunk size (or one chunk per page, capped at
-        ``MAX_UNSPLIT_CHARS``, without splitting), headers and extraction CPU budget."""
-        if self.settings.enable_text_splitting and doc.split:
-            size, overlap = self.settings.chunk_size, self.settings.chunk_overlap
-        else:
-            size, overlap = MAX_UNSPLIT_CHARS, 0
-        return ParseJob(
-            content_type=doc.content_type,
-            title=doc.title,
-            chunk_size=size,
-            overlap=overlap,
-            headers=self.settings.chunk_headers,
-            cpu_seconds=self.settings.parse_cpu_s,
-        )
+        ``MAX_UNSPLIT_CHARS``, without splitting), headers, extraction CPU budget and ceilings."""
+        s = self.settings
+        split = s.enable_text_splitting and doc.split
+        size, overlap = (s.chunk_size, s.chunk_overlap) if split else (MAX_UNSPLIT_CHARS, 0)
+        ceilings = (s.max_extracted_chars, s.max_text_expansion, s.max_chunks_per_document)
+        return ParseJob(doc.content_type, doc.title, size, overlap, s.chunk_headers, s.parse_cpu_s, *ceilings)
 
     def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:
         """The chunks ``body`` is cut into as ``doc`` (read in this process: the benchmarks)."""

@@ -39,6 +39,8 @@ from ragchat.services.ingest_runner import COALESCE_TEXTS
 from ragchat.services.ingest_steps import BATCH_SIZE, MAX_UNSPLIT_CHARS, IngestSteps
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ragchat.config import Settings
     from ragchat.ports import BlobStore, DocumentStore, IngestionLauncher
     from ragchat.services.limits import RequestLimiter
@@ -99,15 +101,18 @@ def _raw_body(body: bytes | str | None, max_body_bytes: int, limit_bytes: int) -
     return raw
 
 
-def _checked_text(raw: bytes, content_type: str) -> str | None:
-    """The body as text (``None`` for a PDF). A PDF small enough is parsed now: unreadable → 400."""
+def _checked_text(raw: bytes, content_type: str, pdf_check: Callable[[bytes], object] | None) -> str | None:
+    """The body as text (``None`` for a PDF). A PDF small enough is opened now, by ``pdf_check``
+    (default: ``check_pdf`` in this process): unreadable → 400."""
     if content_type == "application/pdf":
         if not raw.strip():
             raise ValidationError(EMPTY_FILE)
         if len(raw) <= INLINE_PDF_CHECK_BYTES:
-            from ragchat.domain.extraction import check_pdf
+            if pdf_check is None:
+                from ragchat.domain.extraction import check_pdf
 
-            check_pdf(raw)  # ExtractionError (400) names the problem
+                pdf_check = check_pdf
+            pdf_check(raw)  # ExtractionError (400) names the problem
         return None
     try:
         utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
@@ -164,13 +169,18 @@ class IngestionService:
         clock: Clock = system_clock,
         *,
         limiter: RequestLimiter | None = None,
+        pdf_check: Callable[[bytes], object] | None = None,
     ) -> None:
+        """``pdf_check``: opens a small PDF before the 202 (raises ``ExtractionError`` for one that
+        cannot be read); by default ``extraction.check_pdf`` in this process (a Lambda: bounded by
+        its timeout); ``ragchat serve`` gives one in a child process under a CPU and wall budget."""
         self.documents = documents
         self.blobs = blobs
         self.launcher = launcher
         self.settings = settings
         self.clock = clock
         self.limiter = limiter  # the per-owner daily ceilings (``RequestLimiter.charge_ingestion``)
+        self.pdf_check = pdf_check
 
     def submit(self, owner: str, **fields: Any) -> Document:
         """:meth:`accept`, returning the document (the existing one for a duplicate)."""
@@ -208,7 +218,7 @@ class IngestionService:
         if ctype == PDF and len(raw) > self.settings.max_pdf_bytes:
             too_big = f"{self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has {len(raw)}"
             raise PayloadTooLarge(f"a PDF may be at most {too_big}: split it into smaller files")
-        body_text = _checked_text(raw, ctype)
+        body_text = _checked_text(raw, ctype, self.pdf_check)
         given_title = optional_title(title)
         doc = Document(
             id=validate_document_id(document_id) if document_id is not None else new_id(),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from ragchat.domain.file_errors import body_too_large
+from ragchat.serving.connections import BUSY_MESSAGE, CONNECTION_KEY
 from ragchat.serving.events import Gateway, response_body, response_headers
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 DONE = object()  # what ``next`` returns at the end of a streamed body
-DRAIN_LIMIT = 64 * 1024 * 1024  # bytes of a refused body read and dropped before answering
+OPEN_BODY_BYTES = 1024  # the largest body a route served without the token reads (its pages take none)
 HOP_BY_HOP = frozenset({"content-length", "connection", "transfer-encoding"})
 
 
@@ -51,6 +52,11 @@ class Limits:
     header_timeout: float = 10.0  # a request's headers must arrive within this (else 408, closed)
     body_timeout: float = 30.0  # the whole declared body must arrive within this (else 408, closed)
     keep_alive: float = 5.0  # an idle keep-alive connection is closed after this
+    # a request answered before its body was read (refused from its headers): its connection closes
+    # after this long, or this many more bytes of it dropped unread (a client still sending then reads
+    # the answer, not a reset); meanwhile it counts against no one's cap (``ConnectionGate``)
+    linger_s: float = 1.0
+    linger_bytes: int = 32 * 1024 * 1024
     max_url_bytes: int = 16 * 1024  # path + query (longer: 414)
     max_header_bytes: int = 64 * 1024  # all header lines (larger: 431)
     sse_keep_alive: float = 15.0  # an SSE comment after this long without an event
@@ -150,23 +156,30 @@ class GatewayApp:
         headers = _headers(scope)
         refused = self.gateway.refusal(method, scope["path"], headers)
         length = _declared_length(headers)
+        path = scope["path"]
+        if refused is None and (length or 0) > OPEN_BODY_BYTES and self.gateway.is_open(method, path):
+            # served without the token: a body there could only hold a place at no cost to its sender
+            refused = 413, {"error": f"Request body too large: {method} {path} takes none"}, {}
         if refused is not None:
-            # The body is dropped unparsed (so a client still sending sees the answer, not a reset) and
-            # the connection closed: it can't be taken for the next request.
-            await self._discard(exchange, length)
+            # Answered from the headers: the body is not read (the server's lingering close drops a
+            # few KB of it at most, so the client reads the answer) and the connection is closed.
             await exchange.json(*refused, close=True)
             return
         client_ip = (scope.get("client") or ("127.0.0.1",))[0]
         refused = self.gateway.limit_refusal(method, target, headers, client_ip)
         if refused is not None:  # over a rate limit: the body is neither read nor parsed
-            await self._discard(exchange, length)
             await exchange.json(*refused, close=True)
             return
         problem = _framing_problem(headers, length, self.gateway.body_limit, scope["path"])
         if problem is not None:
-            if problem[0] == 413:
-                await self._discard(exchange, length)
             await exchange.json(*problem, close=True)
+            return
+        connection = scope.get(CONNECTION_KEY)
+        if connection is not None and not self.gateway.is_open(method, path) and not connection.promote():
+            # its address's authenticated connections are all busy (connections without the token
+            # are not counted: ``ConnectionGate``)
+            retry = str(self.limits.retry_after)
+            await exchange.json(503, {"error": BUSY_MESSAGE}, {"Retry-After": retry}, close=True)
             return
         try:
             body = await asyncio.wait_for(_read_body(exchange.receive), self.limits.body_timeout)
@@ -210,13 +223,6 @@ class GatewayApp:
             await exchange.body(payload)
             return
         await self._stream(exchange, status, out, payload)
-
-    async def _discard(self, exchange: Exchange, length: int | None) -> None:
-        """Read and drop a bounded amount of a body that will not be used."""
-        if not length or length > DRAIN_LIMIT:
-            return
-        with contextlib.suppress(TimeoutError, ClientGone):
-            await asyncio.wait_for(_read_body(exchange.receive, keep=False), self.limits.body_timeout)
 
     async def _stream(
         self, exchange: Exchange, status: int, headers: list[tuple[str, str]], chunks: Iterator[Any]

@@ -8,10 +8,19 @@ and clients holding the token waited for answers that never came. The defences:
 - ``raise_fd_limit``: the descriptor soft limit is raised toward the hard limit at start.
 - ``ConnectionGate``: at most ``max_total`` connections at once (never more than the descriptors
   left once the server's own files are counted: ``connection_cap``) and ``max_per_ip`` per client
-  address. A connection over a cap takes the place of the oldest *idle* one (no request in progress:
+  address among those that carried an authenticated request (a request with the token, or any
+  request on a server without one; counted when the request is let in: ``promote``). A connection
+  over a cap takes the place of the oldest *idle* one (no request in progress:
   a keep-alive connection between requests, or one that has not finished its headers): a flood of
   idle sockets only pushes itself out, while a client that sends its request at once is served. When
-  every connection is busy, the new one is answered 503 + ``Retry-After`` and closed.
+  every connection is busy, the new one is answered 503 + ``Retry-After`` and closed. A request
+  refused from its headers (no token, another site, too large, over a rate limit) is answered at
+  once, its body unread, and its connection closes within ``Limits.linger_s`` (what the client still
+  sends meanwhile is dropped as it comes); until then it counts as idle and is the first pushed out,
+  and the per-address cap counts only connections that carried an authenticated request, so
+  connections without the token never hold a place a client with it needs (issue 43: 300 sockets
+  dripping 10 MB bodies at a byte a second were drained for 30 s each, filled the per-address cap,
+  and the token holder got 503).
 - ``ThrottledLog``: refusals, evictions and ``accept()`` errors are logged at most once per
   ``every`` seconds each, with the count of those held back, so a flood cannot fill the disk.
 """
@@ -29,6 +38,8 @@ FD_BASE_RESERVE = 64  # descriptors of the process itself: listening socket, dat
 FD_PER_WORKER = 4  # a worker thread's own: its SQLite connection (database, -wal, -shm) and a spare
 FD_TARGET = 65536  # the soft limit asked for at start (or the hard limit, if lower)
 MIN_CONNECTIONS = 16
+BUSY_MESSAGE = "Server busy: too many open connections; retry in 1 s"
+CONNECTION_KEY = "ragchat.connection"  # in the ASGI scope: the request's connection (``promote``)
 
 
 class Connection(Protocol):
@@ -47,6 +58,12 @@ class Connection(Protocol):
 class _Held:
     last: float
     held: int = 0
+
+
+def _spent(conn: Connection) -> bool:
+    """Whether ``conn`` has been answered and is only closing (``GuardedH11Protocol.is_spent``)."""
+    spent = getattr(conn, "is_spent", None)
+    return bool(spent()) if callable(spent) else False
 
 
 class ThrottledLog:
@@ -75,12 +92,13 @@ class ThrottledLog:
 
 
 class ConnectionGate:
-    """Counts the open connections, overall and per client address (module docstring)."""
+    """Counts the open connections: all of them against ``max_total``, and those with an
+    authenticated request against ``max_per_ip`` per client address (module docstring)."""
 
     def __init__(self, max_total: int, max_per_ip: int, log: ThrottledLog) -> None:
         self.max_total, self.max_per_ip, self.log = max_total, max_per_ip, log
         self._all: dict[Connection, str] = {}  # insertion order: oldest first
-        self._by_ip: dict[str, dict[Connection, None]] = {}
+        self._proven: dict[str, dict[Connection, None]] = {}  # by address: those that carried a request
         self.refused = 0
         self.evicted = 0
         self.lingering = 0  # refused connections not closed yet (the server's protocol counts them)
@@ -89,18 +107,36 @@ class ConnectionGate:
         return len(self._all)
 
     def count(self, ip: str) -> int:
-        return len(self._by_ip.get(ip, ()))
+        """Connections from ``ip`` that carried an authenticated request (what ``max_per_ip`` caps)."""
+        return len(self._proven.get(ip, ()))
 
     def admit(self, conn: Connection, ip: str) -> bool:
-        """Count ``conn`` in (closing the oldest idle connection to make room if needed); ``False``
-        if it must be refused because every connection in its way is busy."""
-        mine = self._by_ip.get(ip, {})
-        if len(mine) >= self.max_per_ip and not self._evict(mine, f"{self.max_per_ip} from {ip}"):
-            return self._refuse(f"{self.max_per_ip} from {ip}")
-        if len(self._all) >= self.max_total and not self._evict(self._all, f"{self.max_total} in all"):
+        """Count a new connection in, closing another to make room if ``max_total`` are open (one
+        answered and closing, else the oldest idle one, else the oldest that has not carried an
+        authenticated request); ``False`` if it must be refused: every connection in its way is busy
+        with an authenticated request. Nothing is known yet of who is calling: the per-address cap
+        waits for the request (``promote``), so connections without the token never take the place
+        of a client with it."""
+        if len(self._all) >= self.max_total and not self._evict(self._all, f"{self.max_total} in all", True):
             return self._refuse(f"{self.max_total} in all")
         self._all[conn] = ip
-        self._by_ip.setdefault(ip, {})[conn] = None
+        return True
+
+    def promote(self, conn: Connection) -> bool:
+        """``conn`` carries an authenticated request: count it against its address's cap (closing
+        that address's oldest idle authenticated connection to make room); ``False`` if every one of
+        them is busy (the request is then answered 503)."""
+        ip = self._all.get(conn)
+        if ip is None:
+            return True  # not counted (no gate when it was accepted): nothing to cap
+        mine = self._proven.setdefault(ip, {})
+        if conn in mine:
+            return True
+        if len(mine) >= self.max_per_ip and not self._evict(mine, f"{self.max_per_ip} from {ip}", False):
+            if not mine:
+                del self._proven[ip]
+            return self._refuse(f"{self.max_per_ip} from {ip}")
+        mine[conn] = None
         return True
 
     def release(self, conn: Connection) -> None:
@@ -108,14 +144,19 @@ class ConnectionGate:
         ip = self._all.pop(conn, None)
         if ip is None:
             return
-        mine = self._by_ip.get(ip)
+        mine = self._proven.get(ip)
         if mine is not None:
             mine.pop(conn, None)
             if not mine:
-                del self._by_ip[ip]
+                del self._proven[ip]
 
-    def _evict(self, pool: dict[Connection, Any], cap: str) -> bool:
-        victim = next((c for c in pool if c.is_idle()), None)
+    def _evict(self, pool: dict[Connection, Any], cap: str, unproven: bool) -> bool:
+        # one answered already and closing first (a refused request's lingering close), else the oldest
+        # idle one, else (``unproven``) the oldest that never carried an authenticated request
+        victim = next((c for c in pool if _spent(c)), None) or next((c for c in pool if c.is_idle()), None)
+        if victim is None and unproven:
+            proven = self._proven
+            victim = next((c for c, ip in self._all.items() if c not in proven.get(ip, ())), None)
         if victim is None:
             return False
         self.release(victim)
@@ -126,7 +167,7 @@ class ConnectionGate:
 
     def _refuse(self, cap: str) -> bool:
         self.refused += 1
-        self.log.warning("refuse", "connection limit (%s) and none idle: a new connection answered 503", cap)
+        self.log.warning("refuse", "connection limit (%s) and none idle: answered 503", cap)
         return False
 
 

@@ -224,16 +224,21 @@ def response_body(result: Mapping[str, Any]) -> bytes | Iterator[Any]:
     return chunks
 
 
+def open_route(method: str, path: str) -> bool:
+    """Served without the token: ``/health``, CORS preflights and the page shells (no user data)."""
+    if path == "/health" or method == "OPTIONS":
+        return True
+    return method in ("GET", "HEAD") and bool(
+        path in OPEN_PAGES or path.startswith(OPEN_PREFIXES) or CONVERSATION_PAGE.fullmatch(path)
+    )
+
+
 def bearer_refusal(
     api_token: str | None, method: str, path: str, authorization: str, users: LocalUsers | None = None
 ) -> Refusal | None:
     """``ragchat serve``'s token check (module docstring); ``path`` is the raw request path. With
     ``users`` (``RAGCHAT_USERS_FILE``), a user's token passes too."""
-    if (not api_token and not users) or path == "/health" or method == "OPTIONS":
-        return None
-    if method in ("GET", "HEAD") and (
-        path in OPEN_PAGES or path.startswith(OPEN_PREFIXES) or CONVERSATION_PAGE.fullmatch(path)
-    ):
+    if (not api_token and not users) or open_route(method, path):
         return None
     if method == "POST" and path.startswith(UPLOAD_RECEIVER):  # a presigned upload: its token is the grant
         return None
@@ -301,6 +306,11 @@ class Gateway:
             # A browser opening the root without the token is sent to the app, which signs it in.
             return 302, {"location": "/ui"}, {"Location": "/ui"}
         return refused
+
+    def is_open(self, method: str, path: str) -> bool:
+        """Whether the request is served without credentials on a server that has some (``open_route``):
+        the server reads no body for it (``GatewayApp``), which would hold a place for nobody."""
+        return bool(self.api_token or self.users) and open_route(method, path)
 
     def _grant_refusal(self, token: str, headers: Headers) -> Refusal | None:
         from ragchat.domain.errors import RagchatError

@@ -30,7 +30,13 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ragchat.serving.asgi import GatewayApp, Limits
-from ragchat.serving.connections import ConnectionGate, ThrottledLog, connection_cap
+from ragchat.serving.connections import (
+    BUSY_MESSAGE,
+    CONNECTION_KEY,
+    ConnectionGate,
+    ThrottledLog,
+    connection_cap,
+)
 from ragchat.serving.events import Gateway
 
 logger = logging.getLogger("ragchat.serve")
@@ -65,22 +71,43 @@ def _unread_bytes(transport: asyncio.BaseTransport) -> int:
         return 0
 
 
-BUSY_MESSAGE = "Server busy: too many open connections; retry in 1 s"
+class _ClosingTransport:
+    """The connection's transport as uvicorn sees it: ``close()`` asks the protocol, which closes at
+    once or lingers (``GuardedH11Protocol._close``); everything else is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+        self._transport, self._protocol = transport, protocol
+
+    def close(self) -> None:
+        self._protocol._close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 LINGERING = 64  # refused connections waiting (up to 1 s) for their request, to answer 503, not reset
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol plus a header read timeout, JSON protocol errors and the connection
-    gate (a connection over the caps is answered 503 and closed; its request is never parsed)."""
+    """uvicorn's h11 protocol plus a header read timeout, JSON protocol errors, the connection
+    gate (a connection over the caps is answered 503 and closed; its request is never parsed) and a
+    short lingering close for answers sent before the request's body was read (``_close``)."""
 
     header_timeout = 10.0  # set per server by ``protocol_for``
     max_header_bytes = 64 * 1024
+    linger_bytes = 32 * 1024 * 1024
+    linger_s = 1.0
     gate: ConnectionGate | None = None
     _refused = False  # answered 503 by the gate: what the client sends is dropped
+    _lingering = False  # answered before its body was read: closing (``_close``)
+    _lost = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._raw = transport
+        self.transport = _ClosingTransport(transport, self)  # type: ignore[assignment]
         self._header_timer: asyncio.TimerHandle | None = None
+        self._linger_timer: asyncio.TimerHandle | None = None
         if self.gate is not None and not self.gate.admit(self, (self.client or ("-",))[0]):
             self._refuse(transport)
             return
@@ -106,9 +133,53 @@ class GuardedH11Protocol(H11Protocol):
         self._refused = True  # ``data_received`` drops what was sent, then closes
         self.loop.call_later(1.0, transport.close)  # at the latest
 
+    def _close(self) -> None:
+        """Close the connection. One whose request body is still coming (a request refused from its
+        headers: token, site, size or rate limit; a body too slow) is not closed outright, which would
+        reset it before the client read the answer, nor drained, which let a client dripping a 10 MB
+        body hold its place for the body timeout (issue 43): its answer is sent, its write side shut,
+        and what still comes is dropped as it arrives for at most ``linger_s`` (up to ``linger_bytes``),
+        so a client still sending reads the answer instead of a reset; meanwhile it counts as idle,
+        the first connection any new one pushes out."""
+        raw = self._raw
+        if self._lost or self._lingering or raw.is_closing():
+            raw.close()
+            return
+        if self.conn.their_state is not h11.SEND_BODY and _unread_bytes(raw) == 0:
+            raw.close()
+            return
+        self._lingering = True
+        self._linger_left = self.linger_bytes
+        self._disarm_header_timer()
+        try:
+            raw.write_eof()  # the answer, then FIN: the client reads it even if it keeps sending
+        except (OSError, RuntimeError, NotImplementedError):
+            raw.close()
+            return
+        self.flow.resume_reading()
+        self._linger_timer = self.loop.call_later(self.linger_s, raw.close)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.cycle is not None:  # the request's task has not run yet: its scope names this connection
+            scope: dict[str, Any] = self.cycle.scope  # type: ignore[assignment]
+            scope.setdefault(CONNECTION_KEY, self)
+
+    def promote(self) -> bool:
+        """The request on this connection is authenticated: it counts against its address's cap now
+        (``ConnectionGate.promote``); ``False``: that cap is full of busy ones (answer 503)."""
+        return self.gate is None or self.gate.promote(self)
+
+    def is_spent(self) -> bool:
+        """Answered and closing (lingering): the first connection to close to make room."""
+        return self._lingering
+
     def is_idle(self) -> bool:
         """No request in progress and nothing waiting to be read: closing it loses no one's answer
-        (a keep-alive connection between requests, or one that has sent part of its headers at most)."""
+        (a keep-alive connection between requests, or one that has sent part of its headers at most,
+        or one answered already and lingering)."""
+        if self._lingering:
+            return True
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return False
         if self.cycle is not None and not self.cycle.response_complete:
@@ -118,11 +189,16 @@ class GuardedH11Protocol(H11Protocol):
     def drop(self) -> None:
         """Closed by the gate to make room (the oldest idle connection)."""
         self._disarm_header_timer()
-        self.transport.close()
+        self._raw.close()
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             self.transport.close()
+            return
+        if self._lingering:  # the rest of a refused body: dropped, up to ``linger_bytes``
+            self._linger_left -= len(data)
+            if self._linger_left <= 0:
+                self._raw.close()
             return
         super().data_received(data)
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
@@ -131,7 +207,10 @@ class GuardedH11Protocol(H11Protocol):
             self._disarm_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
         self._disarm_header_timer()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         if self.gate is not None:
             self.gate.release(self)
             if self._refused:
@@ -183,7 +262,13 @@ def protocol_for(limits: Limits, gate: ConnectionGate | None = None) -> type[Gua
     return type(
         "RagchatH11Protocol",
         (GuardedH11Protocol,),
-        {"header_timeout": limits.header_timeout, "max_header_bytes": limits.max_header_bytes, "gate": gate},
+        {
+            "header_timeout": limits.header_timeout,
+            "max_header_bytes": limits.max_header_bytes,
+            "linger_bytes": limits.linger_bytes,
+            "linger_s": limits.linger_s,
+            "gate": gate,
+        },
     )
 
 

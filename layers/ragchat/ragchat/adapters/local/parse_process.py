@@ -49,10 +49,15 @@ logger = logging.getLogger(__name__)
 
 Parse = Callable[[bytes, Any], Any]  # (body, job) -> result: parse_document, or a page render
 PARENT_WATCH_S = 0.5  # how often the child looks whether the server that started it is still there
+WARM_WALL_S = 120.0  # how long a child may take to start (``ProcessPdfCheck``)
 
 
 class _CpuExceeded(Exception):
     pass
+
+
+class ParserBusy(Exception):
+    """The child is reading another document (``ProcessParser.call`` with ``wait``)."""
 
 
 def _on_cpu_limit(_signum: int, _frame: Any) -> None:
@@ -172,10 +177,18 @@ class ProcessParser:
         assert isinstance(parsed, Parsed)
         return parsed
 
-    def call(self, body: Callable[[], bytes], job: Any) -> Any:
+    def call(
+        self, body: Callable[[], bytes], job: Any, *, wait: float | None = None, wall: float | None = None
+    ) -> Any:
         """``parse(body(), job)`` in the child, under the limits (any picklable job and result: the
-        document viewer renders PDF pages this way too)."""
-        with self._lock:
+        document viewer renders PDF pages this way too). ``wait``: how long to wait for the child
+        while it reads another document (``None``: as long as it takes); past it, :class:`ParserBusy`.
+        ``wall``: this call's wall-clock limit (default ``wall_seconds``)."""
+        wall_seconds = self.wall_seconds if wall is None else wall
+        if not self._lock.acquire(timeout=-1 if wait is None else wait):
+            raise ParserBusy
+        with contextlib.ExitStack() as held:
+            held.callback(self._lock.release)
             if self._closed:
                 raise ParsingInterrupted("the server is stopping")
             data = body()  # before anything is sent: a missing body leaves the child waiting for the next
@@ -185,8 +198,8 @@ class ProcessParser:
                 conn.send((job, self.cpu_seconds))
                 conn.send_bytes(data)
                 del data  # the child has its copy: not held here while it reads
-                if not conn.poll(self.wall_seconds):
-                    logger.warning("parse.wall_limit", extra={"seconds": self.wall_seconds})
+                if not conn.poll(wall_seconds):
+                    logger.warning("parse.wall_limit", extra={"seconds": wall_seconds})
                     self._stop()
                     raise ExtractionError(too_slow_to_read(self.cpu_seconds))
                 kind, value = conn.recv()
@@ -266,3 +279,56 @@ class ProcessParser:
                     self._stop()
             finally:
                 self._lock.release()
+
+
+class ProcessPdfCheck:
+    """The PDF check before the 202 (``extraction.check_pdf``: a PDF up to 5 MiB is opened to its
+    first page with text) in a child process of its own, under ``cpu_seconds`` of CPU and
+    ``wall_seconds`` (issue 43: it ran on the request thread with no limit, and a 1,454-byte PDF
+    whose page draws one form 64 times cost the server 21.9 s of CPU before its 202). Over a limit:
+    ``ExtractionError`` (a 400 naming it). While the child checks another upload for more than
+    ``wait_s``, the check is left to the pipeline (its reading has the ``PARSE_*`` limits and its
+    owner's share of the queue): one user's uploads never queue another's behind them."""
+
+    def __init__(self, *, cpu_seconds: float, wall_seconds: float, memory_bytes: int, wait_s: float = 0.2):
+        """The child is started at once, on a thread of its own (starting an interpreter may take
+        longer than the wall budget on a busy machine): until it is up, checks are left to the
+        pipeline, never refused for the time it took to start."""
+        from ragchat.domain.parsing import check_pdf_body
+
+        self.wait_s = wait_s
+        self.deferred = 0  # checks left to the pipeline (tests, logs)
+        self.ready = threading.Event()  # the child is up
+        self._parser = ProcessParser(
+            cpu_seconds=cpu_seconds,
+            memory_bytes=memory_bytes,
+            wall_seconds=wall_seconds,
+            parse=check_pdf_body,
+        )
+        threading.Thread(target=self._warm, name="ragchat-pdf-check", daemon=True).start()
+
+    def _warm(self) -> None:
+        with contextlib.suppress(Exception):  # (an empty body: "not a PDF", from the child)
+            self._parser.call(lambda: b"", None, wall=WARM_WALL_S)
+        self.ready.set()
+
+    def __call__(self, data: bytes) -> None:
+        try:
+            self._parser.call(lambda: data, None, wait=self.wait_s)
+        except ExtractionError as exc:
+            if exc.message != too_slow_to_read(self._parser.cpu_seconds):
+                raise
+            limit = f"{self._parser.cpu_seconds:g} s of CPU"
+            raise ExtractionError(
+                f"Could not read PDF: its first page with text took more than {limit} to open "
+                "(PDF_CHECK_CPU_SECONDS). It may draw the same content over and over; export it again "
+                "or send its text."
+            ) from None
+        except ParserBusy:
+            self.deferred += 1
+            logger.info("pdf_check.deferred")
+        except ParsingInterrupted:  # the server is stopping: the pipeline reads it at the next start
+            pass
+
+    def close(self) -> None:
+        self._parser.close()
