@@ -50,6 +50,7 @@ from ragchat.adapters.local.reader import (
 MANIFEST_FILE = "manifest.json"
 CHECKPOINT = ".checkpoint.pt"
 OPSET = 17
+FIT_AFTER = 40  # steps timed before the budget is fitted to --max-minutes
 
 
 def _log(msg: str, sink: Path | None = None, record: dict[str, object] | None = None) -> None:
@@ -71,6 +72,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--eval-questions", type=int, default=300, help="dev examples per curve point")
     p.add_argument("--save-every", type=int, default=100)
+    p.add_argument(
+        "--max-windows",
+        type=int,
+        default=0,
+        help="train on a seeded sample of this many windows (0: all), so --epochs fit the wall-clock cap",
+    )
     p.add_argument("--max-minutes", type=float, default=85.0, help="stop training after this wall time")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=rd.SEED)
@@ -193,25 +200,31 @@ def _train_and_export(args: argparse.Namespace, data, summary) -> int:  # type: 
         return _export(args, model.cpu(), data, summary, curves)
 
     features = _features(tokenizer, data["train"])
+    summary["train_windows_available"] = len(features)
+    if 0 < args.max_windows < len(features):
+        features = random.Random(args.seed + 3).sample(features, args.max_windows)
     summary["train_windows"] = len(features)
     summary["train_windows_with_answer"] = sum(f[1] > 0 for f in features)
     rng = random.Random(args.seed)
     steps_per_epoch = math.ceil(len(features) / args.batch)
-    total = max(1, int(steps_per_epoch * args.epochs))
+    budget = {"total": max(1, int(steps_per_epoch * args.epochs))}
+    total = budget["total"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     warm = max(1, int(total * args.warmup))
 
-    def rate(s: int) -> float:  # linear warm-up, then linear decay to 0
-        return min(1.0, (s + 1) / warm) * max(0.0, (total - s) / max(1, total - warm))
+    def rate(s: int) -> float:  # linear warm-up, then linear decay to 0 at the (fitted) last step
+        last = budget["total"]
+        return min(1.0, (s + 1) / warm) * max(0.0, (last - s) / max(1, last - warm))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    step, spent, running = 0, 0.0, 0.0
+    step, spent, running, paced_from = 0, 0.0, 0.0, 0.0
     if args.resume and checkpoint.is_file():
         state = torch.load(checkpoint, map_location=device, weights_only=False)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         step, spent, running = state["step"], state["seconds"], state["loss"]
+        budget["total"] = total = state.get("total", total)
         _log(f"resumed at step {step} ({spent:.0f} s spent)", curves, {"resumed_at": step})
     else:
         curves.write_text("", encoding="utf-8")
@@ -241,6 +254,7 @@ def _train_and_export(args: argparse.Namespace, data, summary) -> int:  # type: 
                 "step": step,
                 "seconds": spent,
                 "loss": running,
+                "total": total,
             },
             staging,
         )
@@ -287,6 +301,20 @@ def _train_and_export(args: argparse.Namespace, data, summary) -> int:  # type: 
                 curves,
                 record,
             )
+        if step == FIT_AFTER // 4:
+            paced_from = spent
+        if step == FIT_AFTER and not args.smoke and not args.resume:
+            # fit the step budget to the wall-clock cap once the pace is known (recorded), so the
+            # learning rate still decays to 0 at the last step
+            pace = (spent - paced_from) / (FIT_AFTER - FIT_AFTER // 4)
+            fits = int(FIT_AFTER + (args.max_minutes * 60 * 0.97 - spent) / max(pace, 1e-9))
+            if fits < total:
+                budget["total"] = total = fits
+                _log(
+                    f"the cap allows {fits} steps at this pace ({fits / steps_per_epoch:.2f} epochs)",
+                    curves,
+                    {"fitted_total": fits, "epochs_planned": round(fits / steps_per_epoch, 3)},
+                )
         if step % args.save_every == 0:
             save()
         if spent > args.max_minutes * 60:
