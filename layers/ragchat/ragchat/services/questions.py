@@ -213,6 +213,9 @@ def _choose(
     query's (module docstring), then the subject and names checks."""
     question = raw.question
     chosen = dataclasses.replace(raw, query=raw.question)
+    if retriever.reader_decides():
+        chosen = _choose_read(retriever, raw, flt, subject, condensed, conversation_id)
+        return _check_names(retriever, raw.question, chosen, flt, conversation_id)
     follow_up = condensed is not None or is_follow_up(question)
     query = normalize_question(condensed or (carried_query(raw.question, subject) if subject else ""))
     reads = retriever.policy == READER_POLICY
@@ -227,6 +230,43 @@ def _choose(
     if subject is not None:
         chosen = _check_subject(retriever, raw, chosen, previous, conversation_id)
     return _check_names(retriever, raw.question, chosen, flt, conversation_id)
+
+
+def _choose_read(
+    retriever: Retriever,
+    raw: Retrieval,
+    flt: SearchFilter,
+    subject: str | None,
+    condensed: str | None,
+    conversation_id: str | None,
+) -> Retrieval:
+    """``READER=on``: a message that leans on the conversation (a continuation, a reference back, no
+    subject of its own; or the model's condensed rewrite of it) is also searched as the carried query,
+    which is kept only when the reader finds an answer under it (the reader reads the carried query
+    with the carried notes); otherwise the message stands on its own. A message that changes subject
+    is searched on its own, never glued to the previous question."""
+    question = raw.question
+    own = dataclasses.replace(raw, query=question)
+    if condensed is None and (subject is None or not leans_on_history(question)):
+        return own
+    query = normalize_question(condensed or carried_query(question, subject or ""))
+    if not query or query == question:
+        return own
+    carried = retriever.retrieve(query, flt, conversation_id=conversation_id)
+    used = not carried.guard
+    logger.info(
+        "chat.carried",
+        extra={
+            "conversationId": conversation_id,
+            "reader": True,
+            "rawAnswerable": not raw.guard,
+            "carriedMargin": None if carried.found is None else round(carried.found.margin, 3),
+            "used": used,
+        },
+    )
+    if not used:
+        return own
+    return dataclasses.replace(carried, query=query, query_vector=_blend(raw, carried))
 
 
 def _check_subject(
