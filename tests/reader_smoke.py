@@ -1,7 +1,9 @@
 """The smoke reader of ``bench/train_reader.py --smoke``, trained once per test session into a temporary
 folder (never the models cache): tests that need a real ONNX reader without the trained one
-(tests/unit/test_reader_training.py, tests/e2e/test_reader_smoke.py). ``None`` (the caller skips)
-when the export virtualenv (torch) or the MiniLM weights package is not installed."""
+(tests/unit/test_reader_training.py, tests/e2e/test_reader_smoke.py). ``RAGCHAT_TEST_SMOKE_READER``
+names a smoke reader's folder trained before, reused instead (a rerun takes seconds, not minutes).
+``None`` (the caller skips) when the export virtualenv (torch) or the MiniLM weights package is not
+installed."""
 
 from __future__ import annotations
 
@@ -52,6 +54,9 @@ def smoke_reader(base: Path) -> Path | None:
     ``manifest.json``) under ``base``; trained on the first call of the session."""
     if base in _TRAINED:
         return _TRAINED[base]
+    ready = os.environ.get("RAGCHAT_TEST_SMOKE_READER")  # a smoke reader trained before: reused
+    if ready and (Path(ready) / "model-int8.onnx").is_file():
+        return Path(ready)
     source = minilm_source()
     if not EXPORT_PYTHON.is_file() or source is None:
         return None

@@ -62,3 +62,24 @@ def test_the_trained_reader_finds_the_span_in_the_answering_passage() -> None:
     first = readings[0]
     assert first.found and 0 <= first.start < first.end <= len(answering)
     assert readings[0].margin > readings[1].margin
+
+
+def test_ragchat_serve_says_at_start_up_that_the_reader_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ragchat.adapters.local.reader import MODEL_FILE, PACKAGED_MODELS, reader_dir
+    from ragchat.bootstrap import Container
+    from ragchat.cli.serve import _prepare
+
+    from tests.fakes import FakeEmbedder
+
+    if (reader_dir(PACKAGED_MODELS) / MODEL_FILE).is_file():
+        pytest.skip("a reader is shipped in the package: it is never missing")
+    env = {"RAGCHAT_DATA_DIR": str(tmp_path / "d"), "RAGCHAT_MODEL_DIR": str(tmp_path), "READER": "on"}
+    container = Container(load_settings(env), embedder=FakeEmbedder(dimension=64))
+    try:
+        _prepare(container, samples=False)
+    finally:
+        container.close()
+    err = capsys.readouterr().err
+    assert "the reader model is not prepared" in err and "make reader" in err
