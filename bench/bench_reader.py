@@ -47,6 +47,7 @@ class Item:
     question: str
     passage: str
     answerable: bool
+    title: str | None = None  # read on the passage's first line, as the product reads a note's title
 
 
 # ------------------------------------------------------------------------------------------ the sets
@@ -66,13 +67,15 @@ def wikiqa(folder: Path) -> list[Item]:
     sentences: dict[str, list[str]] = defaultdict(list)
     labels: dict[str, bool] = defaultdict(bool)
     asked: dict[str, str] = {}
+    titles: dict[str, str] = {}
     with (folder / "WikiQA-dev.tsv").open(encoding="utf-8", newline="") as fh:
         for row in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE):
             qid = row["QuestionID"]
             asked[qid] = row["Question"].strip()
+            titles[qid] = row["DocumentTitle"].strip()
             sentences[qid].append(row["Sentence"].strip())
             labels[qid] |= row["Label"] == "1"
-    return [Item(asked[q], " ".join(sentences[q]), labels[q]) for q in asked]
+    return [Item(asked[q], " ".join(sentences[q]), labels[q], titles[q]) for q in asked]
 
 
 def ace_whqa(folder: Path) -> list[Item]:
@@ -137,7 +140,7 @@ def reader_decider(reader, threshold: float):  # type: ignore[no-untyped-def]
     from ragchat.domain.read_answers import answers, best_found, passage_of
 
     def decide(item: Item) -> tuple[float, bool]:
-        passage = passage_of(Hit(id="p", score=1.0, text=item.passage))
+        passage = passage_of(Hit(id="p", score=1.0, text=item.passage), item.title)
         found = best_found([passage], reader.read(item.question, [passage.text]))
         score = found.margin if found is not None else -1e9
         return score, answers(found, threshold)

@@ -307,3 +307,14 @@ def test_the_shipped_reader_folder_is_package_data() -> None:
     import ragchat
 
     assert Path(ragchat.__file__).parent / "models" == PACKAGED_MODELS
+
+
+def test_the_reader_reads_the_documents_title_first_and_a_span_in_it_is_no_answer() -> None:
+    passage = passage_of(_hit("n1", "Employees may park in the yard."), "cycling-policy.md")
+    assert passage.text == "cycling policy\nEmployees may park in the yard."  # as trained: title line
+    in_title = Reading(0, 7, 9.0, 1.0)
+    in_text = Reading(passage.text.index("yard"), passage.text.index("yard") + 4, 3.0, 1.0)
+    assert best_found([passage], [in_title]) is None
+    found = best_found([passage], [in_text])
+    assert found is not None and found.span == "yard"
+    assert reader_answer(found).startswith("Employees may park in the yard. [source: n1]")

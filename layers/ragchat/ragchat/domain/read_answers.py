@@ -4,9 +4,10 @@ the extractive answerer with a reader).
 - **What the reader reads** of a retrieved note (:func:`passage_of`): the note's own sentences as the
   extractive answerer splits them (:func:`ragchat.domain.extractive.split_sentences`: Markdown and
   plain headings left out or kept apart, a table row labelled by its header), as plain text, joined
-  by a space (". " after one without an end mark: a heading, a row), with where each sentence is.
-  A span the reader finds is then always inside known sentences, and a heading never runs into the
-  sentence quoted ("Cargo bikes Employees may…").
+  by a space (". " after one without an end mark: a heading, a row), with where each sentence is;
+  the document's title on a first line of its own, as the reader was trained (SQuAD's article title
+  above its paragraph). A span in the title is no answer; any other is inside known sentences, and
+  a heading never runs into the sentence quoted ("Cargo bikes Employees may…").
 - **The decision** (:func:`answers`): the best span over every passage read, by margin (best span −
   no answer); the turn is answered when that margin reaches the reader's threshold, refused otherwise.
 - **The answer** (:func:`reader_answer`): the sentence(s) holding the best span — at most
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ragchat.domain.citations import strip_citations, with_sources_line
+from ragchat.domain.context import title_words
 from ragchat.domain.extractive import MAX_SENTENCE_CHARS, plain_text, refers_back, split_sentences
 from ragchat.domain.models import Hit
 from ragchat.domain.prompts import truncate_at_word
@@ -44,21 +46,25 @@ class Passage:
     hit_id: str
     text: str
     sentences: tuple[tuple[int, int], ...]
+    #: where the note's own text starts (after its document's title line)
+    body: int = 0
 
 
-def passage_of(hit: Hit) -> Passage:
-    """The passage the reader reads of ``hit`` (module docstring)."""
-    text = ""
+def passage_of(hit: Hit, title: str | None = None) -> Passage:
+    """The passage the reader reads of ``hit`` in a document titled ``title`` (module docstring)."""
+    head = title_words(title or "")
+    text = f"{head}\n" if head else ""
+    body = len(text)
     bounds: list[tuple[int, int]] = []
     for sentence in split_sentences(strip_citations(hit.text)):
         plain = plain_text(sentence)
         if not plain:
             continue
-        if text:  # a sentence without an end mark (a heading kept apart, a table row) still ends
+        if len(text) > body:  # a sentence without an end mark (a heading kept apart, a row) still ends
             text += " " if text[-1] in _ENDS else ". "
         bounds.append((len(text), len(text) + len(plain)))
         text += plain
-    return Passage(hit.id, text, tuple(bounds))
+    return Passage(hit.id, text, tuple(bounds), body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +108,13 @@ class Found:
 
 def best_found(passages: Sequence[Passage], readings: Sequence[Reading]) -> Found | None:
     """The reading with the highest margin over all passages (ties: the better-ranked passage);
-    ``None`` when no passage has a span."""
+    ``None`` when no passage has a span in its text (a span in the title line does not count)."""
     if len(passages) != len(readings):
         raise ValueError(f"{len(readings)} readings for {len(passages)} passages")
     best: Found | None = None
     for rank, (passage, reading) in enumerate(zip(passages, readings, strict=True)):
-        if not reading.found or reading.end > len(passage.text):
-            continue
+        if not reading.found or reading.end > len(passage.text) or reading.start < passage.body:
+            continue  # no span, or one in the title: no answer in the note
         if best is None or reading.margin > best.margin:
             best = Found(passage, reading, rank)
     return best

@@ -19,6 +19,8 @@ from ragchat.domain.citations import strip_citations
 from ragchat.domain.read_answers import Found, answers, best_found, passage_of
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ragchat.domain.models import Hit
     from ragchat.ports import Reader
 
@@ -26,10 +28,17 @@ logger = Logger(service="ragchat", child=True)
 
 
 def read_decision(
-    reader: Reader, threshold: float, question: str, hits: list[Hit], timings: dict[str, float]
+    reader: Reader,
+    threshold: float,
+    question: str,
+    hits: list[Hit],
+    timings: dict[str, float],
+    titles: Sequence[str | None] | None = None,
 ) -> tuple[Decision, Found | None]:
-    """(the decision, the best span found or ``None``); ``timings["reader"]`` gets the read's time."""
-    passages = [passage_of(h) for h in hits]
+    """(the decision, the best span found or ``None``); ``titles``: each hit's document title (the
+    reader reads it on the passage's first line); ``timings["reader"]`` gets the read's time."""
+    named = list(titles or ())
+    passages = [passage_of(h, named[i] if i < len(named) else None) for i, h in enumerate(hits)]
     t = time.perf_counter()
     readings = reader.read(question, [p.text for p in passages]) if passages else []
     timings["reader"] = (time.perf_counter() - t) * 1000

@@ -370,7 +370,9 @@ class Retriever:
     ) -> tuple[Decision, Found | None]:
         """The reader's decision (and its best span) with ``READER=on``, else the calibrated one."""
         if self.reader is not None and self.reader_decides():
-            return read_decision(self.reader, self.reader_threshold, q, hits, timings)
+            known = self.titles_of(flt.owner, hits)  # read on each passage's first line
+            named = [known.get(h.document_id or "") for h in hits]
+            return read_decision(self.reader, self.reader_threshold, q, hits, timings, named)
         return self._decide(q, vector, hits, timings, flt), None
 
     def reader_decides(self) -> bool:
