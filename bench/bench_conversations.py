@@ -26,7 +26,9 @@ answers are mostly in tables (``docs-heldout6/``).
 Usage: ``python bench/bench_conversations.py [--split NAME|both|seen|all] [--show-failures]``
 (a split's name; ``both``: dev and test; ``seen``: the seven whose misses have been looked at, all
 but heldout6; ``all``: the eight).
-Writes bench/results/conversations.{json,md} (the splits run).
+Writes bench/results/conversations.{json,md} (the splits run). ``--reader on`` (or ``READER=on``):
+the extractive reader decides and carries follow-ups (docs/reader.md); writes only
+bench/results/conversations-reader.json (or ``--out``'s name).
 """
 
 from __future__ import annotations
@@ -190,7 +192,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--show-failures", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--out", help="write only bench/results/<OUT>.json (a variant, e.g. READER=on)")
+    ap.add_argument("--reader", choices=("on", "off"), help="the extractive reader (default: READER)")
     args = ap.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
+    if args.reader:
+        os.environ["READER"] = args.reader
+    if os.environ.get("READER") == "on" and not args.out:  # the reader's figures go aside
+        args.out = "conversations-reader"
     groups = {
         "both": ["dev", "test"],
         "seen": list(SPLITS[:8]),  # every split whose misses have been looked at
@@ -211,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
                 if callable(close):
                     close()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"READER={os.environ.get('READER', 'off')}")
     for res in results:
         print(res["split"], json.dumps(res["summary"]), f"median turn {res['turn_ms_median']:.1f} ms")
         if args.show_failures:

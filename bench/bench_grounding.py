@@ -25,8 +25,15 @@ Bedrock — and the extractive answerer). Then:
 ``--precision fp32|int8`` picks the local MiniLM's weights (default: ``EMBEDDER_PRECISION``); a run with
 the other precision than the default writes only ``grounding-<precision>.json``.
 
-Usage: ``python bench/bench_grounding.py [--fit | --select] [--precision fp32|int8]``. Writes
-bench/results/grounding.{json,md}.
+``--reader on`` (or ``READER=on``; the model: ``RAGCHAT_MODEL_DIR``'s ``ragchat-reader/``, else the
+package's): the extractive reader decides (docs/reader.md). Every question's best margin (best span
+− no answer) is recorded; a sweep of thresholds on the **dev** split is printed (the operating point
+is calibrated there: ``READER_THRESHOLDS`` in ``ragchat/domain/answerability.py``), and the questions
+are answered in both retrieval modes at the operating point (``READER_THRESHOLD``, else the model's).
+Writes only bench/results/grounding-reader.json.
+
+Usage: ``python bench/bench_grounding.py [--fit | --select] [--precision fp32|int8] [--reader on|off]``.
+Writes bench/results/grounding.{json,md}.
 """
 
 from __future__ import annotations
@@ -166,8 +173,6 @@ def fit_coefficients(
     import numpy as np
     from ragchat.domain import answerability
 
-    if "reader" in names:  # SQuAD trained the reader: no check against it (docs/reader.md)
-        squad = None
     x = feature_matrix(signals, names, THRESHOLD)
     y = np.array([q.kind == "answerable" for q in qs], dtype=float)
     dev = np.array([q.split == "dev" for q in qs])
@@ -175,7 +180,7 @@ def fit_coefficients(
     p_dev = 1 / (1 + np.exp(-(intercept + x[dev] @ np.asarray(weights))))
     kinds = np.array([q.kind for q in qs if q.split == "dev"])
     cutoff = choose_cutoff(p_dev, list(kinds))
-    if squad is not None or "reader" in names:
+    if squad is not None:
         for cut in (c for c in CUTOFFS if c >= cutoff):
             cutoff = cut
             near = (p_dev[kinds == "near_topic"] < cut).mean()
@@ -199,8 +204,7 @@ def select_features(qs: list[Question], signals: list[dict[str, Any]], squad: An
             c = fit_coefficients(qs, signals, names, squad)
             rates = score_probabilities(qs, signals, c)
             weights = list(c.weights.values())
-            checked = squad and "reader" not in names
-            ba = squad_accuracy(names, c.intercept, weights, c.cutoff, squad) if checked else float("nan")
+            ba = squad_accuracy(names, c.intercept, weights, c.cutoff, squad) if squad else float("nan")
             rows.append((rates, names))
             print(
                 f"{' + '.join(names):38} cutoff {c.cutoff:.2f}  dev answered {rates['answerable']:.3f}  "
@@ -251,6 +255,7 @@ def record_signals(container: Any, qs: list[Question]) -> list[dict[str, Any]]:
 
 
 def ask_all(container: Any, names: dict[str, str], qs: list[Question], mode: str) -> list[dict[str, Any]]:
+    """Every question through ``AskService`` in retrieval ``mode`` (with the reader when it is on)."""
     from ragchat.services.answering import Answerer, AskService
     from ragchat.services.model_calls import ModelCaller
     from ragchat.services.retrieval import Retriever
@@ -263,6 +268,7 @@ def ask_all(container: Any, names: dict[str, str], qs: list[Question], mode: str
         titles=container.retriever.titles,
         answer_titles=container.retriever.answer_titles,
         reader=container.reader,
+        reader_threshold=container.reader_threshold(),
     )
     ask = AskService(retriever, Answerer(ModelCaller(container.chat_model), settings), settings)
     rows = []
@@ -302,19 +308,13 @@ def run_modes(container: Any, names: dict[str, str], qs: list[Question], coeffic
     from ragchat.domain import answerability
 
     model_id = container.embedder.model_id
-    # with the reader on, ``coefficients`` are the reader's set (CALIBRATED_WITH_READER)
-    table = answerability.CALIBRATED_WITH_READER if container.reader else answerability.CALIBRATED
     saved = answerability.CALIBRATED.pop(model_id, None)
-    saved_reader = answerability.CALIBRATED_WITH_READER.pop(model_id, None)
     runs: dict[str, Any] = {}
     try:
         for mode in ("vector", "hybrid"):
             answerability.CALIBRATED.pop(model_id, None)
-            answerability.CALIBRATED_WITH_READER.pop(model_id, None)
             seeds = ask_all(container, names, qs, mode)
-            if saved is not None:
-                answerability.CALIBRATED[model_id] = saved
-            table[model_id] = coefficients
+            answerability.CALIBRATED[model_id] = coefficients
             calibrated = ask_all(container, names, qs, mode)
             for label, rows in (("seeds", seeds), ("calibrated", calibrated)):
                 run: dict[str, Any] = {s: score(qs, rows, s) for s in ("dev", "test")}
@@ -325,12 +325,64 @@ def run_modes(container: Any, names: dict[str, str], qs: list[Question], coeffic
                 runs[f"{mode}/{label}"] = run
     finally:
         answerability.CALIBRATED.pop(model_id, None)
-        answerability.CALIBRATED_WITH_READER.pop(model_id, None)
         if saved is not None:
             answerability.CALIBRATED[model_id] = saved
-        if saved_reader is not None:
-            answerability.CALIBRATED_WITH_READER[model_id] = saved_reader
     return runs
+
+
+def reader_margins(container: Any, qs: list[Question]) -> list[float | None]:
+    """The reader's best margin (best span − no answer) over each question's retrieved notes
+    (``None``: no span at all)."""
+    from ragchat.domain.models import SearchFilter
+
+    out: list[float | None] = []
+    for q in qs:
+        r = container.retriever.retrieve(q.question, SearchFilter(owner=OWNER))
+        out.append(None if r.found is None else round(r.found.margin, 4))
+    return out
+
+
+def sweep(qs: list[Question], margins: list[float | None], split: str = "dev") -> list[dict[str, float]]:
+    """Each threshold's shares on ``split``: answerable answered, near- and off-topic refused (the
+    decision only: whether the right document is cited is the runs' measure)."""
+    found = sorted({m for m in margins if m is not None})
+    rows = []
+    for t in sorted({-2.0, 0.0, *found[:: max(1, len(found) // 60)]}):
+        row: dict[str, float] = {"threshold": t}
+        for kind in ("answerable", "near_topic", "off_topic"):
+            picked = [m for q, m in zip(qs, margins, strict=True) if q.split == split and q.kind == kind]
+            answered = sum(m is not None and m >= t for m in picked) / max(1, len(picked))
+            row[kind] = round(answered if kind == "answerable" else 1 - answered, 3)
+        rows.append(row)
+    return rows
+
+
+def suggested(rows: list[dict[str, float]]) -> float:
+    """The dev threshold with every off-topic question refused that answers the most answerable and
+    refuses the most near-topic questions (sum of the shares; ties: the lower threshold)."""
+    ok = [r for r in rows if r["off_topic"] == 1.0] or rows
+    return max(ok, key=lambda r: (r["answerable"] + r["near_topic"], -r["threshold"]))["threshold"]
+
+
+def run_reader(container: Any, names: dict[str, str], qs: list[Question]) -> dict[str, Any]:
+    """``--reader on``: margins, the dev sweep, and the answers at the operating point."""
+    margins = reader_margins(container, qs)
+    rows = sweep(qs, margins)
+    print("threshold | dev answerable answered | near-topic refused | off-topic refused", flush=True)
+    for r in rows:
+        print(f"{r['threshold']:9.3f} | {r['answerable']:.3f} | {r['near_topic']:.3f} | {r['off_topic']:.3f}")
+    runs: dict[str, Any] = {}
+    for mode in ("vector", "hybrid"):
+        answers = ask_all(container, names, qs, mode)
+        run: dict[str, Any] = {s: score(qs, answers, s) for s in ("dev", "test")}
+        run["answers"] = [
+            {"question": q.question, "kind": q.kind, "split": q.split, "margin": m, **a}
+            for q, m, a in zip(qs, margins, answers, strict=True)
+        ]
+        runs[f"{mode}/reader"] = run
+        print(f"{mode}: dev {run['dev']}  test {run['test']}", flush=True)
+    threshold = container.reader_threshold()
+    return {"threshold": threshold, "suggested_dev_threshold": suggested(rows), "sweep": rows, "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -344,7 +396,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", choices=("fp32", "int8"), help="default: EMBEDDER_PRECISION")
     parser.add_argument("--no-squad", action="store_true", help="fit without the SQuAD 2.0 check")
     parser.add_argument("--features", help="fit and evaluate this set of signals (comma-separated)")
+    parser.add_argument("--reader", choices=("on", "off"), help="the extractive reader (default: READER)")
     args = parser.parse_args([] if argv is None else argv)
+    if args.reader:
+        os.environ["READER"] = args.reader
 
     from ragchat.config import load_settings
     from ragchat.domain import answerability
@@ -362,15 +417,19 @@ def main(argv: list[str] | None = None) -> None:
             model_id = container.embedder.model_id
             precision = container.settings.embedder_precision
             threshold = container.settings.similarity_threshold
+            if container.reader is not None:  # the reader decides: no signals to fit
+                read = run_reader(container, names, qs)
+                read |= {"model_id": model_id, "seconds": round(time.perf_counter() - started, 1)}
+                read["reader_sha256"] = getattr(container.reader, "sha256", None)
+                text = json.dumps(read, indent=1) + "\n"
+                (RESULTS / "grounding-reader.json").write_text(text, encoding="utf-8")
+                return
             signals = record_signals(container, qs)
             squad = None  # SQuAD is checked with the local model only (bench_calibration.py embeds with it)
             if (args.fit or args.select) and model_id == "all-MiniLM-L6-v2" and not args.no_squad:
                 from bench_calibration import squad_signals
 
                 squad = squad_signals()
-            reader = container.reader is not None
-            if reader:  # READER=on: the reader's score is one more signal (docs/reader.md)
-                SIGNALS.append("reader")
             chosen = select_features(qs, signals, squad) if args.select else FEATURES
             if args.features:
                 chosen = tuple(args.features.split(","))
@@ -378,8 +437,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"fitted on dev for {model_id!r}: {fitted!r}", flush=True)
             if args.fit or args.select:
                 return
-            table = answerability.CALIBRATED_WITH_READER if reader else answerability.CALIBRATED
-            in_code = table.get(model_id)
+            in_code = answerability.CALIBRATED.get(model_id)
             coefficients = in_code or fitted
             runs = run_modes(container, names, qs, coefficients)
         finally:
@@ -407,9 +465,6 @@ def main(argv: list[str] | None = None) -> None:
         },
     }
     # the default precision's figures are the table in docs/benchmarks.md; the other one's JSON goes aside
-    if reader:
-        (RESULTS / "grounding-reader.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        return
     if precision != load_settings({}).embedder_precision:
         (RESULTS / f"grounding-{precision}.json").write_text(
             json.dumps(result, indent=1) + "\n", encoding="utf-8"

@@ -184,7 +184,7 @@ def build(tmp: str, paths: dict[str, bytes], stand_in: StandIn) -> tuple[Any, di
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
-    passed = ("RAGCHAT_", "CHUNK_", "EVIDENCE_", "PRECOMPUTE_", "EMBEDDER_")
+    passed = ("RAGCHAT_", "CHUNK_", "EVIDENCE_", "PRECOMPUTE_", "EMBEDDER_", "READER")
     env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
     env |= {"RAGCHAT_DATA_DIR": tmp, "RAGCHAT_CHAT_MODEL": "extractive"}
     container = Container(load_settings(env))
@@ -439,7 +439,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default="all", help="grounding and/or conversation splits, comma-separated")
     ap.add_argument("--rewrites", choices=("naive", "gold"), default="naive", help="the condense stand-in")
+    ap.add_argument("--reader", choices=("on", "off"), help="the extractive reader guards (default: READER)")
     args = ap.parse_args([] if argv is None else argv)  # run_all.py calls main() with no args
+    if args.reader:
+        os.environ["READER"] = args.reader
     every = {"grounding", "dev"} if smoke() else {"grounding", *SPLITS}  # smoke: one split of each kind
     wanted = set(args.sets.split(",")) if args.sets != "all" else every
     stand_in = StandIn()
@@ -462,6 +465,7 @@ def main(argv: list[str] | None = None) -> None:
     RESULTS.mkdir(exist_ok=True)
     out = {"load": load, "python": sys.version.split()[0], "summaries": summaries, "rows": rows}
     name = "recorded_prompts" + ("-gold" if args.rewrites == "gold" else "")
+    name += "-reader" if os.environ.get("READER") == "on" else ""  # the reader's figures go aside
     out["rewrites"] = args.rewrites
     out["sweep"] = sweep(rows)
     (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")

@@ -50,8 +50,16 @@ def _chromadb_missing() -> str | None:
 
 # benchmark -> (why it may be unavailable here, or None; the line it then prints)
 def _reader_missing() -> str | None:
-    """The reader (issue 34, off by default) is never prepared in the test's fresh model cache."""
-    return "the reader model is not prepared"
+    """The reader is the models cache's (shared with this machine's), else the package's."""
+    sys.path.insert(0, str(LAYER))
+    from ragchat.adapters.local.reader import find_reader
+    from ragchat.config import load_settings
+
+    try:
+        find_reader(load_settings().models_path)
+    except Exception:
+        return "the reader model is not prepared"
+    return None
 
 
 UNAVAILABLE = {
@@ -76,7 +84,7 @@ NOT_RUN = {
     "store_load.py": "random vectors, no model or data set; 300,000 rows take minutes",
     "profile_top.py": "reads a py-spy recording",
     "train_reader.py": "make reader: trains for minutes (its smoke run: tests/unit/test_reader_training.py)",
-    "reader_data.py": "the reader's training data (train_reader.py)",
+    "reader_qa_data.py": "the reader's training data (train_reader.py)",
     "chroma_before_after.py": "bench_chroma's phases from two checkouts: needs chromadb and a second tree",
 }
 

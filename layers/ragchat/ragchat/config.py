@@ -125,7 +125,8 @@ class Settings(BaseSettings):
     # with "background": a document of at most this many chunks gets them before READY, in its own pass
     evidence_inline_chunks: int = Field(16, ge=0, alias="EVIDENCE_INLINE_CHUNKS")
     chat_mode: Literal["rag", "tools"] = Field("rag", alias="CHAT_MODE")
-    reader: Literal["off", "on"] = Field("off", alias="READER")  # the trained judge, docs/reader.md
+    reader: Literal["off", "on"] = Field("off", alias="READER")  # the extractive reader, docs/reader.md
+    reader_threshold: float | None = Field(None, alias="READER_THRESHOLD")  # margin cut, docs/reader.md
 
     # --- backends ----------------------------------------------------------------------------
     backend: Literal["local", "aws"] = Field("local", alias="RAGCHAT_BACKEND")

@@ -287,6 +287,8 @@ def _ask_route(r: APIGatewayRouter, container: Container, owner: Callable[[], st
             "sources": [source_json(s) for s in result.sources],
             "guardUsed": result.guard_used,
         }
+        if result.suggestions:  # a refusal's closest passages (READER=on)
+            body["suggestions"] = list(result.suggestions)
         return _json(
             200,
             body,

@@ -214,6 +214,8 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
         body["query"] = msg.query
     if result.replayed:
         body["replayed"] = True
+    if result.suggestions:  # a refusal's closest passages (READER=on)
+        body["suggestions"] = list(result.suggestions)
     return body
 
 

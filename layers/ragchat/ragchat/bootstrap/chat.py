@@ -118,8 +118,8 @@ class ChatRoot(CalibrationRoot, WorkspaceRoot):
             answer_titles=self.model_reads() or self.extractive_by_meaning(),  # shown / read
             policy=self.guard_policy(),
             calibration=self.stored_calibration,
-            reader=self.reader,
-        )
+            reader=self.reader, reader_threshold=self.reader_threshold(),
+        )  # fmt: skip
 
     @cached_property
     def chat(self) -> Chat:

@@ -28,12 +28,24 @@ class Models(Backends):
 
     @cached_property
     def reader(self) -> Reader | None:
-        """The trained judge (``READER=on``; docs/reader.md), from the models cache; ``None`` when off."""
+        """The extractive reader (``READER=on``; docs/reader.md): the models cache's, else the one
+        shipped in the package; ``None`` when off. A missing model is a clear start-up error."""
         if self.settings.reader != "on":
             return None
         from ragchat.adapters.local.reader import OnnxReader
 
         return OnnxReader.from_cache(self.settings.models_path)
+
+    def reader_threshold(self) -> float:
+        """The reader's operating point: ``READER_THRESHOLD``, else the model's calibrated one."""
+        from ragchat.domain.answerability import reader_threshold
+
+        reader = self.reader
+        return reader_threshold(
+            getattr(reader, "sha256", None),
+            getattr(reader, "threshold", None),
+            self.settings.reader_threshold,
+        )
 
     @cached_property
     def passage_vectors(self) -> PassageVectors:

@@ -95,6 +95,10 @@ def _prepare(container: Container, samples: bool) -> None:
             err=True,
             fg=typer.colors.YELLOW,
         )
+    try:
+        container.reader  # READER=on: the reader too (docs/reader.md); None when off  # noqa: B018
+    except Exception as exc:
+        typer.secho(f"warning: {exc} (questions fail until it is)", err=True, fg=typer.colors.YELLOW)
     resumed = resume_pending(container)
     if resumed:
         typer.echo(f"Resuming {resumed} unfinished document(s)", err=True)

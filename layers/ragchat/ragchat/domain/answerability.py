@@ -50,8 +50,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ragchat.domain.citations import strip_citations
 from ragchat.domain.context import title_words
 from ragchat.domain.extractive import split_sentences, tokens
+from ragchat.domain.models import Hit
 
 ANSWERABLE = "answerable"
 LOW_SIMILARITY = "low_similarity"
@@ -76,7 +78,7 @@ class Signals:
     margin: float
     #: how many of the top chunks come from the top chunk's document (rank agreement; 0 = no hits)
     agreement: int = 0
-    #: the reader's (``READER=on``) best P(the passage holds the answer) over the passages it read
+    #: the reader's (``READER=on``) σ(margin) of its best span (logged; the reader decides alone)
     reader: float | None = None
     #: the share of the question's subject words that none of the caller's notes contain (reader
     #: policy, borderline evidence only; ``None``: not looked up)
@@ -183,30 +185,26 @@ CALIBRATED: dict[str, Coefficients] = {
 }
 
 
-#: With ``READER=on`` (docs/reader.md): the decision fitted with the reader's signal, by
-#: ``python bench/bench_grounding.py --select --reader`` on the dev split; a model without an entry
-#: keeps its coefficients above (the reader's score is then logged, not used).
-CALIBRATED_WITH_READER: dict[str, Coefficients] = {
-    # the best dev set using the reader (``--select --no-squad``: SQuAD trained the reader); the
-    # reader's weight is small, and no set with it beats the passage-based ones on dev (docs/reader.md)
-    "all-MiniLM-L6-v2": Coefficients(
-        threshold=0.40,
-        intercept=-0.146,
-        weights={"passage": 10.11, "margin": -1.753, "reader": 1.03},
-        cutoff=0.42,
-    ),
-}
-#: passages the reader reads per question: the most similar ones (its cost bound, ~3 ms each)
-READER_PASSAGES = 8
+#: ``READER=on`` (docs/reader.md): the extractive reader decides instead of the logistic model above.
+#: A question is answered when the reader's best span beats its no-answer score by at least the
+#: reader's threshold (``Reading.margin``, in logits). Resolution, first found: ``READER_THRESHOLD``
+#: (the user's knob), this table (keyed by the shipped model's SHA-256, calibrated by the lead on the
+#: dev splits: bench/bench_grounding.py and bench/bench_conversations.py with ``--reader on``), the
+#: model manifest's ``threshold`` (the dev articles' best SQuAD F1, written by bench/train_reader.py),
+#: else :data:`DEFAULT_READER_THRESHOLD` (SQuAD 2.0's own rule: answer when the span beats the null).
+READER_THRESHOLDS: dict[str, float] = {}
+DEFAULT_READER_THRESHOLD = 0.0
+#: the reader found no span that beats "no answer" by the threshold
+NO_ANSWER = "no_answer"
 
 
-def reader_choice(passages: Sequence[str], similarities: Sequence[float] | None) -> list[str]:
-    """The passages the reader reads: the ``READER_PASSAGES`` most similar to the question (the
-    first ones when their similarities are unknown), in their order."""
-    if similarities is None or len(similarities) != len(passages):
-        return list(passages[:READER_PASSAGES])
-    best = sorted(range(len(passages)), key=lambda i: -similarities[i])[:READER_PASSAGES]
-    return [passages[i] for i in sorted(best)]
+def reader_threshold(model_sha256: str | None, manifest: float | None, setting: float | None) -> float:
+    """The reader's operating point on the margin (see :data:`READER_THRESHOLDS`)."""
+    if setting is not None:
+        return setting
+    if model_sha256 and model_sha256 in READER_THRESHOLDS:
+        return READER_THRESHOLDS[model_sha256]
+    return manifest if manifest is not None else DEFAULT_READER_THRESHOLD
 
 
 def content_words(text: str) -> set[str]:
@@ -280,7 +278,6 @@ def features(signals: Signals, threshold: float) -> dict[str, float]:
         "coverage": signals.coverage,
         "sentence_coverage": signals.sentence_coverage,
         "margin": signals.margin,
-        "reader": signals.reader if signals.reader is not None else 0.0,
     }
 
 
@@ -351,3 +348,14 @@ def fit_reader_cutoff(answerable: Sequence[float], off_topic: Sequence[float], c
     above = [p for p in answerable if p > worst]
     mid = (worst + min(above)) / 2 if above else worst + 0.01
     return round(min(cutoff, math.ceil(mid * 100) / 100), 2)
+
+
+def passage_owners(hits: Sequence[Hit], titles: Sequence[str | None] | None) -> dict[str, str]:
+    """The chunk each of the decision's passages of ``hits`` comes from (the first, for a passage
+    two chunks share): where a passage embedded on a question is stored."""
+    owners: dict[str, str] = {}
+    for i, hit in enumerate(hits[:EVIDENCE_CHUNKS]):
+        title = titles[i] if titles is not None and i < len(titles) else None
+        for passage in evidence_passages([strip_citations(hit.text)], limit=1 << 30, titles=[title]):
+            owners.setdefault(passage, hit.id)
+    return owners

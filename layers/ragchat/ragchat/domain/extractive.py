@@ -142,6 +142,7 @@ def _split(text: str) -> list[tuple[str, bool]]:
     for paragraph in re.split(r"\n[ \t]*\n", text):
         segments: list[str] = []
         after_row = False
+        alone = False  # the last segment is one line so far (a heading line may label what follows)
         header: list[str] | None = None
         for line in paragraph.split("\n"):
             if _HEADING.match(line):  # a Markdown heading labels the text; it is not an answer
@@ -155,10 +156,13 @@ def _split(text: str) -> list[tuple[str, bool]]:
                 header = None
             elif header is not None:  # each cell named by its column: "Plot: Half plot; Rent: 48 pounds"
                 line = _labelled(header, line)
-            if segments and not row and not after_row and not _BULLET.match(line):
+            joins = segments and not row and not after_row and not _BULLET.match(line)
+            if joins and not (alone and heading_line(segments[-1]) and line.lstrip()[:1].isupper()):
                 segments[-1] += " " + line
-            else:
+                alone = False
+            else:  # a heading line ("Cargo bikes") never runs into the sentence under it
                 segments.append(line)
+                alone = True
             after_row = row
         for segment in segments:
             bullet = _BULLET.match(segment)
@@ -183,6 +187,27 @@ def _split(text: str) -> list[tuple[str, bool]]:
                 lead = len(sentences) - 1
     ended = [s + "." if i in listed and s[-1].isalnum() else s for i, s in enumerate(sentences)]
     return [(s, i in rows) for i, s in enumerate(ended) if any(c.isalnum() for c in s)]
+
+
+#: a line of at most this many words, without end punctuation, is a heading when a sentence starts
+#: on the next line ("Cargo bikes" above "Employees may park…"); a PDF's wrapped line is longer
+HEADING_WORDS = 6
+HEADING_CHARS = 60
+_EMPHASIS_EDGE = re.compile(r"^(?:\*\*|__)|(?:\*\*|__)$")
+
+
+def heading_line(line: str) -> bool:
+    """Is ``line`` a plain-text (or bold) heading: short, capitalised, no end punctuation, not
+    ending on a stop word (a wrapped line of a sentence: "The office is open until")?"""
+    text = _EMPHASIS_EDGE.sub("", line.strip()).strip()
+    words = text.split()
+    return (
+        0 < len(words) <= HEADING_WORDS
+        and len(text) <= HEADING_CHARS
+        and text[:1].isupper()
+        and text[-1].isalnum()
+        and words[-1].lower() not in STOP_WORDS
+    )
 
 
 # A bold run-in label ending a sentence at a paragraph's (or list item's) start: "**Tools.** The fuel
@@ -362,7 +387,7 @@ def _by_meaning(candidates: list[_Candidate], relevance: Relevance, limit: int) 
     windows = {
         i: with_before(before, c.text)
         for i, c in enumerate(candidates)
-        if _refers_back(c.text) and (before := text_at.get((c.hit_rank, c.position - 1)))
+        if refers_back(c.text) and (before := text_at.get((c.hit_rank, c.position - 1)))
     }
     scored = relevance([c.meaning or c.text for c in candidates] + list(windows.values()))
     if len(scored) != len(candidates) + len(windows):
@@ -391,7 +416,7 @@ def relevance_texts(text: str, title: str | None = None) -> list[str]:
     split = [(plain_text(s), row) for s, row in _split(strip_citations(text))]
     plains = [p for p, _ in split]
     windows = [
-        with_before(before, p) for before, p in itertools.pairwise(plains) if before and p and _refers_back(p)
+        with_before(before, p) for before, p in itertools.pairwise(plains) if before and p and refers_back(p)
     ]
     return [titled(p, row, title) for p, row in split if p] + windows
 
@@ -412,7 +437,7 @@ REFERRING_WORDS = frozenset(
 )
 
 
-def _refers_back(sentence: str) -> bool:
+def refers_back(sentence: str) -> bool:
     first = _WORD.match(sentence.lstrip("\"'(“‘ "))
     return first is not None and first.group(0).lower() in REFERRING_WORDS
 

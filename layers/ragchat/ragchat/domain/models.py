@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from ragchat.domain.read_answers import Found
 
 T = TypeVar("T")
 
@@ -163,18 +166,23 @@ class SourceRef:
     # the workspace the note is in (id and name, as when the answer was given)
     workspace_id: str | None = None
     workspace_name: str | None = None
+    # the answer span the reader found in this note (``READER=on``): what the citation highlights
+    highlight: str | None = None
 
 
 def source_json(src: SourceRef) -> JSON:
     """The one JSON shape of a source, in API responses, SSE, stored messages, exports and the CLI:
-    ``{id, documentId, title, page?, workspace?, text}`` (``page`` and ``workspace`` only when
-    known; ``workspace`` is ``{id, name}``)."""
+    ``{id, documentId, title, page?, workspace?, text, highlight?}`` (``page``, ``workspace`` and
+    ``highlight`` only when known; ``workspace`` is ``{id, name}``; ``highlight``: the answer span
+    the reader found in the note, what the citation panel marks)."""
     out: JSON = {"id": src.id, "documentId": src.document_id, "title": src.title}
     if src.page is not None:
         out["page"] = src.page
     if src.workspace_id is not None and src.workspace_name is not None:
         out["workspace"] = {"id": src.workspace_id, "name": src.workspace_name}
     out["text"] = src.text
+    if src.highlight:
+        out["highlight"] = src.highlight
     return out
 
 
@@ -191,6 +199,7 @@ def source_from_json(data: JSON) -> SourceRef:
         page=page if isinstance(page, int) and not isinstance(page, bool) else None,
         workspace_id=ws.get("id"),
         workspace_name=ws.get("name"),
+        highlight=data["highlight"] if isinstance(data.get("highlight"), str) else None,
     )
 
 
@@ -257,6 +266,8 @@ class ModelRequest:
     # The retrieved notes' document titles (document id → title), when retrieval read them: the
     # extractive answerer compares a table row by meaning with its document's title in front.
     source_titles: dict[str, str] | None = None
+    # ``READER=on``: the answer span the reader found (the extractive answerer quotes its sentences)
+    found: Found | None = None
 
 
 @dataclass(slots=True)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
+from ragchat.domain.answerability import NO_ANSWER
 from ragchat.domain.citations import CitationResult, validate_citations
 from ragchat.domain.errors import ModelError, TransientError, ValidationError
 from ragchat.domain.excerpts import source_refs
@@ -37,6 +38,7 @@ from ragchat.domain.prompts import (
     detect_injection,
     fallback_reply,
 )
+from ragchat.domain.read_answers import passage_suggestions
 from ragchat.services.logs import log_error
 from ragchat.services.metrics import NO_METRICS, record_turn
 from ragchat.services.model_calls import ModelCaller
@@ -62,6 +64,8 @@ class Answer:
     model: str
     citations: CitationResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # a refusal's closest passages, offered as suggestions (``READER=on``)
+    suggestions: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -70,6 +74,7 @@ class AskResult:
     sources: list[SourceRef]
     guard_used: bool
     model: str
+    suggestions: list[str] = field(default_factory=list)
 
 
 def model_messages(history: Sequence[ChatTurn], question: str, asked: str | None = None) -> list[ChatTurn]:
@@ -109,8 +114,15 @@ class Answerer:
             text = f"{text} {indexing_hint(indexing)}"
         elif empty:
             text = f"{text} {NO_DOCUMENTS_HINT}"
+        # the reader read the notes and found no answer: the closest passages are offered instead
+        offered = retrieval.decision is not None and retrieval.decision.reason == NO_ANSWER
         return Answer(
-            text=text, sources=[], guard_used=True, model=GUARD_MODEL, timings=dict(retrieval.timings)
+            text=text,
+            sources=[],
+            guard_used=True,
+            model=GUARD_MODEL,
+            timings=dict(retrieval.timings),
+            suggestions=passage_suggestions(retrieval.hits, retrieval.titles) if offered else [],
         )
 
     def request(
@@ -143,6 +155,7 @@ class Answerer:
             question=question,
             question_vector=retrieval.query_vector,
             source_titles=retrieval.titles or None,
+            found=retrieval.found,
         )
 
     def finish(
@@ -169,9 +182,13 @@ class Answerer:
                 "removed": result.removed,
             },
         )
+        sources = source_refs(hits, result.valid_ids, result.text)
+        if retrieval.found is not None:  # the citation of the note holding the span highlights it
+            found = retrieval.found
+            sources = [replace(s, highlight=found.span) if s.id == found.hit_id else s for s in sources]
         return Answer(
             text=result.text,
-            sources=with_documents(source_refs(hits, result.valid_ids, result.text), hits),
+            sources=with_documents(sources, hits),
             guard_used=False,
             model=model,
             citations=result,
@@ -331,4 +348,10 @@ class AskService:
             logger.info("chat.metrics", extra={"conversationId": None, "phase": phase, "ms": round(ms, 1)})
         record_turn(self.metrics, ans.timings)
         sources = locate_sources(self.documents, owner, ans.sources, workspaces=workspaces)
-        return AskResult(answer=ans.text, sources=sources, guard_used=ans.guard_used, model=ans.model)
+        return AskResult(
+            answer=ans.text,
+            sources=sources,
+            guard_used=ans.guard_used,
+            model=ans.model,
+            suggestions=ans.suggestions,
+        )

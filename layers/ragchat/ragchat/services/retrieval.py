@@ -1,16 +1,12 @@
 """Retrieval for a question or a chat turn (docs/retrieval.md).
 
-normalize → empty knowledge base? guard before embedding → embed → vector search (filtered to the
-owner's enabled notes and the scope; one retry on a transient error) → adaptive: when top-1 and
-top-3 are close, answer from the top 5 instead of the top 3 → the answerability decision
-(:mod:`ragchat.domain.answerability`: the top-1 vector similarity against ``MIN_SIMILARITY``, and,
-for an embedding model with calibrated coefficients, the best passage's similarity, the coverage
-of the question's words and the margin) → guard when it refuses → ``RETRIEVAL_MODE=hybrid``
-re-ranks the notes to answer from with the index's keyword+vector fusion. One search of depth
-max(topK, adaptive topK) serves the decision and the adaptive rule: an exact search ranks the same
-notes first whatever the depth, so its first topK are what a topK search returns. The
-``chat.retrieval`` and ``chat.guard`` events carry the top similarity, the signals, the probability
-and the decision's reason.
+normalize → empty knowledge base? guard before embedding → embed → vector search (the owner's enabled
+notes, the scope; one retry on a transient error) → adaptive: top-1 and top-3 close, the top 5
+instead of 3 → the answerability decision (:mod:`ragchat.domain.answerability`; with ``READER=on``
+the extractive reader's, :mod:`ragchat.services.reading`) → guard when it refuses →
+``RETRIEVAL_MODE=hybrid`` re-ranks with the index's keyword+vector fusion. One exact search of depth
+max(topK, adaptive topK) serves both rules (its first topK are what a topK search returns).
+``chat.retrieval`` and ``chat.guard`` carry the top similarity, signals, probability and reason.
 """
 
 from __future__ import annotations
@@ -27,9 +23,10 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.answerability import (
     CALIBRATED,
-    CALIBRATED_WITH_READER,
+    DEFAULT_READER_THRESHOLD,
     EVIDENCE_CHUNKS,
     EXTRACTIVE_POLICY,
+    NO_ANSWER,
     READER_POLICY,
     Coefficients,
     Decision,
@@ -37,12 +34,14 @@ from ragchat.domain.answerability import (
     decide_for,
     evidence_passages,
     needs_word_check,
-    reader_choice,
+    passage_owners,
 )
 from ragchat.domain.citations import strip_citations
 from ragchat.domain.errors import TransientError, ValidationError
 from ragchat.domain.models import Hit, SearchFilter
+from ragchat.domain.read_answers import Found, holder_first
 from ragchat.services.metrics import GUARD_REFUSALS, NO_METRICS
+from ragchat.services.reading import read_decision
 from ragchat.services.vocabulary import check_words
 
 if TYPE_CHECKING:
@@ -84,6 +83,9 @@ class Retrieval:
     parts: list[Part] = field(default_factory=list)
     # the answered notes' document titles (document id → title; empty when titles are not wired)
     titles: dict[str, str] = field(default_factory=dict)
+    # ``READER=on``: the best answer span the reader found in the notes (``None``: none, or no
+    # reader); on an answered retrieval its note is the first of ``hits``
+    found: Found | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -216,6 +218,7 @@ class Retriever:
         policy: str = EXTRACTIVE_POLICY,
         calibration: Coefficients | None = None,
         reader: Reader | None = None,
+        reader_threshold: float = DEFAULT_READER_THRESHOLD,
     ) -> None:
         """``passage_vectors``: a cache shared with others embedding texts with the same embedder
         (the extractive answerer's sentences); by default one of ``passage_cache_size`` of its own.
@@ -223,9 +226,11 @@ class Retriever:
         ``titles``): the extractive answerer by meaning reads them, and a model that reads shows them
         on its source lines. ``policy``: the answerability decision's (``extractive``, or ``reader``
         for a model that reads); ``calibration``: coefficients ``ragchat calibrate`` stored for this
-        embedder (ahead of the built-in ones); ``reader``: the judge reading the question with the
-        decision's passages (``READER=on``), its best score a signal of the decision."""
+        embedder (ahead of the built-in ones); ``reader``: the extractive reader (``READER=on``,
+        docs/reader.md) reading the question with the retrieved notes, whose best span against "no
+        answer" (``reader_threshold`` on the margin) is then the decision, whoever answers."""
         self.reader = reader
+        self.reader_threshold = reader_threshold
         self.policy = policy
         self.calibration = calibration
         self.embedder = embedder
@@ -334,35 +339,46 @@ class Retriever:
         ):
             top_k = adaptive_k
             vector_hits = ranked[:top_k]
-        decision = self._decide(q, vector, vector_hits, timings, flt)
+        decision, found = self._judge(q, vector, vector_hits, timings, flt)
         top1 = decision.signals.top if vector_hits else None
         if not decision.answer:
             self._log_retrieval(conversation_id, vector_hits, decision)
-            return self._guard(
+            guarded = self._guard(
                 decision.reason, q, conversation_id, hits=vector_hits, top_k=top_k, timings=timings,
                 top_similarity=top1, decision=decision, vector=vector,
             )  # fmt: skip
+            titled = self.titles_of(flt.owner, vector_hits) if decision.reason == NO_ANSWER else {}
+            return replace(guarded, found=found, titles=titled)  # the suggestions name the documents
         hits = vector_hits
         if self.settings.retrieval_mode == "hybrid":
             hits = self._searched(
                 timings, "hybrid_search", lambda: self.index.hybrid_search(q, vector, flt, top_k)
             )
+        if found is not None:  # the note holding the answer first (the model reads it, it is quoted)
+            hits = holder_first(found.hit_id, vector_hits, hits)[:top_k]
         self._log_retrieval(conversation_id, hits, decision)
         titles: dict[str, str] = {}
         if self.titles is not None and self.answer_titles:
             titles = self.titles_of(flt.owner, hits)
         return Retrieval(
-            hits=hits,
-            guard=False,
-            reason=None,
-            top_k=top_k,
-            timings=timings,
-            question=q,
-            top_similarity=top1,
-            decision=decision,
-            query_vector=vector,
-            titles=titles,
-        )
+            hits=hits, guard=False, reason=None, top_k=top_k, timings=timings, question=q,
+            top_similarity=top1, decision=decision, query_vector=vector, titles=titles, found=found,
+        )  # fmt: skip
+
+    def _judge(
+        self, q: str, vector: list[float], hits: list[Hit], timings: dict[str, float], flt: SearchFilter
+    ) -> tuple[Decision, Found | None]:
+        """The reader's decision (and its best span) with ``READER=on``, else the calibrated one."""
+        if self.reader is not None and self.reader_decides():
+            known = self.titles_of(flt.owner, hits)  # read on each passage's first line
+            named = [known.get(h.document_id or "") for h in hits]
+            return read_decision(self.reader, self.reader_threshold, q, hits, timings, named)
+        return self._decide(q, vector, hits, timings, flt), None
+
+    def reader_decides(self) -> bool:
+        """Is the answerability decision the reader's (``READER=on``; ``ANSWERABILITY=similarity``
+        keeps the seeds' top-1 rule whoever reads)?"""
+        return self.reader is not None and self.settings.answerability == "calibrated"
 
     def _decide(
         self,
@@ -379,7 +395,6 @@ class Retriever:
         coefficients = self.coefficients()
         texts = [strip_citations(h.text) for h in vector_hits]
         passage_scores: list[float] | None = None
-        read: list[float] = []
         if coefficients is not None and vector_hits:
             t = time.perf_counter()
             titles = self._titles(flt.owner, vector_hits)
@@ -392,15 +407,9 @@ class Retriever:
                     lambda: self.passage_vectors.similarities(query, passages, chunks, owners),
                 )
             timings["answerability"] = (time.perf_counter() - t) * 1000
-            if self.reader is not None and passages:
-                t = time.perf_counter()
-                read = self.reader.score(q, reader_choice(passages, passage_scores))
-                timings["reader"] = (time.perf_counter() - t) * 1000
         similarities = [similarity_of(h) for h in vector_hits]
         documents = [h.document_id for h in vector_hits]
         signals = compute_signals(q, similarities, texts, passage_scores, documents)
-        if read:
-            signals = replace(signals, reader=max(read))
         # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
         policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
         decision = decide_for(policy, signals, threshold, coefficients)
@@ -425,8 +434,7 @@ class Retriever:
         if self.settings.answerability != "calibrated":
             return None
         model_id = getattr(self.embedder, "model_id", "")
-        with_reader = CALIBRATED_WITH_READER.get(model_id) if self.reader is not None else None
-        return with_reader or self.calibration or CALIBRATED.get(model_id)
+        return self.calibration or CALIBRATED.get(model_id)
 
     def evidence_similarity(self, query: list[float], hits: list[Hit], owner: str) -> float | None:
         """The best similarity of ``query`` to a passage of ``hits`` (as the decision reads them:
@@ -475,17 +483,6 @@ class Retriever:
                 **_decision_fields(decision),
             },
         )
-
-
-def passage_owners(hits: Sequence[Hit], titles: Sequence[str | None] | None) -> dict[str, str]:
-    """The chunk each of the decision's passages of ``hits`` comes from (the first, for a passage
-    two chunks share): where a passage embedded on a question is stored."""
-    owners: dict[str, str] = {}
-    for i, hit in enumerate(hits[:EVIDENCE_CHUNKS]):
-        title = titles[i] if titles is not None and i < len(titles) else None
-        for passage in evidence_passages([strip_citations(hit.text)], limit=1 << 30, titles=[title]):
-            owners.setdefault(passage, hit.id)
-    return owners
 
 
 def _decision_fields(decision: Decision | None) -> dict[str, object]:

@@ -199,7 +199,7 @@ async function turn(path, method, payload, userEl, restore) {
     if ((r.headers.get('Content-Type') || '').includes('text/event-stream')) await readEvents(r, answerEvents(bot, state));
     else { const j = await r.json(); bot.dataset.id = j.id || '';
       Object.assign(state, {text: j.content, sources: j.sources || [], query: j.query, done: true});
-      if (j.guardUsed) state.refusal = {message: j.content, suggestions: [], query: j.query}; }
+      if (j.guardUsed) state.refusal = {message: j.content, suggestions: j.suggestions || [], query: j.query}; }
     finishAnswer(bot, state);
   } catch (err) {
     if (err.name === 'AbortError') { userEl.classList.remove('pending'); finishAnswer(bot, state); }

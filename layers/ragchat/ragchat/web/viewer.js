@@ -1,5 +1,6 @@
 // The side panel (fetched by common.js's viewer() on the Chat and Documents pages when first opened): a cited passage whole,
-// with the sentences the answer took from it highlighted, and the document viewer (its text; a PDF
+// with the answer span the reader found in it highlighted (a source's `highlight`: a table's cell, not the
+// table), else the sentences the answer took from it, and the document viewer (its text; a PDF
 // one page at a time: the page's image, with the page number, and its text). Text from documents is shown with textContent only.
 const panel = (() => {
   let invoker = null, docText = '';
@@ -55,6 +56,21 @@ const panel = (() => {
           const m = el('mark', s); p.append(m); if (!first) first = m; } else p.append(s); }
       box.append(p); }
     return first; }
+  // The reader's answer span, marked where it stands in the rendered text (the first text node holding
+  // it; a span the product labelled, "Plot: Half plot; Rent: 48 pounds", by its longest piece found).
+  function markSpan(box, span) { const wanted = String(span || '').trim(); if (!wanted) return null;
+    const pieces = [wanted, ...wanted.split(/[;:]\s+|\.\s+/).map(x => x.trim()).filter(x => x.length > 2)
+      .sort((a, b) => b.length - a.length)];
+    for (const piece of pieces) { const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+      for (let node = walk.nextNode(); node; node = walk.nextNode()) { const at = node.data.indexOf(piece);
+        if (at < 0) continue;
+        const rest = node.splitText(at); rest.splitText(piece.length);
+        const m = el('mark', piece, 'span-mark'); rest.replaceWith(m); return m; } }
+    return null; }
+  // A passage's text with the span marked, else (no span, or not found) its cited sentences.
+  function renderMarked(box, text, cited, span) {
+    if (span) { render(box, text, []); const m = markSpan(box, span); if (m) return m; box.replaceChildren(); }
+    return render(box, text, cited); }
 
   // ---------------------------------------------------------------- a cited passage
   // A stored source keeps the note's first 160 characters: shown up to its last whole word.
@@ -66,11 +82,11 @@ const panel = (() => {
     const text = el('div', null, 'passage'); text.textContent = 'Loading the passage…'; box.append(text);
     const actions = el('p', null, 'panel-actions');
     if (source.documentId) { const open = el('button', 'Open document', 'btn small'); open.type = 'button';
-      open.onclick = () => documentView(source.documentId, {page: source.page, cited, title: source.title}); actions.append(open); }
+      open.onclick = () => documentView(source.documentId, {page: source.page, cited, title: source.title, span: source.highlight}); actions.append(open); }
     box.append(actions);
-    api('/notes/' + encodeURIComponent(source.id)).then(n => { text.replaceChildren(); render(text, n.text, cited); })
+    api('/notes/' + encodeURIComponent(source.id)).then(n => { text.replaceChildren(); renderMarked(text, n.text, cited, source.highlight); })
       .catch(err => { text.replaceChildren(); if (err.status === 404) {  // the note is gone: what the answer stored
-        render(text, wholeWords(source.text || ''), cited); text.append(el('p', 'This passage is no longer in your documents.', 'muted small')); }
+        renderMarked(text, wholeWords(source.text || ''), cited, source.highlight); text.append(el('p', 'This passage is no longer in your documents.', 'muted small')); }
       else fail(err); }); }
 
   // ---------------------------------------------------------------- the document viewer
@@ -91,14 +107,14 @@ const panel = (() => {
     opts = opts || {}; const box = show(opts.title || 'Document', from); box.append(el('p', 'Loading the document…', 'muted'));
     try { const doc = await api('/documents/' + encodeURIComponent(id));
       show(doc.title || 'Untitled note');
-      if (doc.contentType === 'application/pdf') return pdfPage(doc, opts.page || 1, opts.cited || []);
+      if (doc.contentType === 'application/pdf') return pdfPage(doc, opts.page || 1, opts.cited || [], 0, opts.span);
       const full = await api('/documents/' + encodeURIComponent(id) + '?include=body'); docText = full.body || '';
-      viewer(doc, docText, opts.cited || [], null);
+      viewer(doc, docText, opts.cited || [], null, null, opts.span);
     } catch (err) { box.replaceChildren(); fail(err); } }
-  function viewer(doc, text, cited, pager, image) {
+  function viewer(doc, text, cited, pager, image, span) {
     const box = body; box.replaceChildren();
     const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
-    const page = el('div', null, 'doc-text'); const first = render(page, text, cited);
+    const page = el('div', null, 'doc-text'); const first = renderMarked(page, text, cited, span);
     box.append(bar); if (image) box.append(image, el('h3', 'Text of this page', 'doc-h'));
     box.append(page);
     if (first && image) { const go = el('button', 'Cited text ↓', 'btn small'); go.type = 'button';
@@ -112,15 +128,15 @@ const panel = (() => {
       img.width = r.width; img.height = r.height; img.src = r.image; return r.pages; })
       .catch(err => { fig.replaceChildren(el('p', 'The page image could not be shown. ' + describe(err), 'muted small')); return 0; });
     return {fig, ready}; }
-  async function pdfPage(doc, n, cited, count) {
+  async function pdfPage(doc, n, cited, count, span) {
     const notes = await notesOf(doc.id), known = [...new Set(notes.map(x => (x.metadata || {}).page).filter(Boolean))];
     let last = Math.max(1, count || 0, ...known); n = Math.min(Math.max(1, n || 1), last);
     const shown = pageImage(doc, n), text = joined(notes.filter(x => (x.metadata || {}).page === n));
     const pager = el('span', null, 'pager'), prev = el('button', '‹ Previous page', 'btn small'), next = el('button', 'Next page ›', 'btn small');
     prev.type = next.type = 'button'; prev.disabled = n <= 1; next.disabled = n >= last;
-    prev.onclick = () => pdfPage(doc, n - 1, cited, last); next.onclick = () => pdfPage(doc, n + 1, cited, last);
+    prev.onclick = () => pdfPage(doc, n - 1, cited, last, span); next.onclick = () => pdfPage(doc, n + 1, cited, last, span);
     const where = el('strong', 'Page ' + n + ' of ' + last, 'page-no');
-    pager.append(prev, where, next); viewer(doc, text || '(No text on this page.)', cited, pager, shown.fig);
+    pager.append(prev, where, next); viewer(doc, text || '(No text on this page.)', cited, pager, shown.fig, span);
     // the page count from the PDF itself (pages with no text have no notes)
     shown.ready.then(pages => { if (pages > last) { last = pages; where.textContent = 'Page ' + n + ' of ' + pages;
       next.disabled = n >= pages; } }); }

@@ -2,7 +2,9 @@
 
 It answers from the retrieved notes alone: the best sentences of the top qualifying chunks (at most
 three), each followed by its ``[source: id]``, then the ``Sources:`` line. Deterministic. Used
-locally when no Claude key is configured.
+locally when no Claude key is configured. With the extractive reader (``READER=on``, docs/reader.md)
+the request carries the reader's best span, and the answer is the sentence(s) holding it
+(:func:`ragchat.domain.read_answers.reader_answer`).
 
 Given sentence vectors (``relevance_vectors``: unit vectors by text, e.g. the retriever's
 ``PassageVectors`` cache) and the embedder of the question (``query_embedder``), it picks sentences
@@ -61,6 +63,10 @@ class ExtractiveChatModel:
     def complete(self, request: ModelRequest) -> Completion:
         from ragchat.domain.extractive import extractive_answer
 
+        if request.found is not None:  # READER=on: the sentence(s) holding the reader's span
+            from ragchat.domain.read_answers import reader_answer
+
+            return Completion(text=reader_answer(request.found), model=self.model_id)
         question, hits, titles = request.question, request.sources, request.source_titles or {}
         if self.relevance_vectors is not None:
             try:

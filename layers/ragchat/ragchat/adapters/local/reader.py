@@ -22,6 +22,9 @@ from ragchat.domain.reading import Reading
 MODEL_NAME = "ragchat-reader"
 MODEL_FILE = "model-int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
+MANIFEST_FILE = "manifest.json"  # written by bench/train_reader.py: sha256, threshold, figures
+#: the reader shipped inside the package (package data), read when the models cache has none
+PACKAGED_MODELS = Path(__file__).resolve().parents[2] / "models"
 MAX_TOKENS = 256  # as trained: question + passage window
 STRIDE = 96  # tokens shared by two consecutive windows of a long passage
 MAX_QUESTION_TOKENS = 64
@@ -31,6 +34,26 @@ BATCH = 8
 
 def reader_dir(models_path: Path) -> Path:
     return Path(models_path) / MODEL_NAME
+
+
+def _missing(folder: Path) -> list[str]:
+    return [name for name in (MODEL_FILE, TOKENIZER_FILE) if not (folder / name).is_file()]
+
+
+def find_reader(models_path: Path, packaged: Path | None = None) -> Path:
+    """The reader's folder: ``<models>/ragchat-reader`` when it holds a model (``make reader``, a
+    model being tried), else the copy shipped in the package; ``ModelNotPreparedError`` (naming both)
+    when neither has one."""
+    cache = reader_dir(models_path)
+    if not _missing(cache):
+        return cache
+    shipped = reader_dir(packaged or PACKAGED_MODELS)
+    if not _missing(shipped):
+        return shipped
+    raise ModelNotPreparedError(
+        f"the reader model is not prepared in {cache} ({', '.join(_missing(cache))} missing) and none "
+        f"is shipped in {shipped}: run `make reader` in the ragchat repository, or set READER=off"
+    )
 
 
 #: one model input: (passage index, input ids, character offsets, first passage token)
@@ -83,6 +106,8 @@ class OnnxReader:
     runs concurrent requests)."""
 
     def __init__(self, model_path: Path, tokenizer_path: Path, *, threads: int = 1) -> None:
+        import json
+
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -103,16 +128,27 @@ class OnnxReader:
         if sep is None:
             raise ModelNotPreparedError(f"{tokenizer_path} has no [SEP] token: not the reader's tokenizer")
         self._sep: int = sep
+        self.folder = Path(model_path).parent
+        manifest_path = self.folder / MANIFEST_FILE
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            manifest = {}
+        manifest = manifest if isinstance(manifest, dict) else {}
+        #: the model file's SHA-256 as its manifest states it (``None`` without a manifest)
+        self.sha256: str | None = manifest.get("sha256") if isinstance(manifest.get("sha256"), str) else None
+        threshold = manifest.get("threshold")
+        #: the operating point the training script chose on its dev articles (``None``: not stated)
+        self.threshold: float | None = (
+            float(threshold)
+            if isinstance(threshold, int | float) and not isinstance(threshold, bool)
+            else None
+        )
 
     @classmethod
-    def from_cache(cls, models_path: Path, **kwargs: int) -> OnnxReader:
-        folder = reader_dir(models_path)
-        missing = [name for name in (MODEL_FILE, TOKENIZER_FILE) if not (folder / name).is_file()]
-        if missing:
-            raise ModelNotPreparedError(
-                f"the reader model is not prepared in {folder} ({', '.join(missing)} missing): run "
-                "`make reader` in the ragchat repository, or set READER=off"
-            )
+    def from_cache(cls, models_path: Path, *, packaged: Path | None = None, **kwargs: int) -> OnnxReader:
+        """The reader of the models cache, else the one shipped in the package (:func:`find_reader`)."""
+        folder = find_reader(models_path, packaged)
         return cls(folder / MODEL_FILE, folder / TOKENIZER_FILE, **kwargs)
 
     # -- the port ----------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ class TurnResult:
     guard_used: bool
     replayed: bool = False
     user_message_id: str | None = None
+    # a refusal's closest passages (the reader found no answer in them), offered as suggestions
+    suggestions: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -73,7 +73,7 @@ def refusal_events(result: TurnResult) -> Iterator[Event]:
         "refusal",
         {
             "message": result.message.content,
-            "suggestions": list(REFUSAL_SUGGESTIONS),
+            "suggestions": [*result.suggestions, *REFUSAL_SUGGESTIONS],
             "messageId": result.message.id,
             **({"query": result.message.query} if result.message.query is not None else {}),
         },

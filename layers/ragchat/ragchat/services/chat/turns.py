@@ -407,5 +407,9 @@ class Turns:
         self._store_summary(turn)
         self.p.metrics.log_turn(turn.conv.id, turn.timings, turn.started)
         return TurnResult(
-            message=stored, model=answer.model, guard_used=answer.guard_used, user_message_id=turn.user.id
+            message=stored,
+            model=answer.model,
+            guard_used=answer.guard_used,
+            user_message_id=turn.user.id,
+            suggestions=list(answer.suggestions),
         )
