@@ -28,7 +28,7 @@ from ragchat.cli.common import (
     fail,
     quiet_logging,
 )
-from ragchat.domain.extraction import supported_extensions
+from ragchat.domain.extraction import IMAGES_NOT_READ, is_image, supported_extensions
 from ragchat.domain.file_errors import unsupported_type
 
 if TYPE_CHECKING:
@@ -71,7 +71,9 @@ def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome], l
             if path.suffix.lower() in SUPPORTED:
                 files.append(path)
             else:
-                error = unsupported_type(None, supported_extensions())
+                error = (
+                    IMAGES_NOT_READ if is_image(path.name) else unsupported_type(None, supported_extensions())
+                )
                 rejected.append(IngestOutcome(str(path), "FAILED", error=error))
         else:
             rejected.append(IngestOutcome(str(path), "FAILED", error=MISSING))
@@ -270,7 +272,10 @@ def _print_summary(console: Console, outcomes: list[IngestOutcome], skipped: lis
 
 def ingest(
     paths: Annotated[
-        list[Path], typer.Argument(metavar="PATH", help="Files or folders (.txt .md .html .pdf).")
+        list[Path],
+        typer.Argument(
+            metavar="PATH", help="Files or folders (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf)."
+        ),
     ],
     collection: Annotated[
         str | None, typer.Option(metavar="NAME", help="Put the documents in this collection.")

@@ -100,7 +100,23 @@ def _raw_body(body: bytes | str | None, max_body_bytes: int, limit_bytes: int) -
 
 
 def _checked_text(raw: bytes, content_type: str) -> str | None:
-    """The body as text (``None`` for a PDF). A PDF small enough is parsed now: unreadable → 400."""
+    """The body as text (``None`` for a PDF, an Office or e-book file, RTF). A PDF small enough is
+    parsed now, an Office file's zip directory read: unreadable → 400."""
+    from ragchat.domain.content_types import OFFICE_TYPES, RTF
+
+    if content_type in OFFICE_TYPES:
+        from ragchat.domain.office import check_office
+
+        if not raw.strip():
+            raise ValidationError(EMPTY_FILE)
+        check_office(raw, content_type)  # not a zip, a zip bomb by its directory, another kind: 400
+        return None
+    if content_type == RTF:
+        from ragchat.domain.rtf import is_rtf
+
+        if not is_rtf(raw):
+            raise ValidationError("This is not an RTF document: it does not start with {\\rtf.")
+        return None
     if content_type == "application/pdf":
         if not raw.strip():
             raise ValidationError(EMPTY_FILE)
@@ -314,8 +330,8 @@ class IngestionService:
         document_id: str | None = None,
         stored_key: str | None = None,
     ) -> Document:
-        """An uploaded file (``.txt .md .html .pdf``): the type comes from ``content_type`` or the
-        file name; the title defaults to the file name."""
+        """An uploaded file (``.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf``): the type
+        comes from ``content_type`` or the file name; the title defaults to the file name."""
         return self.submit(
             owner,
             body=data,
