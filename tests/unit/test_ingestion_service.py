@@ -295,7 +295,10 @@ def test_title_longer_than_1000_characters_is_rejected() -> None:
         ({"metadata": ["not", "an", "object"]}, "metadata"),
         ({"collection": "../etc"}, "collection"),
         ({"content_type": "image/png"}, r"^Images are not read: ragchat indexes text and has no OCR"),
-        ({"content_type": "application/zip"}, r"This file type is not supported \(application/zip\): add \.txt"),
+        (
+            {"content_type": "application/zip"},
+            r"This file type is not supported \(application/zip\): add \.txt",
+        ),
         ({"document_id": "bad id with spaces"}, "document id"),
     ],
 )

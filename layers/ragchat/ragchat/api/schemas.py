@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from ragchat.domain.intake import already_there
 from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.domain.models import Conversation, Document, Message, Note, Page
 from ragchat.domain.models import source_json as source_json  # the one source serializer
@@ -105,6 +106,8 @@ def accepted_json(accepted: Accepted) -> tuple[int, dict[str, Any]]:
         body["newVersion"] = True
     if accepted.duplicate:
         body["title"] = doc.title
+        body["message"] = already_there(doc.title, doc.id)
+        body["otherDocument"] = accepted.elsewhere  # not the document this name or source is
     return (200 if accepted.duplicate else 202), body
 
 

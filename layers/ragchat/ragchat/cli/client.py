@@ -62,6 +62,7 @@ class Accepted:
     status: str
     duplicate: bool = False
     new_version: bool = False
+    elsewhere: bool = False  # a duplicate of another document (the same content under another name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,7 @@ class ApiClient:
             str(data.get("status", "")),
             data.get("duplicate") is True,
             data.get("newVersion") is True,
+            data.get("otherDocument") is True,
         )
 
     def document(self, document_id: str) -> DocumentState:

@@ -30,6 +30,7 @@ from ragchat.cli.common import (
 )
 from ragchat.domain.extraction import IMAGES_NOT_READ, is_image, supported_extensions
 from ragchat.domain.file_errors import unsupported_type
+from ragchat.domain.intake import already_there
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,6 +55,7 @@ class IngestOutcome:
     title: str = ""
     duplicate: bool = False
     new_version: bool = False
+    elsewhere: bool = False  # a duplicate of another document (the same content by another door)
 
 
 def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome], list[Path]]:
@@ -125,7 +127,9 @@ class LocalIngest:
             document_id=stable_document_id(f"{self.owner}\n{source}" if shared else source),
         )
         doc = accepted.document
-        return Accepted(str(doc.id), str(doc.status), accepted.duplicate, accepted.new_version)
+        return Accepted(
+            str(doc.id), str(doc.status), accepted.duplicate, accepted.new_version, accepted.elsewhere
+        )
 
     def status(self, doc_id: str) -> DocumentState:
         from ragchat.cli.client import DocumentState
@@ -169,7 +173,7 @@ def ingest_one(backend: IngestBackend, path: Path, collection: str | None, timeo
     try:
         accepted = backend.submit(path, collection)
         outcome.document_id, outcome.duplicate = accepted.document_id, accepted.duplicate
-        outcome.new_version = accepted.new_version
+        outcome.new_version, outcome.elsewhere = accepted.new_version, accepted.elsewhere
         deadline = time.monotonic() + timeout
         while True:
             state = backend.status(outcome.document_id)
@@ -206,6 +210,8 @@ def _ingest_all(
 
 def _note(outcome: IngestOutcome) -> str:
     """What the summary's Note column says of a file that did not fail."""
+    if outcome.elsewhere:
+        return already_there(outcome.title, outcome.document_id)
     return UNCHANGED if outcome.duplicate else NEW_VERSION if outcome.new_version else ""
 
 
@@ -259,9 +265,11 @@ def _print_summary(console: Console, outcomes: list[IngestOutcome], skipped: lis
     elif outcomes:
         _print_blocks(console, outcomes, notes)
     failed = sum(1 for o in outcomes if o.status != "READY")
-    unchanged = sum(1 for o in outcomes if o.duplicate and o.status == "READY")
+    unchanged = sum(1 for o in outcomes if o.duplicate and not o.elsewhere and o.status == "READY")
+    there = sum(1 for o in outcomes if o.elsewhere and o.status == "READY")
     versions = sum(1 for o in outcomes if o.new_version and o.status == "READY")
     told = [f"{unchanged} unchanged"] if unchanged else []
+    told += [f"{there} already there"] if there else []
     told += [f"{versions} new version" + "s" * (versions > 1)] if versions else []
     ready = f"{len(outcomes) - failed} ready" + (f" ({', '.join(told)})" if told else "")
     names = ", ".join(p.name for p in skipped)

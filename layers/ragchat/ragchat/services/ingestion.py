@@ -142,11 +142,14 @@ class Accepted:
     """What a submit did: ``document`` as stored; ``duplicate``: the same bytes were already that
     document (same name or source, same collection, same options), so it was left as it is and
     nothing was started; ``new_version``: the document already existed with other bytes, and this
-    upload is its new version (it replaces the old one once indexed)."""
+    upload is its new version (it replaces the old one once indexed); ``elsewhere``: a duplicate of
+    another document of the workspace (the same bytes brought by another door or under another
+    name: one document per content)."""
 
     document: Document
     duplicate: bool = False
     new_version: bool = False
+    elsewhere: bool = False
 
 
 def _same_upload(
@@ -246,6 +249,9 @@ class IngestionService:
             given = {"metadata": metadata is not None, "split": split is not None}
             if _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
+        same = self._same_content(doc)
+        if same is not None:
+            return replace(self._duplicate(same, stored_key), elsewhere=True)
         self._admit(doc, len(raw), user or owner)
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
@@ -269,6 +275,17 @@ class IngestionService:
                 )
         if self.limiter is not None:
             self.limiter.charge_ingestion(user, size)
+
+    def _same_content(self, doc: Document) -> Document | None:
+        """Another document of the workspace with exactly these bytes, whichever door brought them
+        (the page, ``ragchat ingest``, ``--api``, a note, a direct upload): one document per content.
+        A FAILED one does not count (sending it again is how it is retried)."""
+        if doc.content_hash is None:
+            return None
+        same = self.documents.find_by_content(doc.owner, doc.content_hash)
+        if same is None or same.id == doc.id or same.status == DocumentStatus.FAILED:
+            return None
+        return same
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the

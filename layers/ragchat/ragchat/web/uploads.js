@@ -50,7 +50,8 @@ const uploads = (() => {
     if (!file.size) return refuse('The file is empty.');
     show(out, 'Uploading…');
     try { const r = await upload(file, collection, bar); bar.value = 100; bar.hidden = true;
-      if (r.duplicate) show(out, 'Already uploaded, unchanged: “' + (r.title || file.name) + '” (' + r.status + ').', 'ok');
+      if (r.duplicate && r.otherDocument) show(out, r.message, 'ok');  // the same content, added before by another door
+      else if (r.duplicate) show(out, 'Already uploaded, unchanged: “' + (r.title || file.name) + '” (' + r.status + ').', 'ok');
       else follow(r.documentId, out, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : '');
     } catch (err) { refuse(describe(err)); } }
   return {one, follow, show, megabytes, LIMIT};
