@@ -83,3 +83,32 @@ def test_the_same_content_under_another_name_is_already_there(run, tmp_path: Pat
     flat = " ".join(result.output.split())
     assert re.search(r"Already there: “hours\.md” \(D[0-9A-Z]{25}\) has exactly this content", flat), flat
     assert "1 ready (1 already there), 0 failed" in flat
+
+
+def test_ingest_tells_each_documents_progress_while_it_is_indexed(tmp_path: Path) -> None:
+    """Issue 45 item 5: chunks done / total and the time left, as the document moves on."""
+    from ragchat.cli.client import Accepted, DocumentState
+    from ragchat.cli.ingest import ingest_one
+
+    states = iter(
+        [
+            DocumentState("D1", "PENDING", 0, "", "big.md", "waiting to be read"),
+            DocumentState("D1", "PROCESSING", 0, "", "big.md", "64 / 200 chunks (32%), about 7 s left"),
+            DocumentState("D1", "READY", 200, "", "big.md"),
+        ]
+    )
+
+    class Backend:
+        def submit(self, path: Path, collection: str | None) -> Accepted:
+            return Accepted("D1", "PENDING")
+
+        def status(self, doc_id: str) -> DocumentState:
+            return next(states)
+
+        def close(self) -> None:
+            pass
+
+    heard: list[str] = []
+    outcome = ingest_one(Backend(), tmp_path / "big.md", None, 60, heard.append)
+    assert heard == ["waiting to be read", "64 / 200 chunks (32%), about 7 s left"]
+    assert (outcome.status, outcome.chunks) == ("READY", 200)

@@ -149,7 +149,8 @@ def _document_list_route(r: APIGatewayRouter, container: Container, owner: Calla
         page = container.document_service.list_documents(
             access.id, collection=collection, limit=limit, cursor=cursor
         )
-        return page_json(page, lambda doc: document_json(doc, access))
+        now = container.clock()
+        return page_json(page, lambda doc: document_json(doc, access, now=now))
 
 
 def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
@@ -196,7 +197,7 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
         access, _ = container.workspaces.find_document(owner(), document_id)
         who = access.id
         doc = container.document_service.get(who, document_id)
-        out = document_json(doc, access)
+        out = document_json(doc, access, now=container.clock())
         if include:
             wanted = {part.strip() for part in include.split(",")}
             if not wanted <= {"body"}:

@@ -72,6 +72,7 @@ class DocumentState:
     chunk_count: int
     error: str
     title: str = ""
+    progress: str = ""  # while it is being ingested: "12 / 40 chunks (30%), about 1 min left"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +193,7 @@ class ApiClient:
             chunk_count=int(data.get("chunkCount") or 0),
             error=str(data.get("error") or ""),
             title=str(data.get("title") or ""),
+            progress=str((data.get("progress") or {}).get("text") or ""),
         )
 
     # ---------------------------------------------------------------- questions

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
@@ -134,10 +135,14 @@ class LocalIngest:
     def status(self, doc_id: str) -> DocumentState:
         from ragchat.cli.client import DocumentState
 
+        from ragchat.domain.progress import describe, progress_of
+
         doc = self.container.documents.get_document(self.owner, doc_id)
         if doc is None:
             return DocumentState(doc_id, "FAILED", 0, "document disappeared")
-        return DocumentState(doc_id, str(doc.status), doc.chunk_count, doc.error or "", doc.title)
+        progress = progress_of(doc, self.container.clock())
+        told = describe(progress) if progress is not None else ""
+        return DocumentState(doc_id, str(doc.status), doc.chunk_count, doc.error or "", doc.title, told)
 
     def close(self) -> None:
         close = getattr(self.container.launcher, "close", None)
@@ -164,8 +169,15 @@ class RemoteIngest:
         pass
 
 
-def ingest_one(backend: IngestBackend, path: Path, collection: str | None, timeout: float) -> IngestOutcome:
-    """Submit one file and wait (bounded) until it is READY or FAILED."""
+def ingest_one(
+    backend: IngestBackend,
+    path: Path,
+    collection: str | None,
+    timeout: float,
+    told: Callable[[str], None] = lambda _: None,
+) -> IngestOutcome:
+    """Submit one file and wait (bounded) until it is READY or FAILED; ``told`` hears its progress
+    ("12 / 40 chunks (30%), about 1 min left") each time it changes."""
     from ragchat.cli.client import ApiError
     from ragchat.domain.errors import RagchatError
 
@@ -178,6 +190,8 @@ def ingest_one(backend: IngestBackend, path: Path, collection: str | None, timeo
         while True:
             state = backend.status(outcome.document_id)
             outcome.title = state.title
+            if state.progress:
+                told(state.progress)
             if state.status in ("READY", "FAILED"):
                 outcome.status, outcome.chunks, outcome.error = state.status, state.chunk_count, state.error
                 break
@@ -203,7 +217,12 @@ def _ingest_all(
         task = progress.add_task("ingesting", total=len(files))
         for path in files:
             progress.update(task, description=f"ingesting {path.name}")
-            outcomes.append(ingest_one(backend, path, collection, timeout))
+
+            def told(text: str, name: str = path.name) -> None:
+                progress.update(task, description=f"ingesting {name}: {text}")
+
+            outcomes.append(ingest_one(backend, path, collection, timeout, told))
+            progress.update(task, description=f"ingesting {path.name}")
             progress.advance(task)
     return outcomes
 

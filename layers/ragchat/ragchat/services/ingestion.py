@@ -245,13 +245,9 @@ class IngestionService:
             size=len(raw),
         )
         previous = self.documents.get_document(owner, doc.id) if document_id is not None else None
-        if previous is not None:
-            given = {"metadata": metadata is not None, "split": split is not None}
-            if _same_upload(previous, doc, title=given_title, **given):
-                return self._duplicate(previous, stored_key)
-        same = self._same_content(doc)
-        if same is not None:
-            return replace(self._duplicate(same, stored_key), elsewhere=True)
+        given = {"metadata": metadata is not None, "split": split is not None}
+        if (already := self._already(doc, previous, title=given_title, **given)) is not None:
+            return replace(self._duplicate(already, stored_key), elsewhere=already is not previous)
         self._admit(doc, len(raw), user or owner)
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
@@ -276,10 +272,15 @@ class IngestionService:
         if self.limiter is not None:
             self.limiter.charge_ingestion(user, size)
 
-    def _same_content(self, doc: Document) -> Document | None:
-        """Another document of the workspace with exactly these bytes, whichever door brought them
-        (the page, ``ragchat ingest``, ``--api``, a note, a direct upload): one document per content.
-        A FAILED one does not count (sending it again is how it is retried)."""
+    def _already(
+        self, doc: Document, previous: Document | None, *, title: str | None, metadata: bool, split: bool
+    ) -> Document | None:
+        """The document ``doc`` already is: the one its name or source names (``previous``) when it
+        brings nothing new to it, else another document of the workspace with exactly these bytes,
+        whichever door brought them (the page, ``ragchat ingest``, ``--api``, a note, a direct
+        upload): one document per content. A FAILED one does not count (sending it again retries it)."""
+        if previous is not None and _same_upload(previous, doc, title=title, metadata=metadata, split=split):
+            return previous
         if doc.content_hash is None:
             return None
         same = self.documents.find_by_content(doc.owner, doc.content_hash)

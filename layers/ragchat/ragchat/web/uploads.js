@@ -36,7 +36,8 @@ const uploads = (() => {
   function follow(id, out, lead) { lead = lead ? lead + ' ' : '';
     const poll = () => api('/documents/' + enc(id)).then(d => {
       const done = d.status === 'READY' ? 'ok' : d.status === 'FAILED' ? 'error' : 'muted';
-      show(out, lead + '“' + (d.title || 'Untitled note') + '”: ' + d.status + (d.error ? ' — ' + d.error : ''), done);
+      const told = d.progress ? ' — ' + d.progress.text : '';  // "12 / 40 chunks (30%), about 1 min left"
+      show(out, lead + '“' + (d.title || 'Untitled note') + '”: ' + d.status + told + (d.error ? ' — ' + d.error : ''), done);
       if (IN_FLIGHT.has(d.status)) setTimeout(poll, 500);
     }).catch(err => show(out, describe(err), 'error')); poll(); }
   // One file on its own line in ``list`` (name, size, progress bar, status); refused before sending
