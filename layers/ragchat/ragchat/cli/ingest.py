@@ -8,9 +8,9 @@ replaces its document instead of adding a second one, and an unchanged file is l
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
@@ -134,7 +134,6 @@ class LocalIngest:
 
     def status(self, doc_id: str) -> DocumentState:
         from ragchat.cli.client import DocumentState
-
         from ragchat.domain.progress import describe, progress_of
 
         doc = self.container.documents.get_document(self.owner, doc_id)
