@@ -330,3 +330,49 @@ def test_the_content_hash_is_stored_with_the_document(document_store):
     assert ready is not None and ready.content_hash == digest
     listed = document_store.list_documents(doc.owner).items
     assert [d.content_hash for d in listed] == [digest]
+
+
+# ------------------------------------------------------------- issue 45: content and progress
+def test_a_workspace_document_is_found_by_the_hash_of_its_bytes(document_store, clock: FakeClock):
+    first = document_store.create_document(replace(make_doc(), content_hash="h1"))
+    clock.advance(1)
+    document_store.create_document(replace(make_doc("bob"), content_hash="h1"))  # another workspace's
+    assert document_store.find_by_content("alice", "h1").id == first.id
+    assert document_store.find_by_content("alice", "h2") is None
+    assert document_store.find_by_content("carol", "h1") is None
+    # a new version with other bytes is no longer found by the old hash; deleted is gone
+    document_store.create_document(replace(first, content_hash="h3"))
+    assert document_store.find_by_content("alice", "h1") is None
+    assert document_store.find_by_content("alice", "h3").id == first.id
+    document_store.delete_document("alice", first.id)
+    assert document_store.find_by_content("alice", "h3") is None
+
+
+def test_chunks_done_counts_every_batch_when_they_finish_at_once(document_store):
+    """The cloud's embed steps run in parallel (a Map state): each batch's count is added in one
+    atomic write, so 8 threads adding 25 batches each leave exactly 200 counted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    doc = document_store.create_document(replace(make_doc(), version="v1", chunks_total=200))
+    assert (doc.chunks_total, doc.chunks_done) == (200, 0)
+
+    def batches(_: int) -> None:
+        for _ in range(25):
+            assert document_store.add_chunks_done("alice", doc.id, "v1", 1) is not None
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(batches, range(8)))
+    assert document_store.get_document("alice", doc.id).chunks_done == 200
+
+
+def test_chunks_done_of_a_superseded_or_deleted_run_are_not_counted(document_store):
+    doc = document_store.create_document(replace(make_doc(), version="v2"))
+    assert document_store.add_chunks_done("alice", doc.id, "v1", 5) is None  # an older run's batch
+    assert document_store.add_chunks_done("bob", doc.id, "v2", 5) is None  # not bob's
+    assert document_store.add_chunks_done("alice", doc.id, "v2", 5).chunks_done == 5
+    done = document_store.update_document(
+        "alice", doc.id, {"chunks_total": 9, "indexing_since": "2026-01-01T00:00:00.000Z"}
+    )
+    assert (done.chunks_total, done.chunks_done, done.indexing_since) == (9, 5, "2026-01-01T00:00:00.000Z")
+    document_store.delete_document("alice", doc.id)
+    assert document_store.add_chunks_done("alice", doc.id, "v2", 1) is None

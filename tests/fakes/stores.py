@@ -109,6 +109,25 @@ class FakeDocumentStore:
             self.delete_notes_of_document(owner, doc_id)
             return True
 
+    def find_by_content(self, owner: str, content_hash: str) -> Document | None:
+        with self._lock:
+            found = [d for d in self.docs.values() if d.owner == owner and d.content_hash == content_hash]
+            found.sort(key=lambda d: (d.created_at, self._seq["d:" + d.id]), reverse=True)
+            return dataclasses.replace(found[0]) if found else None
+
+    def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:
+        with self._lock:
+            doc = self.docs.get(doc_id)
+            if doc is None or doc.owner != owner:
+                return None
+            if version is not None and doc.version is not None and doc.version != version:
+                return None
+            updated = dataclasses.replace(
+                doc, chunks_done=doc.chunks_done + int(count), updated_at=utc_iso(self.clock())
+            )
+            self.docs[doc_id] = updated
+            return dataclasses.replace(updated)
+
     def put_notes(self, notes: Sequence[Note]) -> list[Note]:
         with self._lock:
             out = []

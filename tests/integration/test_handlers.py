@@ -180,3 +180,20 @@ def test_an_upload_without_an_owner_is_rejected_not_dropped_silently(stack: Stac
     assert result["rejected"][0]["key"] == "uploads/orphan.txt"
     assert "owner" in result["rejected"][0]["error"]
     assert stack.executions() == []
+
+
+def test_a_word_document_dropped_in_s3_is_read_by_the_cloud_pipeline(stack: Stack) -> None:
+    """Issue 45 items 2 and 5: a .docx goes through the S3 trigger and the state machine's split
+    Lambda like any upload; its headings and table are kept, and its progress counts every chunk."""
+    from tests.office_files import sample_docx
+
+    key = f"uploads/{SUB}/office-hours.docx"
+    stack.s3.put_object(Bucket=BUCKET, Key=key, Body=sample_docx())
+    (accepted,) = stack.handler("s3_ingest")(s3_event(key), None)["accepted"]
+    (execution,) = stack.wait_for_all(1)
+    assert execution["status"] == "SUCCEEDED", execution
+    doc = stack.container.documents.get_document(SUB, accepted["documentId"])
+    assert doc is not None and doc.status == DocumentStatus.READY, doc
+    assert doc.chunks_total == doc.chunk_count and doc.chunks_done == doc.chunk_count  # counted in DynamoDB
+    texts = " ".join(n.text for n in stack.container.documents.list_notes(SUB, document_id=doc.id).items)
+    assert "# Office hours" in texts and "| Saturday | closed |" in texts

@@ -366,8 +366,8 @@ def test_a_pdf_sent_as_text_is_read_as_a_pdf():
     # A PDF named .txt or declared text/plain was indexed as its source code ("%PDF-1.4 1 0 obj …"),
     # which then turned up in answers: what the bytes are decides.
     api = make_api()
-    pdf = make_pdf(["The canal lock opens at six in the morning."])
-    for query, ctype in (({"filename": "lock.txt"}, "text/plain"), ({}, "text/markdown")):
+    for n, (query, ctype) in enumerate((({"filename": "lock.txt"}, "text/plain"), ({}, "text/markdown"))):
+        pdf = make_pdf([f"The canal lock opens at six in the morning (notice {n})."])  # other bytes each
         res = api.call("POST", "/documents", query=query, raw_body=pdf, headers={"Content-Type": ctype})
         assert res["statusCode"] == 202, res
         doc_id = json_body(res)["documentId"]

@@ -91,8 +91,15 @@ def test_without_a_source_the_file_name_says_which_document_it_is(tmp_path: Path
     write(tmp_path, "bees.txt", BEES + " They dance to show where the flowers are.")
     changed = client.upload(path)
     assert (changed.document_id, changed.duplicate) == (first.document_id, False)  # a new version
-    elsewhere = client.upload(path, collection="garden")
-    assert elsewhere.document_id != first.document_id  # the same name in another collection
+    elsewhere = client.upload(path, collection="garden")  # the same content: that document (issue 45)
+    assert (elsewhere.document_id, elsewhere.duplicate, elsewhere.elsewhere) == (
+        first.document_id,
+        True,
+        True,
+    )
+    write(tmp_path, "bees.txt", BEES + " They sleep in the hive at night.")
+    other = client.upload(path, collection="garden")
+    assert other.document_id != first.document_id  # the same name in another collection
     assert sorted(d["collection"] or "" for d in documents(api)) == ["", "garden"]
 
 

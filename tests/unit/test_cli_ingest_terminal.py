@@ -37,10 +37,10 @@ def test_a_folder_reports_its_unsupported_files_as_skipped(run, tmp_path: Path) 
     folder = tmp_path / "handbooks" / "northern-regional-office"
     folder.mkdir(parents=True)
     (folder / NAME).write_text("# Opening hours\n\nThe office opens at 8:30 on weekdays.\n")
-    (folder / "a.docx").write_bytes(b"PK\x03\x04")
+    (folder / "a.pages").write_bytes(b"PK\x03\x04")
     result = run(str(tmp_path / "handbooks"))
     assert result.exit_code == 0, result.output
-    assert "1 ready, 0 failed, 1 skipped (unsupported: a.docx)" in result.output
+    assert "1 ready, 0 failed, 1 skipped (unsupported: a.pages)" in result.output
     line = next(line for line in result.output.splitlines() if line.startswith("READY"))
     assert NAME in line, result.output  # the file name whole, on its line
     assert re.search(r"(^|\s)D[0-9A-Z]{25}(\s|$)", result.output, re.M), (
@@ -70,3 +70,45 @@ def test_refusal_and_unknown_collection_have_their_own_exit_codes(run, tmp_path:
     unknown = ask("When does the office open?", "--collection", "finanse")
     assert unknown.exit_code == 4
     assert 'no collection named "finanse" (your collections: finance)' in unknown.output
+
+
+def test_the_same_content_under_another_name_is_already_there(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 45 item 3: one document per content, whichever file brings it."""
+    first, copy = tmp_path / "hours.md", tmp_path / "copy-of-hours.md"
+    for path in (first, copy):
+        path.write_text("# Opening hours\n\nThe office opens at 8:30 on weekdays.\n")
+    assert run(str(first)).exit_code == 0
+    result = run(str(copy))
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert re.search(r"Already there: “hours\.md” \(D[0-9A-Z]{25}\) has exactly this content", flat), flat
+    assert "1 ready (1 already there), 0 failed" in flat
+
+
+def test_ingest_tells_each_documents_progress_while_it_is_indexed(tmp_path: Path) -> None:
+    """Issue 45 item 5: chunks done / total and the time left, as the document moves on."""
+    from ragchat.cli.client import Accepted, DocumentState
+    from ragchat.cli.ingest import ingest_one
+
+    states = iter(
+        [
+            DocumentState("D1", "PENDING", 0, "", "big.md", "waiting to be read"),
+            DocumentState("D1", "PROCESSING", 0, "", "big.md", "64 / 200 chunks (32%), about 7 s left"),
+            DocumentState("D1", "READY", 200, "", "big.md"),
+        ]
+    )
+
+    class Backend:
+        def submit(self, path: Path, collection: str | None) -> Accepted:
+            return Accepted("D1", "PENDING")
+
+        def status(self, doc_id: str) -> DocumentState:
+            return next(states)
+
+        def close(self) -> None:
+            pass
+
+    heard: list[str] = []
+    outcome = ingest_one(Backend(), tmp_path / "big.md", None, 60, heard.append)
+    assert heard == ["waiting to be read", "64 / 200 chunks (32%), about 7 s left"]
+    assert (outcome.status, outcome.chunks) == ("READY", 200)

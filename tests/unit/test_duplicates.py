@@ -49,6 +49,9 @@ def test_the_same_file_again_is_the_same_document_and_nothing_is_reingested() ->
         "status": "READY",
         "duplicate": True,
         "title": "hours.txt",
+        "message": f"Already there: “hours.txt” ({first['documentId']}) has exactly this content; "
+        "nothing new was added.",
+        "otherDocument": False,
     }
     assert [d["id"] for d in listed(api)] == [first["documentId"]]
     assert len(api.launcher.started) == 1  # one ingestion, not two
@@ -69,19 +72,27 @@ def test_a_changed_file_under_the_same_name_is_a_new_version_of_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "principal", "query"),
-    [("hours.txt", "alice", {"collection": "hr"}), ("opening.txt", "alice", {}), ("hours.txt", "bob", {})],
-    ids=["another collection", "another name", "another owner"],
+    ("name", "query"),
+    [("hours.txt", {"collection": "hr"}), ("opening.txt", {})],
+    ids=["another collection", "another name"],
 )
-def test_the_same_bytes_elsewhere_are_another_document(
-    name: str, principal: str, query: dict[str, str]
-) -> None:
+def test_the_same_bytes_under_another_name_are_the_same_document(name: str, query: dict[str, str]) -> None:
+    """Issue 45 item 3: one document per content in a workspace, whatever it is called."""
     api = make_api()
     _, first = upload(api, HOURS)
-    status, other = upload(api, HOURS, name=name, principal=principal, **query)
+    status, other = upload(api, HOURS, name=name, **query)
+    assert (status, other["duplicate"], other["otherDocument"]) == (200, True, True)
+    assert other["documentId"] == first["documentId"] and other["title"] == "hours.txt"
+    assert [d["id"] for d in listed(api)] == [first["documentId"]]
+    assert len(api.launcher.started) == 1
+
+
+def test_the_same_bytes_in_another_workspace_are_another_document() -> None:
+    api = make_api()
+    _, first = upload(api, HOURS)
+    status, other = upload(api, HOURS, principal="bob")
     assert (status, other["duplicate"]) == (202, False)
     assert other["documentId"] != first["documentId"]
-    assert first["documentId"] in [d["id"] for d in listed(api)]  # alice's first document stays
     assert "8:30" in the_body(api, first["documentId"])
 
 
@@ -115,10 +126,11 @@ def test_a_note_with_a_source_is_known_by_it() -> None:
     assert (status, again["documentId"], again["duplicate"]) == (200, first["documentId"], True)
     status, edited = post("Visitors park in the yard.", source="wiki:parking")
     assert (status, edited["documentId"], edited["duplicate"]) == (202, first["documentId"], False)
-    _, plain = post("Visitors park in the yard.")  # no source: every note is a new one
-    _, plain_again = post("Visitors park in the yard.")
-    assert plain["documentId"] != plain_again["documentId"]
-    assert len(listed(api)) == 3
+    status, plain = post("Visitors park in the yard.")  # no source, the same text: that document
+    assert (status, plain["documentId"], plain["otherDocument"]) == (200, first["documentId"], True)
+    _, other = post("Visitors park on the roof.")  # other text: a new one
+    assert other["documentId"] != first["documentId"]
+    assert len(listed(api)) == 2
 
 
 @pytest.fixture

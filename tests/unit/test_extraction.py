@@ -33,7 +33,12 @@ def test_content_type_detection(filename: str | None, declared: str | None, expe
 
 @pytest.mark.parametrize(
     ("filename", "declared"),
-    [("slides.pptx", None), (None, "image/png"), ("archive", "application/zip"), ("a.docx", "")],
+    [
+        ("slides.key", None),
+        (None, "application/x-iwork-pages"),
+        ("archive", "application/zip"),
+        ("a.doc", ""),
+    ],
 )
 def test_unsupported_types_are_rejected_naming_the_supported_ones(
     filename: str | None, declared: str | None
@@ -42,7 +47,7 @@ def test_unsupported_types_are_rejected_naming_the_supported_ones(
         extract(b"whatever", content_type=declared, filename=filename)
     assert info.value.status == 400
     assert not isinstance(info.value, ExtractionError)
-    for name in (".txt", ".md", ".html", ".pdf"):
+    for name in (".txt", ".md", ".html", ".pdf", ".docx", ".pptx", ".xlsx", ".odt", ".epub", ".rtf"):
         assert name in info.value.message
     assert info.value.message.startswith("This file type is not supported")
 

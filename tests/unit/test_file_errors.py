@@ -87,7 +87,10 @@ def test_the_add_page_states_the_limit_and_checks_it_before_sending() -> None:
     assert "catch (err) { refuse(describe(err)); }" in script
 
 
-UNSUPPORTED = "This file type is not supported (notes.docx): add .txt, .md, .html or .pdf files."
+UNSUPPORTED = (
+    "This file type is not supported (notes.pages): add .txt, .md, .html, .pdf, .docx, .pptx, .xlsx, .odt, "
+    ".epub or .rtf files."
+)
 
 
 def test_an_unsupported_file_gets_one_sentence_at_every_door(tmp_path: Path) -> None:
@@ -97,12 +100,12 @@ def test_an_unsupported_file_gets_one_sentence_at_every_door(tmp_path: Path) -> 
     from ragchat.cli.ingest import collect_files
 
     api = make_api(ENV)
-    res = api.call("POST", "/documents", raw_body=b"PK\x03\x04", query={"filename": "notes.docx"})
+    res = api.call("POST", "/documents", raw_body=b"PK\x03\x04", query={"filename": "notes.pages"})
     assert res["statusCode"] == 400 and error(res) == UNSUPPORTED
     with pytest.raises(ValidationError) as local:
-        api.container.ingestion.submit_file("u", data=b"PK\x03\x04", filename="notes.docx", source="cli")
+        api.container.ingestion.submit_file("u", data=b"PK\x03\x04", filename="notes.pages", source="cli")
     assert local.value.message == UNSUPPORTED
-    docx = tmp_path / "notes.docx"
+    docx = tmp_path / "notes.pages"
     docx.write_bytes(b"PK\x03\x04")
     _, (rejected,), _ = collect_files([docx])
-    assert rejected.error == UNSUPPORTED.replace(" (notes.docx)", "")  # the table names the file
+    assert rejected.error == UNSUPPORTED.replace(" (notes.pages)", "")  # the table names the file

@@ -9,8 +9,7 @@ from typing import Any
 
 from ragchat.config import load_settings
 from ragchat.domain.models import DocumentStatus, SearchFilter
-from ragchat.services.ingest_pipeline import run_step
-from ragchat.services.ingest_steps import INLINE_MAX_BATCHES
+from ragchat.services.ingest_pipeline import INLINE_MAX_BATCHES, run_step
 from ragchat.services.ingestion import IngestionService, IngestSteps
 
 from tests.fakes import (

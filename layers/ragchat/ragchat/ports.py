@@ -53,6 +53,17 @@ class DocumentStore(Protocol):
         """Delete the document record and all its notes."""
         ...
 
+    def find_by_content(self, owner: str, content_hash: str) -> Document | None:
+        """A document of ``owner`` whose uploaded bytes have this SHA-256 (one read: an index or a
+        pointer, never a scan); ``None`` when there is none."""
+        ...
+
+    def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:
+        """Add ``count`` to the document's ``chunks_done`` in one atomic write (batches finish in
+        parallel), only while its version is ``version`` (``None``: any); returns the document as
+        updated, ``None`` when it is gone or another version is being ingested."""
+        ...
+
     def put_notes(self, notes: Sequence[Note]) -> list[Note]:
         """Upsert in batches (same id overwrites); returns the notes as stored."""
         ...

@@ -28,7 +28,13 @@ from ragchat.api.schemas import (
     source_json,
 )
 from ragchat.domain.errors import ValidationError
-from ragchat.domain.extraction import supported_extensions, supported_type, type_for_filename
+from ragchat.domain.extraction import (
+    IMAGES_NOT_READ,
+    is_image,
+    supported_extensions,
+    supported_type,
+    type_for_filename,
+)
 from ragchat.domain.file_errors import EMPTY_FILE, unsupported_type
 from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
@@ -143,14 +149,15 @@ def _document_list_route(r: APIGatewayRouter, container: Container, owner: Calla
         page = container.document_service.list_documents(
             access.id, collection=collection, limit=limit, cursor=cursor
         )
-        return page_json(page, lambda doc: document_json(doc, access))
+        now = container.clock()
+        return page_json(page, lambda doc: document_json(doc, access, now=now))
 
 
 def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.post(
         "/documents",
         status_code=202,
-        summary="Upload a file (.txt .md .html .pdf)",
+        summary="Upload a file (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf)",
         description="The same bytes under the same file name (or `source`) in the same collection answer "
         '200 with `"duplicate": true` and the existing document; changed bytes are a new version of it.',
         tags=["documents"],
@@ -190,7 +197,7 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
         access, _ = container.workspaces.find_document(owner(), document_id)
         who = access.id
         doc = container.document_service.get(who, document_id)
-        out = document_json(doc, access)
+        out = document_json(doc, access, now=container.clock())
         if include:
             wanted = {part.strip() for part in include.split(",")}
             if not wanted <= {"body"}:
@@ -329,6 +336,8 @@ def _read_upload(event: Any, filename: str | None) -> tuple[str, str, bytes]:
     name = filename or unquote(headers.get("x-filename", "") or "")
     if ctype.lower().startswith("multipart/form-data"):
         name, ctype, data = _first_multipart_file(ctype, data, name)
+    if not type_for_filename(name) and is_image(name, ctype):
+        raise ValidationError(IMAGES_NOT_READ)
     ctype = type_for_filename(name) or supported_type(ctype) or ""
     if not ctype:
         raise ValidationError(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from ragchat.domain.intake import already_there
 from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.domain.models import Conversation, Document, Message, Note, Page
 from ragchat.domain.models import source_json as source_json  # the one source serializer
@@ -69,12 +70,34 @@ class DocumentPatch(BaseModel):
         return {k: v for k, v in self.model_dump(exclude_unset=True).items() if v is not None}
 
 
-def document_json(doc: Document, workspace: Access | None = None) -> dict[str, Any]:
-    """A document; ``workspace``: the one it is in (shown as ``{id, name}``)."""
+def document_json(
+    doc: Document, workspace: Access | None = None, *, now: float | None = None
+) -> dict[str, Any]:
+    """A document; ``workspace``: the one it is in (shown as ``{id, name}``); ``now``: the time its
+    progress estimate is made at (``progress``: ``null`` once READY or FAILED)."""
     out = _document_json(doc)
+    if now is not None:
+        out["progress"] = progress_json(doc, now)
     if workspace is not None:
         out["workspace"] = {"id": workspace.id, "name": workspace.name}
     return out
+
+
+def progress_json(doc: Document, now: float) -> dict[str, Any] | None:
+    """``{stage, chunksDone, chunksTotal, percent, secondsLeft, text}`` of a document being ingested."""
+    from ragchat.domain.progress import describe, progress_of
+
+    progress = progress_of(doc, now)
+    if progress is None:
+        return None
+    return {
+        "stage": progress.stage,
+        "chunksDone": progress.done,
+        "chunksTotal": progress.total,
+        "percent": progress.percent,
+        "secondsLeft": progress.seconds_left,
+        "text": describe(progress),
+    }
 
 
 def _document_json(doc: Document) -> dict[str, Any]:
@@ -105,6 +128,8 @@ def accepted_json(accepted: Accepted) -> tuple[int, dict[str, Any]]:
         body["newVersion"] = True
     if accepted.duplicate:
         body["title"] = doc.title
+        body["message"] = already_there(doc.title, doc.id)
+        body["otherDocument"] = accepted.elsewhere  # not the document this name or source is
     return (200 if accepted.duplicate else 202), body
 
 

@@ -36,7 +36,10 @@ class UploadIn(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
-    filename: str = Field(description="The file's name; its extension (.txt .md .html .pdf) sets the type.")
+    filename: str = Field(
+        description="The file's name; its extension (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub "
+        ".rtf) sets the type."
+    )
     content_type: str | None = Field(None, alias="contentType", description="Pinned in the signed form.")
     title: str | None = Field(None, max_length=MAX_TITLE_CHARS)
     collection: str | None = Field(None, description="1-64 letters, digits, '_', '-', '.', ':'.")

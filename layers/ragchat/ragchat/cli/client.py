@@ -62,6 +62,7 @@ class Accepted:
     status: str
     duplicate: bool = False
     new_version: bool = False
+    elsewhere: bool = False  # a duplicate of another document (the same content under another name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class DocumentState:
     chunk_count: int
     error: str
     title: str = ""
+    progress: str = ""  # while it is being ingested: "12 / 40 chunks (30%), about 1 min left"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,7 @@ class ApiClient:
             str(data.get("status", "")),
             data.get("duplicate") is True,
             data.get("newVersion") is True,
+            data.get("otherDocument") is True,
         )
 
     def document(self, document_id: str) -> DocumentState:
@@ -190,6 +193,7 @@ class ApiClient:
             chunk_count=int(data.get("chunkCount") or 0),
             error=str(data.get("error") or ""),
             title=str(data.get("title") or ""),
+            progress=str((data.get("progress") or {}).get("text") or ""),
         )
 
     # ---------------------------------------------------------------- questions

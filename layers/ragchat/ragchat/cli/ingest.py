@@ -8,6 +8,7 @@ replaces its document instead of adding a second one, and an unchanged file is l
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Protocol
@@ -28,8 +29,9 @@ from ragchat.cli.common import (
     fail,
     quiet_logging,
 )
-from ragchat.domain.extraction import supported_extensions
+from ragchat.domain.extraction import IMAGES_NOT_READ, is_image, supported_extensions
 from ragchat.domain.file_errors import unsupported_type
+from ragchat.domain.intake import already_there
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,6 +56,7 @@ class IngestOutcome:
     title: str = ""
     duplicate: bool = False
     new_version: bool = False
+    elsewhere: bool = False  # a duplicate of another document (the same content by another door)
 
 
 def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome], list[Path]]:
@@ -71,7 +74,9 @@ def collect_files(paths: list[Path]) -> tuple[list[Path], list[IngestOutcome], l
             if path.suffix.lower() in SUPPORTED:
                 files.append(path)
             else:
-                error = unsupported_type(None, supported_extensions())
+                error = (
+                    IMAGES_NOT_READ if is_image(path.name) else unsupported_type(None, supported_extensions())
+                )
                 rejected.append(IngestOutcome(str(path), "FAILED", error=error))
         else:
             rejected.append(IngestOutcome(str(path), "FAILED", error=MISSING))
@@ -123,15 +128,20 @@ class LocalIngest:
             document_id=stable_document_id(f"{self.owner}\n{source}" if shared else source),
         )
         doc = accepted.document
-        return Accepted(str(doc.id), str(doc.status), accepted.duplicate, accepted.new_version)
+        return Accepted(
+            str(doc.id), str(doc.status), accepted.duplicate, accepted.new_version, accepted.elsewhere
+        )
 
     def status(self, doc_id: str) -> DocumentState:
         from ragchat.cli.client import DocumentState
+        from ragchat.domain.progress import describe, progress_of
 
         doc = self.container.documents.get_document(self.owner, doc_id)
         if doc is None:
             return DocumentState(doc_id, "FAILED", 0, "document disappeared")
-        return DocumentState(doc_id, str(doc.status), doc.chunk_count, doc.error or "", doc.title)
+        progress = progress_of(doc, self.container.clock())
+        told = describe(progress) if progress is not None else ""
+        return DocumentState(doc_id, str(doc.status), doc.chunk_count, doc.error or "", doc.title, told)
 
     def close(self) -> None:
         close = getattr(self.container.launcher, "close", None)
@@ -158,8 +168,15 @@ class RemoteIngest:
         pass
 
 
-def ingest_one(backend: IngestBackend, path: Path, collection: str | None, timeout: float) -> IngestOutcome:
-    """Submit one file and wait (bounded) until it is READY or FAILED."""
+def ingest_one(
+    backend: IngestBackend,
+    path: Path,
+    collection: str | None,
+    timeout: float,
+    told: Callable[[str], None] = lambda _: None,
+) -> IngestOutcome:
+    """Submit one file and wait (bounded) until it is READY or FAILED; ``told`` hears its progress
+    ("12 / 40 chunks (30%), about 1 min left") each time it changes."""
     from ragchat.cli.client import ApiError
     from ragchat.domain.errors import RagchatError
 
@@ -167,11 +184,13 @@ def ingest_one(backend: IngestBackend, path: Path, collection: str | None, timeo
     try:
         accepted = backend.submit(path, collection)
         outcome.document_id, outcome.duplicate = accepted.document_id, accepted.duplicate
-        outcome.new_version = accepted.new_version
+        outcome.new_version, outcome.elsewhere = accepted.new_version, accepted.elsewhere
         deadline = time.monotonic() + timeout
         while True:
             state = backend.status(outcome.document_id)
             outcome.title = state.title
+            if state.progress:
+                told(state.progress)
             if state.status in ("READY", "FAILED"):
                 outcome.status, outcome.chunks, outcome.error = state.status, state.chunk_count, state.error
                 break
@@ -197,13 +216,20 @@ def _ingest_all(
         task = progress.add_task("ingesting", total=len(files))
         for path in files:
             progress.update(task, description=f"ingesting {path.name}")
-            outcomes.append(ingest_one(backend, path, collection, timeout))
+
+            def told(text: str, name: str = path.name) -> None:
+                progress.update(task, description=f"ingesting {name}: {text}")
+
+            outcomes.append(ingest_one(backend, path, collection, timeout, told))
+            progress.update(task, description=f"ingesting {path.name}")
             progress.advance(task)
     return outcomes
 
 
 def _note(outcome: IngestOutcome) -> str:
     """What the summary's Note column says of a file that did not fail."""
+    if outcome.elsewhere:
+        return already_there(outcome.title, outcome.document_id)
     return UNCHANGED if outcome.duplicate else NEW_VERSION if outcome.new_version else ""
 
 
@@ -257,9 +283,11 @@ def _print_summary(console: Console, outcomes: list[IngestOutcome], skipped: lis
     elif outcomes:
         _print_blocks(console, outcomes, notes)
     failed = sum(1 for o in outcomes if o.status != "READY")
-    unchanged = sum(1 for o in outcomes if o.duplicate and o.status == "READY")
+    unchanged = sum(1 for o in outcomes if o.duplicate and not o.elsewhere and o.status == "READY")
+    there = sum(1 for o in outcomes if o.elsewhere and o.status == "READY")
     versions = sum(1 for o in outcomes if o.new_version and o.status == "READY")
     told = [f"{unchanged} unchanged"] if unchanged else []
+    told += [f"{there} already there"] if there else []
     told += [f"{versions} new version" + "s" * (versions > 1)] if versions else []
     ready = f"{len(outcomes) - failed} ready" + (f" ({', '.join(told)})" if told else "")
     names = ", ".join(p.name for p in skipped)
@@ -270,7 +298,10 @@ def _print_summary(console: Console, outcomes: list[IngestOutcome], skipped: lis
 
 def ingest(
     paths: Annotated[
-        list[Path], typer.Argument(metavar="PATH", help="Files or folders (.txt .md .html .pdf).")
+        list[Path],
+        typer.Argument(
+            metavar="PATH", help="Files or folders (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf)."
+        ),
     ],
     collection: Annotated[
         str | None, typer.Option(metavar="NAME", help="Put the documents in this collection.")

@@ -17,6 +17,11 @@ class ValidationError(RagchatError):
     status = 400
 
 
+class ExtractionError(ValidationError):
+    """The file has a supported type but no text could be read from it (or reading it passed a
+    limit): a 400 at intake, ``FAILED`` in the pipeline."""
+
+
 class Unauthenticated(RagchatError):
     status = 401
 

@@ -28,42 +28,65 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ragchat.domain.content_types import (
+    DOCX,
+    EPUB,
+    HTML,
+    MARKDOWN,
+    ODT,
+    OFFICE_TYPES,
+    PPTX,
+    RTF,
+    TEXT,
+    XLSX,
+)
+from ragchat.domain.content_types import (
+    PDF as PDF,
+)
+from ragchat.domain.errors import ExtractionError as ExtractionError
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.file_errors import too_slow_to_read, unsupported_type
 
 Page = tuple[str, dict[str, Any]]
-
-TEXT = "text/plain"
-MARKDOWN = "text/markdown"
-HTML = "text/html"
-PDF = "application/pdf"
 
 SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
     TEXT: (".txt", ".text"),
     MARKDOWN: (".md", ".markdown"),
     HTML: (".html", ".htm"),
     PDF: (".pdf",),
+    DOCX: (".docx",),
+    PPTX: (".pptx",),
+    XLSX: (".xlsx",),
+    ODT: (".odt",),
+    EPUB: (".epub",),
+    RTF: (".rtf",),
 }
 _ALIASES = {
     "text/x-markdown": MARKDOWN,
     "application/xhtml+xml": HTML,
     "application/x-pdf": PDF,
+    "text/rtf": RTF,
+    "application/x-rtf": RTF,
 }
+# Pictures are not read (no OCR): refused by name, with what to do instead.
+IMAGE_EXTENSIONS = frozenset(
+    {".png", ".jpg", ".jpeg", ".gif", ".webp", ".tif", ".tiff", ".bmp", ".heic", ".heif", ".svg"}
+)
+IMAGES_NOT_READ = (
+    "Images are not read: ragchat indexes text and has no OCR. "
+    "Add the text itself (or a PDF with a text layer)."
+)
 # Declared types that say nothing: the file name's extension decides.
 _GENERIC = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
 # Every supported extension → its content type (``.htm`` → ``text/html``).
 EXTENSION_TYPES: dict[str, str] = {ext: ctype for ctype, exts in SUPPORTED_TYPES.items() for ext in exts}
 _BY_EXTENSION = EXTENSION_TYPES
-# The usual extension of each supported type (the first listed): ``.txt .md .html .pdf``.
+# The usual extension of each supported type (the first listed): ``.txt .md .html .pdf .docx``…
 PRIMARY_EXTENSIONS: dict[str, str] = {ctype: exts[0] for ctype, exts in SUPPORTED_TYPES.items()}
 
 
 MAX_HTML_DEPTH = 256
 MAX_EXTRACTION_CPU_S = 60.0
-
-
-class ExtractionError(ValidationError):
-    """The file has a supported type but no text could be read from it."""
 
 
 class CpuBudget:
@@ -95,7 +118,7 @@ def supported_description() -> str:
 
 
 def supported_extensions() -> str:
-    """``.txt, .md, .html or .pdf`` (for messages)."""
+    """``.txt, .md, .html, .pdf, … or .rtf`` (for messages)."""
     exts = list(PRIMARY_EXTENSIONS.values())
     return ", ".join(exts[:-1]) + " or " + exts[-1]
 
@@ -119,6 +142,14 @@ def _extension(filename: str | None) -> str:
     return "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
 
 
+def is_image(filename: str | None, declared: str | None = None) -> bool:
+    """A picture by its name (``.png``, ``.jpg``…), or by its declared ``image/…`` type when it has no
+    extension: refused with :data:`IMAGES_NOT_READ`."""
+    ext = _extension(filename)
+    base = (declared or "").split(";", 1)[0].strip().lower()
+    return ext in IMAGE_EXTENSIONS or (not ext and base.startswith("image/"))
+
+
 def detect_content_type(filename: str | None, declared: str | None) -> str:
     """The content type to extract ``filename`` with, given what the client ``declared``.
 
@@ -138,6 +169,8 @@ def detect_content_type(filename: str | None, declared: str | None) -> str:
         return from_ext
     if not ext and (base in SUPPORTED_TYPES or base in _GENERIC):
         return base if base in SUPPORTED_TYPES else TEXT
+    if is_image(filename, declared):
+        raise ValidationError(IMAGES_NOT_READ)
     what = declared if base and base not in _GENERIC and not filename else filename
     raise ValidationError(unsupported_type(what, supported_extensions()))
 
@@ -161,6 +194,14 @@ def extract(
     ctype = detect_content_type(filename, content_type)
     if ctype == PDF or is_pdf(data):
         pages = _pdf_pages(data, budget)
+    elif ctype in OFFICE_TYPES:
+        from ragchat.domain.office import office_pages
+
+        pages = office_pages(data, ctype, budget.check, html=html_markdown)
+    elif ctype == RTF:
+        from ragchat.domain.rtf import rtf_text
+
+        pages = [(_clean(rtf_text(data, budget.check)), {})]
     elif ctype == HTML:
         pages = _html_pages(_decode(data), budget)
     else:
@@ -291,7 +332,27 @@ def _tags(html: str) -> Iterator[tuple[int, int, bool, str]]:
         at = end + 1
 
 
-def _html_pages(html: str, budget: CpuBudget | None = None) -> list[Page]:
+def html_markdown(html: str) -> str:
+    """An (X)HTML page's visible text with headings as ``#`` lines, list items as ``- `` lines and
+    table rows as ``| a | b |`` (an EPUB chapter)."""
+    return _html_pages(html, markdown=True)[0][0]
+
+
+def _markdown_marks(tree: Any) -> None:
+    """Insert the Markdown a reader of the text needs (after the block marks, so each lands inside
+    its block's line): ``#``×level before headings, ``- `` before list items, pipes around cells."""
+    for level in range(1, 7):
+        for node in tree.css(f"h{level}"):
+            node.insert_before("#" * level + " ")
+    for node in tree.css("li"):
+        node.insert_before("- ")
+    for node in tree.css(_CELL):
+        node.insert_before("| ")
+    for node in tree.css("tr"):
+        node.insert_after(" |")
+
+
+def _html_pages(html: str, budget: CpuBudget | None = None, *, markdown: bool = False) -> list[Page]:
     from selectolax.lexbor import LexborHTMLParser
 
     budget = budget or CpuBudget(MAX_EXTRACTION_CPU_S)
@@ -306,6 +367,8 @@ def _html_pages(html: str, budget: CpuBudget | None = None) -> list[Page]:
         for node in tree.css(selector):
             node.insert_before(mark)
             node.insert_after(mark)
+    if markdown:
+        _markdown_marks(tree)
     root = tree.body or tree.root
     raw = root.text(separator="") if root is not None else ""
     collapsed = re.sub(r"\s+", " ", raw)

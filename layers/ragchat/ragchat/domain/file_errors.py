@@ -42,7 +42,7 @@ EMPTY_FILE = "The file is empty."
 
 def unsupported_type(name: str | None, extensions: str) -> str:
     """The refusal for a file of a type that cannot be read (``extensions``: what can, e.g.
-    ``.txt, .md, .html or .pdf``); ``name``: the file's name or declared type, when known."""
+    ``.txt, .md, .html, … or .rtf``); ``name``: the file's name or declared type, when known."""
     shown = f" ({name})" if name else ""
     return f"This file type is not supported{shown}: add {extensions} files."
 

@@ -40,6 +40,12 @@ def default_title(filename: str | None, text: str | None) -> str:
     return "Untitled document"
 
 
+def already_there(title: str, document_id: str) -> str:
+    """What the reply to a duplicate says, at every door (the API's ``message``, the page, ``ragchat
+    ingest``): exactly this content is already the workspace's document ``title``."""
+    return f"Already there: “{title}” ({document_id}) has exactly this content; nothing new was added."
+
+
 def validate_metadata(metadata: Any) -> dict[str, Any]:
     if metadata is None:
         return {}

@@ -54,6 +54,12 @@ class Document:
     # the uploaded body's size in bytes (what the workspace's storage ceiling counts); ``None``:
     # recorded before sizes were kept (counted as 0)
     size: int | None = None
+    # Progress of the run in flight (issue 45): the chunks its split made (``None`` until the split is
+    # done), how many of them are embedded and indexed (counted atomically per batch: the cloud's
+    # batches finish in parallel), and when the split was done (where the time estimate starts).
+    chunks_total: int | None = None
+    chunks_done: int = 0
+    indexing_since: str | None = None
 
 
 @dataclass(slots=True)

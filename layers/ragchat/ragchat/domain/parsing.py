@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ragchat.domain.content_types import EXTRACTED_TYPES, MARKDOWN, MARKDOWN_TEXT_TYPES
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import CpuBudget, Page, check_pdf, extract
 from ragchat.domain.file_errors import too_many_chunks
 from ragchat.domain.models import Chunk
 
-# Content types whose extracted pages the split step keeps (PDF, HTML: their text is not their bytes).
-KEEP_PAGES = ("application/pdf", "text/html")
+# Content types whose extracted pages the split step keeps (PDF, HTML, Office, e-books, RTF: their
+# text is not their bytes).
+KEEP_PAGES = EXTRACTED_TYPES
 
 
 class ParsingInterrupted(RuntimeError):
@@ -80,7 +82,9 @@ def parse_document(body: bytes, job: ParseJob) -> Parsed:
     text_ceiling(budget, job, len(body))
     pages = extract(body, content_type=job.content_type, budget=budget)
     del body  # not held while the text is chunked
-    chunks = split_pages(pages, content_type=job.content_type, chunk_size=job.chunk_size, overlap=job.overlap)
+    # Office, e-book and RTF text is written with Markdown headings, lists and tables: split as such
+    split_type = MARKDOWN if job.content_type in MARKDOWN_TEXT_TYPES else job.content_type
+    chunks = split_pages(pages, content_type=split_type, chunk_size=job.chunk_size, overlap=job.overlap)
     chunks = [c for c in chunks if c.text.strip()]
     if not chunks:
         raise ValidationError("No text could be extracted from the document")

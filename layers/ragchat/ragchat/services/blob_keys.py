@@ -7,12 +7,14 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
+from ragchat.domain.content_types import EXTRACTED_TYPES as _EXTRACTED
+
 if TYPE_CHECKING:
     from ragchat.ports import BlobStore
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 # Content types whose text is extracted by parsing (kept at ``text_key`` by the split step).
-EXTRACTED_TYPES = ("application/pdf", "text/html")
+EXTRACTED_TYPES = _EXTRACTED
 
 
 def blob_segment(owner: str) -> str:

@@ -15,10 +15,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.intake import error_message
-from ragchat.services.ingest_steps import state_machine_result
 
 if TYPE_CHECKING:
     from ragchat.services.ingest_steps import IngestSteps
+
+
+# Up to this many batches the state machine fans out over the batch list in the split result (its
+# inline Map); above, a Distributed Map reads the list from the manifest in S3 (HowManyBatches).
+INLINE_MAX_BATCHES = 40
+
+
+def state_machine_result(plan: dict[str, Any]) -> dict[str, Any]:
+    """The split result as the state machine receives it: the batch list only when the inline Map
+    iterates it (at most ``INLINE_MAX_BATCHES`` batches); above, the manifest key and the counts
+    alone, so the payload stays a few hundred bytes however many batches a document has (Step
+    Functions fails a state whose input or output passes 256 KB)."""
+    if int(plan.get("batchCount") or 0) <= INLINE_MAX_BATCHES:
+        return plan
+    return {k: v for k, v in plan.items() if k != "batches"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.clock import Clock, parse_iso, system_clock
+from ragchat.domain.clock import Clock, parse_iso, system_clock, utc_iso
 from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.file_errors import interrupted
 from ragchat.domain.ids import note_id, version_tags
@@ -49,9 +49,6 @@ logger = Logger(service="ragchat", child=True)
 
 # Chunks per batch file (one Step Functions ``embed_index`` invocation each).
 BATCH_SIZE = 64
-# Up to this many batches the state machine fans out over the batch list in the split result (its
-# inline Map); above, a Distributed Map reads the list from the manifest in S3 (HowManyBatches).
-INLINE_MAX_BATCHES = 40
 # Without splitting a page (or the whole text) is one chunk, but never more than this many characters:
 # embedding models truncate long inputs, and a single multi-megabyte note would be useless as context.
 MAX_UNSPLIT_CHARS = 8000
@@ -63,16 +60,6 @@ def embedding_texts(chunks: Sequence[dict[str, Any]]) -> list[str]:
     from ragchat.domain.context import embedding_text
 
     return [embedding_text(str(c.get("header") or ""), str(c["text"])) for c in chunks]
-
-
-def state_machine_result(plan: dict[str, Any]) -> dict[str, Any]:
-    """The split result as the state machine receives it: the batch list only when the inline Map
-    iterates it (at most ``INLINE_MAX_BATCHES`` batches); above, the manifest key and the counts
-    alone, so the payload stays a few hundred bytes however many batches a document has (Step
-    Functions fails a state whose input or output passes 256 KB)."""
-    if int(plan.get("batchCount") or 0) <= INLINE_MAX_BATCHES:
-        return plan
-    return {k: v for k, v in plan.items() if k != "batches"}
 
 
 def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[str]:
@@ -88,6 +75,9 @@ def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[
 
 
 SUPERSEDED = "SUPERSEDED"
+# A run's start (a resumed or repeated one too: its progress starts again) and its split's end.
+_STARTED = {"status": DocumentStatus.PROCESSING, "error": None, "chunks_total": None, "chunks_done": 0}
+_INDEXING = {"chunks_done": 0}
 
 
 class IngestSteps:
@@ -227,9 +217,7 @@ class IngestSteps:
         version = version if version is not None else doc.version
         if self.attempts is not None and not self.attempts.begin(owner, document_id, version):
             raise ValidationError(interrupted(self.attempts.limit))  # quarantined: FAILED, not resumed
-        self.documents.update_document(
-            owner, document_id, {"status": DocumentStatus.PROCESSING, "error": None}
-        )
+        self.documents.update_document(owner, document_id, _STARTED)  # progress starts again
         try:
             parsed = self._parse(doc)
         except ParsingInterrupted:  # a graceful stop: this start does not count
@@ -245,6 +233,10 @@ class IngestSteps:
         # differ by version), disabled; ``finalize`` switches them on and then removes the others.
         prefix = work_prefix(document_id, version)
         self.blobs.delete_prefix(prefix)
+        since = utc_iso(self.clock())  # progress: how many chunks, indexed from now on
+        self.documents.update_document(
+            owner, document_id, {**_INDEXING, "chunks_total": len(chunks), "indexing_since": since}
+        )
         batches = self._write_batches(owner, document_id, version, chunks, headers)
         manifest_key = f"{prefix}manifest.json"
         self.blobs.put(manifest_key, json.dumps(batches).encode("utf-8"), content_type="application/json")
@@ -411,6 +403,8 @@ class IngestSteps:
                 for n, v in zip(notes, vectors, strict=True)
             ]
         )
+        # progress: one atomic count per batch (batches finish in parallel in the cloud)
+        self.documents.add_chunks_done(owner, document_id, version, len(notes))
         if self.evidence is not None:
             try:
                 self.evidence.put([n.id for n in notes], embedding_texts(chunks))

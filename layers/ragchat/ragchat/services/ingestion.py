@@ -102,8 +102,24 @@ def _raw_body(body: bytes | str | None, max_body_bytes: int, limit_bytes: int) -
 
 
 def _checked_text(raw: bytes, content_type: str, pdf_check: Callable[[bytes], object] | None) -> str | None:
-    """The body as text (``None`` for a PDF). A PDF small enough is opened now, by ``pdf_check``
-    (default: ``check_pdf`` in this process): unreadable → 400."""
+    """The body as text (``None`` for a PDF, an Office or e-book file, RTF). A PDF small enough is
+    opened now, by ``pdf_check`` (default: ``check_pdf`` in this process), an Office file's zip
+    directory read: unreadable → 400."""
+    from ragchat.domain.content_types import OFFICE_TYPES, RTF
+
+    if content_type in OFFICE_TYPES:
+        from ragchat.domain.office import check_office
+
+        if not raw.strip():
+            raise ValidationError(EMPTY_FILE)
+        check_office(raw, content_type)  # not a zip, a zip bomb by its directory, another kind: 400
+        return None
+    if content_type == RTF:
+        from ragchat.domain.rtf import is_rtf
+
+        if not is_rtf(raw):
+            raise ValidationError("This is not an RTF document: it does not start with {\\rtf.")
+        return None
     if content_type == "application/pdf":
         if not raw.strip():
             raise ValidationError(EMPTY_FILE)
@@ -131,11 +147,14 @@ class Accepted:
     """What a submit did: ``document`` as stored; ``duplicate``: the same bytes were already that
     document (same name or source, same collection, same options), so it was left as it is and
     nothing was started; ``new_version``: the document already existed with other bytes, and this
-    upload is its new version (it replaces the old one once indexed)."""
+    upload is its new version (it replaces the old one once indexed); ``elsewhere``: a duplicate of
+    another document of the workspace (the same bytes brought by another door or under another
+    name: one document per content)."""
 
     document: Document
     duplicate: bool = False
     new_version: bool = False
+    elsewhere: bool = False
 
 
 def _same_upload(
@@ -236,10 +255,9 @@ class IngestionService:
             size=len(raw),
         )
         previous = self.documents.get_document(owner, doc.id) if document_id is not None else None
-        if previous is not None:
-            given = {"metadata": metadata is not None, "split": split is not None}
-            if _same_upload(previous, doc, title=given_title, **given):
-                return self._duplicate(previous, stored_key)
+        given = {"metadata": metadata is not None, "split": split is not None}
+        if (already := self._already(doc, previous, title=given_title, **given)) is not None:
+            return replace(self._duplicate(already, stored_key), elsewhere=already is not previous)
         self._admit(doc, len(raw), user or owner)
         stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
         self._launch(stored)
@@ -263,6 +281,22 @@ class IngestionService:
                 )
         if self.limiter is not None:
             self.limiter.charge_ingestion(user, size)
+
+    def _already(
+        self, doc: Document, previous: Document | None, *, title: str | None, metadata: bool, split: bool
+    ) -> Document | None:
+        """The document ``doc`` already is: the one its name or source names (``previous``) when it
+        brings nothing new to it, else another document of the workspace with exactly these bytes,
+        whichever door brought them (the page, ``ragchat ingest``, ``--api``, a note, a direct
+        upload): one document per content. A FAILED one does not count (sending it again retries it)."""
+        if previous is not None and _same_upload(previous, doc, title=title, metadata=metadata, split=split):
+            return previous
+        if doc.content_hash is None:
+            return None
+        same = self.documents.find_by_content(doc.owner, doc.content_hash)
+        if same is None or same.id == doc.id or same.status == DocumentStatus.FAILED:
+            return None
+        return same
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the
@@ -324,8 +358,8 @@ class IngestionService:
         document_id: str | None = None,
         stored_key: str | None = None,
     ) -> Document:
-        """An uploaded file (``.txt .md .html .pdf``): the type comes from ``content_type`` or the
-        file name; the title defaults to the file name."""
+        """An uploaded file (``.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf``): the type
+        comes from ``content_type`` or the file name; the title defaults to the file name."""
         return self.submit(
             owner,
             body=data,

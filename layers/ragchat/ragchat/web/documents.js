@@ -22,10 +22,17 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
   const title = el('td'); title.append(el('span', d.title || 'Untitled note', 'doc-title'));
   if (d.collection) title.append(el('span', d.collection, 'muted small doc-coll'));
   const state = el('td'); state.append(el('span', d.status, 'badge ' + d.status));
+  if (d.progress) state.append(progressOf(d));
   const enabled = el('td', d.enabled ? 'yes' : 'no'); enabled.dataset.label = 'In answers:';  // shown on narrow screens
   tr.append(title, state, el('td', d.error || '', d.error ? 'error' : ''), enabled, el('td', when(d.createdAt), 'muted'), actions);
   if (d.collection && !known.has(d.collection)) { known.add(d.collection); pick.append(new Option(d.collection, d.collection)); }
   tr.hidden = !matches(d); return tr; }
+// An indexing document's progress (the API's words: "12 / 40 chunks (30%), about 1 min left"), with a bar
+// once the chunks are counted.
+function progressOf(d) { const box = el('div', null, 'doc-progress'), p = d.progress;
+  if (p.percent !== null && p.percent !== undefined) { const bar = el('progress'); bar.max = 100; bar.value = p.percent;
+    bar.setAttribute('aria-label', 'Indexing progress of ' + (d.title || 'Untitled note')); box.append(bar); }
+  box.append(el('span', p.text, 'muted small')); return box; }
 // The search: every word typed in the title (any case); over the documents loaded (More loads older).
 function matches(d) { const words = search.value.toLowerCase().split(/\s+/).filter(Boolean), t = (d.title || '').toLowerCase();
   return words.every(w => t.includes(w)); }
@@ -45,11 +52,19 @@ function follow() { const busy = [...rows.querySelectorAll('tr')].filter(tr => t
   timer = setTimeout(() => Promise.all(busy.map(tr => api('/documents/' + enc(tr.dataset.id))
     .then(d => { if (tr.isConnected) tr.replaceWith(row(d)); }).catch(err => { if (err.status === 404) tr.remove(); else throw err; })))
     .catch(fail).finally(() => { timer = null; follow(); }), POLL_MS); }
+// New documents (added on another page, by the CLI, by another member) appear at the top without a
+// reload: the first page is read again every NEW_MS while this page is shown.
+const NEW_MS = 3000; let watching = null;
+function listQuery() { return '/documents?limit=50' + workspaceQuery('&') + (pick.value ? '&collection=' + enc(pick.value) : ''); }
+function watchNew() { clearTimeout(watching); watching = setTimeout(() => { if (document.hidden) return watchNew();
+  api(listQuery()).then(p => { const have = new Set([...rows.querySelectorAll('tr')].map(tr => tr.dataset.id));
+    const fresh = p.items.filter(d => !have.has(d.id)).map(row);
+    if (fresh.length) { rows.prepend(...fresh); filter(); follow(); } }).catch(() => {}).finally(watchNew); }, NEW_MS); }
 function load(reset) { if (reset) cursor = null;
-  api('/documents?limit=50' + workspaceQuery('&') + (pick.value ? '&collection=' + enc(pick.value) : '') + (cursor ? '&cursor=' + enc(cursor) : '')).then(p => {
+  api(listQuery() + (cursor ? '&cursor=' + enc(cursor) : '')).then(p => {
     if (reset) rows.replaceChildren(); docError.textContent = '';
     for (const d of p.items) rows.append(row(d));
-    cursor = p.cursor; more.hidden = !cursor; filter(); follow(); if (reset) showLinked(); }).catch(fail); }
+    cursor = p.cursor; more.hidden = !cursor; filter(); follow(); if (reset) { showLinked(); watchNew(); } }).catch(fail); }
 // /documents/ui#<id>: that row, highlighted.
 function showLinked() { const id = decodeURIComponent(location.hash.slice(1)); if (!id) return;
   const tr = [...rows.querySelectorAll('tr')].find(r => r.dataset.id === id);

@@ -36,7 +36,8 @@ const uploads = (() => {
   function follow(id, out, lead) { lead = lead ? lead + ' ' : '';
     const poll = () => api('/documents/' + enc(id)).then(d => {
       const done = d.status === 'READY' ? 'ok' : d.status === 'FAILED' ? 'error' : 'muted';
-      show(out, lead + '“' + (d.title || 'Untitled note') + '”: ' + d.status + (d.error ? ' — ' + d.error : ''), done);
+      const told = d.progress ? ' — ' + d.progress.text : '';  // "12 / 40 chunks (30%), about 1 min left"
+      show(out, lead + '“' + (d.title || 'Untitled note') + '”: ' + d.status + told + (d.error ? ' — ' + d.error : ''), done);
       if (IN_FLIGHT.has(d.status)) setTimeout(poll, 500);
     }).catch(err => show(out, describe(err), 'error')); poll(); }
   // One file on its own line in ``list`` (name, size, progress bar, status); refused before sending
@@ -50,7 +51,8 @@ const uploads = (() => {
     if (!file.size) return refuse('The file is empty.');
     show(out, 'Uploading…');
     try { const r = await upload(file, collection, bar); bar.value = 100; bar.hidden = true;
-      if (r.duplicate) show(out, 'Already uploaded, unchanged: “' + (r.title || file.name) + '” (' + r.status + ').', 'ok');
+      if (r.duplicate && r.otherDocument) show(out, r.message, 'ok');  // the same content, added before by another door
+      else if (r.duplicate) show(out, 'Already uploaded, unchanged: “' + (r.title || file.name) + '” (' + r.status + ').', 'ok');
       else follow(r.documentId, out, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : '');
     } catch (err) { refuse(describe(err)); } }
   return {one, follow, show, megabytes, LIMIT};

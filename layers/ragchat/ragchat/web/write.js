@@ -9,7 +9,9 @@ $('f').onsubmit = e => { e.preventDefault();
   if (collection()) body.collection = collection();
   uploads.show(status, 'Adding the note…');
   api('/notes', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(withWorkspace(body))})
-    .then(r => uploads.follow(r.documentId, status)).catch(err => uploads.show(status, describe(err), 'error')); };
+    .then(r => { $('text').value = ''; $('title').value = '';  // added: a second click adds nothing twice
+      if (r.duplicate) uploads.show(status, r.message, 'ok'); else uploads.follow(r.documentId, status); })
+    .catch(err => uploads.show(status, describe(err), 'error')); };
 if (uploads.LIMIT) $('file-limit').textContent = 'Files up to ' + uploads.megabytes(uploads.LIMIT) + ' each; choose or drop several at once.';
 async function uploadAll(files) { if (!files.length) { uploads.show(status, 'Choose a file first.', 'error'); return; }
   const button = $('upload'); button.disabled = true; status.textContent = '';

@@ -20,10 +20,17 @@ Items (``pk`` / ``sk``; GSI keys only where shown):
 - Document-id guard: ``DOCID#<doc id>`` / ``DOCID#<doc id>`` (``owner``): written in the same
   transaction as the document, conditioned on "absent or same owner", so ids stay globally unique
   (another owner gets ``Conflict``) while the owner may re-create (replace) the document.
+- Content pointer: ``HASH#<owner>#<sha-256 of the bytes>`` / same (``id``): written in the same
+  transaction as a document that has a hash; read back through the document it names, which must
+  still exist and still have that hash (a stale pointer, left by a replacement, reads as none).
 
 Access patterns:
 
 - get a document: GetItem ``OWNER#o`` / ``DOC#id`` (strongly consistent).
+- a workspace's document with these bytes (one document per content): GetItem ``HASH#o#h``, then
+  GetItem of the document it names.
+- progress of a run (chunks indexed): UpdateItem ``ADD chunks_done :n`` on the document, conditioned
+  on its ``version`` (embed steps run in parallel; ``ADD`` is atomic).
 - documents by owner, newest first: Query gsi1 ``gsi1pk = OWNER#o AND begins_with(gsi1sk, "DOC#")``,
   ``ScanIndexForward=false``; within a collection: Query gsi2 ``gsi2pk = COLL#o#c``, descending.
 - notes by ids (retrieval, one batch): BatchGetItem ``OWNER#o`` / ``NOTE#id`` (100 a call; another

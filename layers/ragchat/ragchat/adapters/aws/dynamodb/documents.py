@@ -35,6 +35,11 @@ _DOC_MUTABLE = _DOC_FIELDS - {"id", "owner", "created_at", "updated_at"}
 MAX_NOTE_TEXT_BYTES = 350_000
 
 
+def _hash_key(owner: str, content_hash: str) -> Item:
+    """The content pointer's key (:mod:`ragchat.adapters.aws.tables`)."""
+    return item_key(f"HASH#{owner}#{content_hash}", f"HASH#{owner}#{content_hash}")
+
+
 class DynamoDocumentStore(TableStore):
     """Documents and notes in one table (see :mod:`ragchat.adapters.aws.tables`)."""
 
@@ -65,6 +70,9 @@ class DynamoDocumentStore(TableStore):
             "version": doc.version,
             "content_hash": doc.content_hash,
             "size": doc.size,
+            "chunks_total": doc.chunks_total,
+            "chunks_done": doc.chunks_done,
+            "indexing_since": doc.indexing_since,
         }
         if doc.collection is not None:
             values["gsi2pk"] = f"COLL#{doc.owner}#{doc.collection}"
@@ -93,6 +101,9 @@ class DynamoDocumentStore(TableStore):
             version=v.get("version"),
             content_hash=v.get("content_hash"),
             size=None if v.get("size") is None else int(v["size"]),
+            chunks_total=None if v.get("chunks_total") is None else int(v["chunks_total"]),
+            chunks_done=int(v.get("chunks_done") or 0),
+            indexing_since=v.get("indexing_since"),
         )
 
     @staticmethod
@@ -140,22 +151,23 @@ class DynamoDocumentStore(TableStore):
         # Document ids are global: a guard item claims the id for its owner, so another owner can
         # never replace (or shadow) it; the same owner re-creating it replaces the document.
         guard = to_item({"pk": f"DOCID#{doc.id}", "sk": f"DOCID#{doc.id}", "owner": doc.owner})
+        writes: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self._t.name,
+                    "Item": guard,
+                    "ConditionExpression": "attribute_not_exists(pk) OR #owner = :owner",
+                    "ExpressionAttributeNames": {"#owner": "owner"},
+                    "ExpressionAttributeValues": {":owner": {"S": doc.owner}},
+                }
+            },
+            {"Put": {"TableName": self._t.name, "Item": self._doc_item(stored)}},
+        ]
+        if doc.content_hash:  # the workspace's document with these bytes is now this one
+            pointer = _hash_key(doc.owner, doc.content_hash)
+            writes.append({"Put": {"TableName": self._t.name, "Item": {**pointer, "id": {"S": doc.id}}}})
         try:
-            self._t.call(
-                "transact_write_items",
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self._t.name,
-                            "Item": guard,
-                            "ConditionExpression": "attribute_not_exists(pk) OR #owner = :owner",
-                            "ExpressionAttributeNames": {"#owner": "owner"},
-                            "ExpressionAttributeValues": {":owner": {"S": doc.owner}},
-                        }
-                    },
-                    {"Put": {"TableName": self._t.name, "Item": self._doc_item(stored)}},
-                ],
-            )
+            self._t.call("transact_write_items", TransactItems=writes)
         except ClientError as exc:
             if error_code(exc) == "TransactionCanceledException":
                 reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
@@ -172,6 +184,38 @@ class DynamoDocumentStore(TableStore):
             ConsistentRead=True,
         )
         return self._doc(resp["Item"]) if "Item" in resp else None
+
+    def find_by_content(self, owner: str, content_hash: str) -> Document | None:
+        resp = self._t.call(
+            "get_item", TableName=self._t.name, Key=_hash_key(owner, content_hash), ConsistentRead=True
+        )
+        if "Item" not in resp:
+            return None
+        doc = self.get_document(owner, resp["Item"]["id"]["S"])
+        return doc if doc is not None and doc.content_hash == content_hash else None  # stale: none
+
+    def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:
+        condition = "attribute_exists(pk)"
+        values: dict[str, Any] = {":n": {"N": str(int(count))}, ":now": {"S": self._now()}}
+        if version is not None:
+            condition += " AND (attribute_not_exists(#version) OR #version = :version)"
+            values[":version"] = {"S": version}
+        try:
+            resp = self._t.call(
+                "update_item",
+                TableName=self._t.name,
+                Key=item_key(owner_pk(owner), f"DOC#{doc_id}"),
+                UpdateExpression="ADD chunks_done :n SET updated_at = :now",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                **({"ExpressionAttributeNames": {"#version": "version"}} if version is not None else {}),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return None
+            raise
+        return self._doc(resp["Attributes"])
 
     def list_documents(
         self, owner: str, *, collection: str | None = None, limit: int = 50, cursor: str | None = None
@@ -265,6 +309,19 @@ class DynamoDocumentStore(TableStore):
                 ExpressionAttributeNames={"#owner": "owner"},
                 ExpressionAttributeValues={":owner": {"S": owner}},
             )
+            old_hash = resp["Attributes"].get("content_hash", {}).get("S")
+            if old_hash:  # the pointer goes too, unless it already names another document
+                try:
+                    self._t.call(
+                        "delete_item",
+                        TableName=self._t.name,
+                        Key=_hash_key(owner, old_hash),
+                        ConditionExpression="id = :id",
+                        ExpressionAttributeValues={":id": {"S": doc_id}},
+                    )
+                except ClientError as exc:
+                    if not condition_failed(exc):
+                        raise
         return "Attributes" in resp
 
     # -- notes

@@ -26,7 +26,8 @@ from ragchat.domain.models import Document, DocumentStatus, Note, Page
 
 _DOC_COLUMNS = (
     "id, owner, title, content_type, source, body_key, metadata, collection, status, error, "
-    "chunk_count, enabled, split, created_at, updated_at, version, content_hash, size"
+    "chunk_count, enabled, split, created_at, updated_at, version, content_hash, size, "
+    "chunks_total, chunks_done, indexing_since"
 )
 _DOC_CHANGEABLE = {
     "title",
@@ -43,6 +44,9 @@ _DOC_CHANGEABLE = {
     "version",
     "content_hash",
     "size",
+    "chunks_total",
+    "chunks_done",
+    "indexing_since",
 }
 _NOTE_COLUMNS = "id, owner, document_id, chunk_index, text, collection, metadata, created_at"
 
@@ -67,6 +71,9 @@ def _row_to_document(row: sqlite3.Row) -> Document:
         version=row["version"],
         content_hash=row["content_hash"],
         size=row["size"],
+        chunks_total=row["chunks_total"],
+        chunks_done=int(row["chunks_done"] or 0),
+        indexing_since=row["indexing_since"],
     )
 
 
@@ -113,7 +120,7 @@ class SqliteDocumentStore:
             if existing is not None and existing["owner"] != doc.owner:
                 raise Conflict("A document with this id already exists")
             conn.execute(
-                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(18)})",
+                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(21)})",
                 (
                     doc.id,
                     doc.owner,
@@ -133,6 +140,9 @@ class SqliteDocumentStore:
                     doc.version,
                     doc.content_hash,
                     doc.size,
+                    doc.chunks_total,
+                    int(doc.chunks_done),
+                    doc.indexing_since,
                 ),
             )
             row = conn.execute(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id = ?", (doc.id,)).fetchone()
@@ -193,6 +203,27 @@ class SqliteDocumentStore:
                 return False
             conn.execute("DELETE FROM notes WHERE owner = ? AND document_id = ?", (owner, doc_id))
         return True
+
+    def find_by_content(self, owner: str, content_hash: str) -> Document | None:
+        with self.db.read() as conn:
+            row = conn.execute(
+                f"SELECT {_DOC_COLUMNS} FROM documents WHERE owner = ? AND content_hash = ? "
+                "ORDER BY created_at DESC, id DESC LIMIT 1",
+                (owner, content_hash),
+            ).fetchone()
+        return _row_to_document(row) if row else None
+
+    def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE documents SET chunks_done = chunks_done + ?, updated_at = ? "
+                "WHERE id = ? AND owner = ? AND (? IS NULL OR version IS NULL OR version = ?)",
+                (int(count), self._now(), doc_id, owner, version, version),
+            )
+            if cur.rowcount == 0:
+                return None
+            row = conn.execute(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id = ?", (doc_id,)).fetchone()
+        return _row_to_document(row)
 
     # ------------------------------------------------------------------ notes
     def put_notes(self, notes: Sequence[Note]) -> list[Note]:

@@ -218,6 +218,14 @@ MIGRATIONS: list[list[str]] = [
         # the uploaded body's size (a workspace's storage ceiling counts it; NULL: stored before)
         "ALTER TABLE documents ADD COLUMN size INTEGER",
     ],
+    # 12 (issue 45): one document per content (a workspace's documents by the hash of their bytes),
+    # and the progress of a run in flight (chunks made by the split, chunks indexed, since when)
+    [
+        "CREATE INDEX documents_by_content ON documents (owner, content_hash)",
+        "ALTER TABLE documents ADD COLUMN chunks_total INTEGER",
+        "ALTER TABLE documents ADD COLUMN chunks_done INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE documents ADD COLUMN indexing_since TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
