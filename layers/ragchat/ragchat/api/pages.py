@@ -119,7 +119,11 @@ _UP = {"ask": "", "write": "", "documents": "../"}
 _NAV = (("ask", "/ui", "Chat"), ("write", "/write", "Add"), ("documents", "/documents/ui", "Documents"))
 # The page scripts and the style sheet (``ragchat/web``), served at ``/static/<name>``; the vendored
 # Markdown renderer and sanitizer (``web/vendor``, versions in its README) at ``/static/<file>`` too.
-STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+STATIC_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 STATIC_FILES = {
     **{
         n: n
@@ -135,6 +139,7 @@ STATIC_FILES = {
             "style.css",
             "chat.css",
             "workspaces.css",
+            "favicon.svg",
         )
     },
     "marked.min.js": "vendor/marked.min.js",
@@ -241,7 +246,7 @@ def render(page: str, config: dict[str, str] | None = None, *, up: str | None = 
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        f"<title>ragchat · {title}</title>{styles}</head>"
+        f'<title>ragchat · {title}</title><link rel=icon href="{up}static/favicon.svg">{styles}</head>'
         f"<body class=page-{page}><header class=topbar><span class=brand>ragchat</span>"
         f"<nav>{nav}{api_link}{account}</nav></header>"
         f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
@@ -337,6 +342,14 @@ def router(container: Container) -> APIGatewayRouter:
             **security_headers(config(), upload_origin=upload_origin),
             "Cache-Control": "public, max-age=300",
         }
+        return Response(status_code=200, content_type=ctype, body=text, headers=headers)
+
+    @r.get("/favicon.ico", summary="The pages' icon", tags=["ui"], include_in_schema=False)
+    def favicon() -> Response[str]:
+        # Browsers ask for it on every page load: answered (no principal, as the shells), never a 401.
+        # The SVG icon under the name browsers ask for (Chromium and Firefox read it by its type).
+        ctype, text = static_file("favicon.svg") or ("image/svg+xml", "")
+        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
         return Response(status_code=200, content_type=ctype, body=text, headers=headers)
 
     return r

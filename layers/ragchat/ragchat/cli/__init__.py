@@ -1,5 +1,5 @@
 """The ``ragchat`` command line: ``serve``, ``ingest``, ``ask``, ``chat``, ``bench``, ``calibrate``,
-``workspaces`` and ``users``.
+``workspaces``, ``users`` and ``token``.
 
 ``ingest``, ``ask`` and ``chat`` use the local backends in-process (the same container
 ``ragchat serve`` builds) or, with ``--api URL`` (and ``--token``), a running or deployed API through
@@ -16,6 +16,7 @@ from ragchat.cli.calibrate import calibrate
 from ragchat.cli.chat import chat
 from ragchat.cli.ingest import ingest
 from ragchat.cli.serve import serve
+from ragchat.cli.token import token
 from ragchat.cli.workspaces import users, workspaces
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ for command in (serve, ingest, ask, chat, bench, calibrate):
     app.command()(command)
 app.add_typer(workspaces)
 app.add_typer(users)
+app.add_typer(token)
 
 
 def main() -> None:  # pragma: no cover - console entry point alias

@@ -32,8 +32,8 @@ TokenOption = Annotated[
         "--token",
         metavar="TOKEN",
         envvar="RAGCHAT_TOKEN",
-        help="Bearer token for --api (env RAGCHAT_TOKEN); for a local ragchat serve, the token of its "
-        "run in RAGCHAT_DATA_DIR/serve.token by default.",
+        help="Bearer token for --api (env RAGCHAT_TOKEN); for a local ragchat serve, its token "
+        "kept in RAGCHAT_DATA_DIR/serve.token by default.",
     ),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show log lines (debug level).")]

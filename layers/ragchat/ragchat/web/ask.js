@@ -286,8 +286,12 @@ function open(id, draft, how) { if (busy && busy.convId !== id) stop(); return a
   current = c.id; go(c.id, how); if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar(); hidePanel();
   $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);
   input.focus(); toBottom(); return loadConversations(); }).catch(err => {
-    if (err.status === 404) { home('replace'); chatError.textContent = 'That conversation does not exist (it may have been deleted).'; }
+    if (err.status === 404) { home('replace'); chatError.textContent = NOT_YOURS; }
     else fail(err); }); }
+// What is true of a conversation address that is not the caller's (no lookup tells whose it is: that
+// would tell a stranger it exists): deleted, or another member's, which stays private to them.
+const NOT_YOURS = 'That conversation is not in your list: it was deleted, or someone else started it ' +
+  '(conversations stay private to whoever started them, also in a shared workspace).';
 function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
   (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
 function home(how) { if (busy) stop(); current = null; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;
