@@ -70,7 +70,8 @@ def browser() -> Iterator[Any]:
 
 # What the token sign-in form does (the sign-in itself: test_token_sign_in_...): the token traded for the
 # session cookie (``POST /session``) and this origin's half of it kept in localStorage, once per tab.
-SIGNED_IN = f"""try {{ if (location.protocol.startsWith('http') && !localStorage.getItem('ragchat.session')) {{
+SIGNED_IN = f"""try {{ if (location.protocol.startsWith('http')
+    && !localStorage.getItem('ragchat.session')) {{
   const x = new XMLHttpRequest(); x.open('POST', '/session', false);
   x.setRequestHeader('Authorization', 'Bearer {TOKEN}'); x.send();
   if (x.status === 200) localStorage.setItem('ragchat.session', JSON.parse(x.responseText).csrf); }}
