@@ -162,6 +162,9 @@ WEB = Path(__file__).resolve().parent.parent / "web"
 
 
 PageAuth = Literal["cognito", "token", "none"]
+# The routes a page adapts to, named in its config (``features``, space-separated) so it never fetches
+# /openapi.json to find out (issue 45). The API of this version has each of them.
+FEATURES = "rename"
 
 
 def page_config(auth: PageAuth, *, client_id: str | None = None, region: str | None = None) -> dict[str, str]:
@@ -301,7 +304,9 @@ def router(container: Container) -> APIGatewayRouter:
             settings.page_auth, client_id=settings.cognito_client_id, region=settings.aws_region
         )
         # the size limit the Add page states before anything is sent (the upload grant's limit)
-        return {**shown, "maxUploadBytes": str(container.uploads.max_bytes)}
+        # and what the API offers that a page would otherwise look up in /openapi.json (67 KB, on the
+        # first visit): renaming a conversation (PATCH /chat/conversations/{id})
+        return {**shown, "maxUploadBytes": str(container.uploads.max_bytes), "features": FEATURES}
 
     def page(name: str, up: str | None = None) -> Response[str]:
         # No principal needed: the shell is the same for everyone (see the module docstring).

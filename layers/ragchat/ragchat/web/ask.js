@@ -7,7 +7,8 @@
 let current = null;   // the open conversation's id
 let busy = null;      // the answer being streamed: {controller, convId}
 let creating = false; // the first message is creating its conversation
-let canRename = false; // PATCH /chat/conversations/{id} is in /openapi.json
+// PATCH /chat/conversations/{id}: the page config says so (never a fetch of /openapi.json, 67 KB)
+const canRename = String(CONFIG.features || '').split(' ').includes('rename');
 const convs = $('convs'), messages = $('messages'), chatError = $('chat-error'), chatForm = $('chat-form');
 const input = $('message'), sendButton = $('send'), stopButton = $('stop'), scroller = $('scroller');
 const enc = encodeURIComponent;
@@ -234,8 +235,8 @@ function convItem(c) {
   const b = el('button', null, 'open'); b.type = 'button'; b.onclick = () => open(c.id);
   b.title = title + (c.collection ? ' · ' + c.collection : '');  // the whole title, however long
   if (c.id === current) b.setAttribute('aria-current', 'true');
-  b.append(el('span', title, 'conv-title'),
-    el('span', c.messageCount + ' messages' + (c.collection ? ' · ' + c.collection : ''), 'muted'));
+  b.append(el('span', title, 'conv-title'), el('span', c.messageCount + ' messages' +
+    (c.collection ? ' · ' + c.collection : '') + listDate(c.updatedAt || c.createdAt), 'muted'));
   const tools = el('span', null, 'tools');
   if (canRename) { const r = el('button', 'Rename', 'icon-btn'); r.type = 'button';
     r.setAttribute('aria-label', 'Rename ' + title); r.onclick = () => rename(li, c);
@@ -259,13 +260,18 @@ function fail(err) { chatError.textContent = describe(err); }
 function loadConversations() { return api('/chat/conversations?limit=200').then(p => {
   allConvs = p.items; moreConvs = !!p.cursor; searched = null; showConversations();
   const c = p.items.find(i => i.id === current); if (c) showTitle(c); }).catch(fail); }
-// The list, filtered by the search box: every word typed must appear in the title (or collection).
-// With more conversations than the 200 listed, the server searches all of them (?q=).
+// "· 14:05" today, "· 3 Mar" this year, "· 3 Mar 2025" before; the full date in the item's tooltip.
+function listDate(iso) { const d = iso ? new Date(iso) : null; if (!d || isNaN(d)) return ''; const now = new Date();
+  if (d.toDateString() === now.toDateString()) return ' · ' + TIME.format(d);
+  return ' · ' + d.toLocaleDateString(undefined, d.getFullYear() === now.getFullYear() ?
+    {day: 'numeric', month: 'short'} : {day: 'numeric', month: 'short', year: 'numeric'}); }
+// The list, filtered by the search box: titles (and collections) at once, here; then the server's
+// search (?q=), which also reads what was said in each conversation, and all of them past the 200 listed.
 function showConversations() {
   const typed = $('conv-search').value.trim(), words = typed.toLowerCase().split(/\s+/).filter(Boolean);
   let shown = allConvs.filter(c => { const hay = ((c.title || 'New conversation') + ' ' + (c.collection || '')).toLowerCase();
     return words.every(w => hay.includes(w)); });
-  if (words.length && moreConvs) {
+  if (words.length) {
     if (searched && searched.q === typed) shown = searched.items;
     else { clearTimeout(searchTimer); searchTimer = setTimeout(() => api('/chat/conversations?limit=200&q=' + enc(typed))
       .then(p => { searched = {q: typed, items: p.items}; if ($('conv-search').value.trim() === typed) showConversations(); })
@@ -310,8 +316,21 @@ window.addEventListener('popstate', () => { const id = addressed(); if (id) open
 // I add?"), then "What is <title>?" of the newest ones; no documents: "add one".
 let suggestTimer = null;
 const HEADING_QUESTION = /^#{1,4}[ \t]+(.{8,120}\?)[ \t]*$/gm;
-function suggest() { return api('/documents?limit=50' + workspaceQuery('&')).then(async p => {
-  const docs = p.items, ready = docs.filter(d => d.status === 'READY' && d.enabled);
+// What the start page is about: the chosen workspace's documents, or (All my workspaces) those of
+// every workspace the user can search, so a viewer of a team is not told they have none.
+async function searchable() { const w = currentWorkspace();
+  if (w) return (await api('/documents?limit=50&workspace=' + enc(w))).items;
+  const spaces = ((await api('/workspaces')).items || []).slice(0, 10);
+  const pages = await Promise.all(spaces.map(s => api('/documents?limit=50&workspace=' + enc(s.id)).catch(() => ({items: []}))));
+  return pages.flatMap(p => p.items); }
+// A document title as a topic people ask about ("office-hours.txt" → "office hours"); null when the
+// title would not read as one (a sentence, a question, too long).
+function topic(title) { const bare = String(title || '').replace(/\.(md|markdown|txt|html?|pdf|docx|pptx|xlsx|odt|epub|rtf)$/i, '');
+  const file = bare !== title || (/[-_]/.test(bare) && !/\s/.test(bare)), t = bare.replace(/[-_]+/g, ' ').replace(/\s+/g, ' ').trim();
+  if (!t || t.length > 50 || /[?!.:]$/.test(t) || t.split(' ').length > 7) return null;
+  return file ? t.toLowerCase() : t; }
+function suggest() { return searchable().then(async docs => {
+  const ready = docs.filter(d => d.status === 'READY' && d.enabled);
   $('no-docs').hidden = docs.length > 0;
   const indexing = docs.filter(d => d.status === 'PENDING' || d.status === 'PROCESSING').length;
   $('indexing-note').textContent = !indexing ? '' : indexing === 1 ? '1 document is still being indexed: questions about it are answered once it is ready.'
@@ -324,7 +343,7 @@ function suggest() { return api('/documents?limit=50' + workspaceQuery('&')).the
   const found = [];
   if (ready.length) { const notes = await api('/notes?limit=100').catch(() => ({items: []}));
     for (const n of notes.items) for (const m of n.text.matchAll(HEADING_QUESTION)) found.push(m[1].trim()); }
-  for (const d of ready) if (d.title && d.title.length <= 60) found.push('What is ' + d.title.replace(/[?.!]+$/, '') + '?');
+  for (const d of ready) { const t = topic(d.title); if (t) found.push('What do my documents say about ' + t + '?'); }
   const shown = [...new Set(found)].slice(0, 4), list = $('suggested');
   list.replaceChildren(...shown.map(q => { const li = el('li'), b = el('button', q, 'suggestion'); b.type = 'button';
     b.onclick = () => { input.value = q; autosize(); chatForm.requestSubmit(); }; li.append(b); return li; }));
@@ -355,9 +374,6 @@ function closeSidebar() { $('sidebar').classList.remove('open'); $('scrim').hidd
 $('menu').onclick = () => { const open = !$('sidebar').classList.contains('open');
   $('sidebar').classList.toggle('open', open); $('scrim').hidden = !open; $('menu').setAttribute('aria-expanded', String(open)); };
 $('scrim').onclick = closeSidebar;
-function start() { mountWorkspaces(() => {}, {all: true, before: $('new-conv')});
-  const id = addressed();
-  api('/openapi.json').then(doc => {
-    canRename = Object.entries(doc.paths || {}).some(([p, ops]) => /^\/chat\/conversations\/\{[^/]+\}$/.test(p) && ops.patch);
-  }).catch(() => {}).finally(() => { if (id) open(id, false, 'none'); else { loadConversations(); suggest(); } }); }
+function start() { mountWorkspaces(() => { if (!current) suggest(); }, {all: true, before: $('new-conv')});
+  const id = addressed(); if (id) open(id, false, 'none'); else { loadConversations(); suggest(); } }
 boot();
