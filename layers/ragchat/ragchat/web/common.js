@@ -40,7 +40,7 @@ function describe(err) {
   if (err instanceof TypeError) return 'Could not reach the server. Check the connection and try again.';
   if (err.status === 429) return err.message;
   if (err.status >= 500) return 'Something went wrong on the server (' + err.message + '). Please try again.';
-  return 'Error: ' + err.message; }
+  return err.message; }  // the API's own words, as the CLI prints them (after its "error: ")
 function showSignIn(note) { sessionStorage.removeItem(AUTH_KEY); localStorage.removeItem(SESSION_KEY);
   $('app').hidden = true; $('account').hidden = true; $('signin').hidden = false;
   $('signin-note').textContent = note || ''; $('signin-error').textContent = ''; }
