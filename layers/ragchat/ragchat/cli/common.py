@@ -39,7 +39,9 @@ TokenOption = Annotated[
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show log lines (debug level).")]
 WorkspaceOption = Annotated[
     str | None,
-    typer.Option(metavar="ID", help="A shared workspace's id (ragchat workspaces list); default: your own."),
+    typer.Option(
+        metavar="WORKSPACE", help="A workspace's name or id (ragchat workspaces list); default: your own."
+    ),
 ]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
