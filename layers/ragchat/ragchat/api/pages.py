@@ -55,7 +55,9 @@ _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label
 <div id=scrim class=scrim hidden></div>
 <section class=chat-main aria-labelledby=conv-title><header class=chat-head>
 <button id=menu type=button class="icon-btn menu" aria-label="Conversations" aria-controls=sidebar
-aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
+aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2>
+<button id=export type=button class="btn small" hidden
+title="Download this conversation as Markdown">Export</button></header>
 <div id=scroller class=scroller><div id=welcome class=welcome>
 <p class=lead>Ask anything about your documents: every answer cites the passages it comes from.
 Earlier conversations are in <span class=wide-only>the list on the left</span><span

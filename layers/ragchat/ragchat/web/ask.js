@@ -228,8 +228,17 @@ function edit(div, content) {  // the server deletes every later message, then a
   return turn(path, 'PUT', {content}, div, () => { input.value = content; autosize(); open(current, old); }); }
 
 // ------------------------------------------------------------------ conversations
-function showTitle(c) {
+function showTitle(c) { $('export').hidden = false;
   $('conv-title').textContent = (c.title || 'New conversation') + (c.collection ? ' · ' + c.collection : ''); }
+// The open conversation as Markdown (GET …/export: titles, readable dates, numbered sources), saved
+// as "<title>.md".
+$('export').onclick = () => { if (!current) return; const id = current;
+  fetch(base + '/chat/conversations/' + enc(id) + '/export?format=markdown', withAuth({})).then(async r => {
+    if (!r.ok) throw httpError(r.status, await r.json().catch(() => ({})));
+    const text = await r.text(), c = allConvs.find(x => x.id === id), a = el('a');
+    a.href = URL.createObjectURL(new Blob([text], {type: 'text/markdown;charset=utf-8'}));
+    a.download = ((c && c.title) || 'conversation').replace(/[\\/:*?"<>|]+/g, '_').slice(0, 80) + '.md';
+    document.body.append(a); a.click(); a.remove(); setTimeout(() => URL.revokeObjectURL(a.href), 10000); }).catch(fail); };
 function convItem(c) {
   const li = el('li', null, 'conv' + (c.id === current ? ' current' : '')), title = c.title || 'New conversation';
   const b = el('button', null, 'open'); b.type = 'button'; b.onclick = () => open(c.id);
@@ -300,7 +309,7 @@ const NOT_YOURS = 'That conversation is not in your list: it was deleted, or som
   '(conversations stay private to whoever started them, also in a shared workspace).';
 function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
   (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
-function home(how) { if (busy) stop(); current = null; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;
+function home(how) { if (busy) stop(); current = null; $('export').hidden = true; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;
   chatError.textContent = ''; $('conv-title').textContent = 'Ask your notes'; closeSidebar(); hidePanel(); loadConversations(); suggest(); }
 // "New conversation": the start page; the first message sent creates the conversation (in the
 // collection typed beside the button, if any).
@@ -356,7 +365,15 @@ $('attach').onclick = () => $('attach-file').click();
 $('attach-file').onchange = async e => { const files = [...e.target.files]; e.target.value = '';
   const conv = allConvs.find(c => c.id === current), collection = (conv ? conv.collection : $('collection').value.trim()) || '';
   const up = await later('uploads.js', () => uploads).catch(err => { fail(err); return null; });
-  if (up) for (const f of files) await up.one(f, collection, $('attached')); };
+  if (!up) return;
+  // where they go, said before they are sent: the workspace chosen, else Personal (also under "All my
+  // workspaces", which is for asking: a file is added to one workspace)
+  const target = workspaceOf(currentWorkspace()), shared = WORKSPACES.length > 1;
+  if (shared || (target && target.role === 'viewer')) $('attached').append(el('li', target && target.role === 'viewer'
+    ? 'You are a viewer of ' + target.name + ': choose a workspace you can add to.' : 'Adding to ' + (target ? target.name : 'Personal') +
+      (currentWorkspace() ? '' : ' (choose a workspace above to add to another)') + ':', 'muted small'));
+  if (target && target.role === 'viewer') return;
+  for (const f of files) await up.one(f, collection, $('attached')); };
 
 // ------------------------------------------------------------------ composer, keyboard, layout
 function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 192) + 'px'; }
@@ -374,6 +391,6 @@ function closeSidebar() { $('sidebar').classList.remove('open'); $('scrim').hidd
 $('menu').onclick = () => { const open = !$('sidebar').classList.contains('open');
   $('sidebar').classList.toggle('open', open); $('scrim').hidden = !open; $('menu').setAttribute('aria-expanded', String(open)); };
 $('scrim').onclick = closeSidebar;
-function start() { mountWorkspaces(() => { if (!current) suggest(); }, {all: true, before: $('new-conv')});
+function start() { mountWorkspaces(() => { if (!current) suggest(); }, {all: true, after: $('conv-title')});
   const id = addressed(); if (id) open(id, false, 'none'); else { loadConversations(); suggest(); } }
 boot();

@@ -109,12 +109,24 @@ const WS_KEY = 'ragchat.workspace';
 function currentWorkspace() { return sessionStorage.getItem(WS_KEY) || ''; }
 function workspaceQuery(sep) { const w = currentWorkspace(); return w ? sep + 'workspace=' + encodeURIComponent(w) : ''; }
 function withWorkspace(body) { const w = currentWorkspace(); if (w) body.workspace = w; return body; }
+// The caller's workspaces (GET /workspaces, once the page has asked) and their role in the chosen one:
+// controls a role cannot use are not shown (a viewer has no Disable/Delete, nothing to add to).
+let WORKSPACES = [];
+function workspaceOf(id) { return WORKSPACES.find(w => id ? w.id === id : w.personal) || null; }
+function roleHere() { const w = workspaceOf(currentWorkspace()); return w ? w.role : 'owner'; }
+function canEdit() { return roleHere() !== 'viewer'; }
 // The switcher (workspaces.js) only for a user in a shared workspace; with the personal one alone
-// there is nothing to choose, and the page does not fetch it.
+// there is nothing to choose, and the page does not fetch it (opts.manage: a "New shared workspace"
+// button, which fetches it when clicked).
+function workspacesScript() { return Promise.all([later('workspaces.js', () => mountSwitcher), sheet('workspaces.css')]); }
 function mountWorkspaces(onChange, opts) { return api('/workspaces').then(r => { const items = r.items || [];
-  if (items.length < 2) { sessionStorage.removeItem(WS_KEY); return; }
-  return Promise.all([later('workspaces.js', () => mountSwitcher), sheet('workspaces.css')])
-    .then(([mount]) => mount(items, onChange, opts)); })
+  WORKSPACES = items;
+  if (items.length < 2) { sessionStorage.removeItem(WS_KEY);
+    if (opts && opts.manage && !$('new-workspace')) { const b = el('button', 'New shared workspace', 'btn small');
+      b.type = 'button'; b.id = 'new-workspace'; $('app').prepend(b);
+      b.onclick = () => workspacesScript().then(() => { b.remove(); return newWorkspaceForm(null); }).catch(err => $('app').prepend(el('p', describe(err), 'error'))); }
+    return; }
+  return workspacesScript().then(([mount]) => mount(items, onChange, opts)); })
   .catch(err => { if (err.status !== 401) $('app').prepend(el('p', describe(err), 'error')); }); }
 function hidePanel() { if (lazy['viewer.js']) lazy['viewer.js'].then(p => p.hide(), () => {}); }
 for (const a of document.querySelectorAll('a[data-p]')) a.href = base + a.dataset.p;
