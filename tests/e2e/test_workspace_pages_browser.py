@@ -147,11 +147,11 @@ def test_an_owner_creates_renames_and_sets_roles_from_the_page(browser: Any, tea
         page.click("#new-workspace")
         page.fill("#new-ws-name", "Lighthouse")
         page.locator("#new-ws-form button[type=submit]").click()
-        expect(page.locator("#members h2")).to_have_text("Members of Lighthouse")
+        expect(page.locator("#members h2")).to_have_text("Members of Lighthouse", timeout=WAIT_MS)
         page.click("#rename-workspace")
         page.fill("#workspace-name", "Lighthouse keepers")
         page.keyboard.press("Enter")
-        expect(page.locator("#members h2")).to_have_text("Members of Lighthouse keepers")
+        expect(page.locator("#members h2")).to_have_text("Members of Lighthouse keepers", timeout=WAIT_MS)
         names = {w["name"] for w in server.request("GET", "/workspaces", token=tokens["ana"]).json()["items"]}
         assert {"Harbour team", "Lighthouse keepers"} <= names
         # put vic back for the other test's order independence
@@ -159,10 +159,13 @@ def test_an_owner_creates_renames_and_sets_roles_from_the_page(browser: Any, tea
 
         page.goto("/ui")  # "All my workspaces": an attached file says where it goes
         page.locator("#workspace").select_option("")
+        _shot(page, "ws-owner-start-1280.png")
         page.locator("#attach-file").set_input_files(
             files=[{"name": "lamp.txt", "mimeType": "text/plain", "buffer": b"The lamp burns paraffin oil."}]
         )
-        expect(page.locator("#attached")).to_contain_text("Adding to Personal (choose a workspace above")
+        expect(page.locator("#attached")).to_contain_text(
+            "Adding to Personal (choose a workspace above", timeout=WAIT_MS
+        )
         expect(page.locator("#attached")).to_contain_text("READY", timeout=WAIT_MS)
 
 
