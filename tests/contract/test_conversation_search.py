@@ -55,3 +55,28 @@ def test_following_the_cursor_lists_every_match_once_and_no_page_overflows(
             break
     expected = [t for t in reversed(titles) if t.startswith("Support")]  # newest first
     assert seen == expected
+
+
+def test_a_conversation_is_found_by_the_words_of_its_messages(
+    conversation_store: ConversationStore, clock: FakeClock
+) -> None:
+    """Issue 45: the search box matched titles only; what was said is what people remember."""
+    from ragchat.domain.models import Message
+
+    _create(conversation_store, clock, ["Ferry times", "Harbour fees", "Lunch"])
+    service = _service(conversation_store)
+    by_title = {c.title: c for c in service.list_conversations("alice", limit=10).items}
+    for title, words in (
+        ("Ferry times", "When does the ferry leave?"),
+        ("Harbour fees", "The mooring fee is 12 crowns"),
+    ):
+        conversation_store.add_message(
+            Message(new_id(), by_title[title].id, "alice", "user", words)  # type: ignore[arg-type]
+        )
+        clock.advance(1)
+    found = service.list_conversations("alice", limit=10, search="MOORING crowns")
+    assert [c.title for c in found.items] == ["Harbour fees"]  # every word, any case, in its messages
+    assert [c.title for c in service.list_conversations("alice", limit=10, search="lunch").items] == ["Lunch"]
+    assert service.list_conversations("alice", limit=10, search="mooring ferry").items == []
+    # another owner's messages are never searched
+    assert service.list_conversations("bob", limit=10, search="mooring").items == []

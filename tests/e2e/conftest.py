@@ -125,15 +125,15 @@ class Server:
 
 @contextmanager
 def run_server(
-    data_dir: Path, *, token: str | None = TOKEN, env: dict[str, str] | None = None
+    data_dir: Path, *, token: str | None = TOKEN, env: dict[str, str] | None = None, port: int | None = None
 ) -> Iterator[Server]:
     """``ragchat serve`` on a free port over ``data_dir`` (``token``: its ``RAGCHAT_API_TOKEN``, or
     ``PER_RUN`` for the token the server makes, or ``None`` for none at all: ``--insecure-no-auth``;
-    ``env``: more variables), stopped on exit."""
+    ``env``: more variables; ``port``: the one of an earlier run, to restart it), stopped on exit."""
     models = models_path()
     if not model_ready(models):
         pytest.skip(f"the MiniLM model is not prepared in {models} (run `make install`)")
-    port = free_port()
+    port = port or free_port()
     inherited = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     full_env = {
         **inherited,

@@ -341,7 +341,8 @@ def test_a_conversation_has_an_address_that_reload_back_and_forward_restore(
 
         page.goto("/ui/c/NOPE0000")  # gone (or never there): said, and the start page
         expect(page.locator("#chat-error")).to_have_text(
-            "That conversation does not exist (it may have been deleted)."
+            "That conversation is not in your list: it was deleted, or someone else started it "
+            "(conversations stay private to whoever started them, also in a shared workspace)."
         )
         expect(page).to_have_url(re.compile(r"/ui$"))
 
@@ -369,9 +370,12 @@ def test_the_start_page_is_one_composer_with_questions_from_your_documents(
         suggested = page.locator("#suggested")
         suggestion = suggested.get_by_role("button", name="When does the first ferry leave Gullwick?")
         expect(suggestion).to_be_visible()
-        expect(
-            suggested.get_by_role("button", name=re.compile(r"^What is .+\?$")).first
-        ).to_be_visible()  # titles
+        expect(  # titles as topics people ask about, never "What is office-hours.txt?" (issue 45)
+            suggested.get_by_role("button", name=re.compile(r"^What do my documents say about .+\?$")).first
+        ).to_be_visible()
+        assert not [
+            t for t in suggested.get_by_role("button").all_inner_texts() if re.search(r"\.(txt|md|pdf)\b", t)
+        ]
         assert suggested.get_by_role("button").count() <= 4
         expect(page.get_by_text("You have no documents yet")).to_be_hidden()
         _shot(page, f"chat-start-{'dark-' if scheme == 'dark' else ''}{width}.png")

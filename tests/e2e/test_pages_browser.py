@@ -68,8 +68,14 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
-# What the token sign-in form stores (the sign-in itself: test_token_sign_in_...).
-SIGNED_IN = f"""try {{ sessionStorage.setItem('ragchat.authorization', 'Bearer {TOKEN}'); }} catch (e) {{}}"""
+# What the token sign-in form does (the sign-in itself: test_token_sign_in_...): the token traded for the
+# session cookie (``POST /session``) and this origin's half of it kept in localStorage, once per tab.
+SIGNED_IN = f"""try {{ if (location.protocol.startsWith('http')
+    && !localStorage.getItem('ragchat.session')) {{
+  const x = new XMLHttpRequest(); x.open('POST', '/session', false);
+  x.setRequestHeader('Authorization', 'Bearer {TOKEN}'); x.send();
+  if (x.status === 200) localStorage.setItem('ragchat.session', JSON.parse(x.responseText).csrf); }}
+}} catch (e) {{}}"""
 
 
 @contextmanager
@@ -221,7 +227,7 @@ def test_chat_shows_the_api_error_and_keeps_the_message(page: Any, server: Serve
     conv_id = page.evaluate("current")
     res = server.request("POST", f"/chat/conversations/{conv_id}/messages", body={"content": "   "})
     assert res.status == 400
-    expect(page.locator("#chat-error")).to_have_text("Error: " + res.json()["error"])
+    expect(page.locator("#chat-error")).to_have_text(res.json()["error"])  # the API's words, no prefix
     expect(page.locator("#message")).to_have_value("   ")
     expect(page.locator(".msg")).to_have_count(0)
 
@@ -284,7 +290,8 @@ def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) 
 # ------------------------------------------------------------------------------------------ sign-in
 
 PAGES = ("/ui", "/write", "/documents/ui")
-AUTH_KEY = "ragchat.authorization"
+AUTH_KEY = "ragchat.authorization"  # Cognito's ID token, in sessionStorage
+SESSION_KEY = "ragchat.session"  # the local session's half in localStorage (serving/sessions.py)
 
 
 def _signed_out(page: Any, note: str = "") -> None:
@@ -294,6 +301,7 @@ def _signed_out(page: Any, note: str = "") -> None:
     expect(page.locator("#sign-out")).to_be_hidden()
     expect(page.locator("#signin-note")).to_have_text(note)
     assert page.evaluate(f"sessionStorage.getItem('{AUTH_KEY}')") is None
+    assert page.evaluate(f"localStorage.getItem('{SESSION_KEY}')") is None
 
 
 def _signed_in(page: Any) -> None:
@@ -327,7 +335,7 @@ def test_token_sign_in_on_ragchat_serve_with_an_api_token(
 
         page.fill("#signin-secret", "not-the-token")
         page.click("#signin-button")
-        expect(page.locator("#signin-error")).to_have_text("Unauthorized")  # the API's own error
+        expect(page.locator("#signin-error")).to_contain_text("That token is not this server's")
         _signed_out(page)
 
         page.fill("#signin-secret", TOKEN)
@@ -336,7 +344,7 @@ def test_token_sign_in_on_ragchat_serve_with_an_api_token(
         expect(page.locator("#signin-secret")).to_have_value("")  # not left in the form
         _chat_turn(page, "browser")
 
-        page.reload()  # sessionStorage keeps the tab signed in; the conversation list loads
+        page.reload()  # the session cookie keeps the tab signed in; the conversation list loads
         _signed_in(page)
         listed = page.locator("#convs li").filter(has_text="Who built the Zephyr lighthouse")
         expect(listed).not_to_have_count(0)
@@ -361,7 +369,7 @@ def test_a_rejected_token_mid_session_signs_out(browser: Any, server: Server) ->
         # under load they could otherwise land after the swap below and sign out before the click
         page.wait_for_load_state("networkidle")
         # what an expired ID token looks like to the page: the next call gets a 401
-        page.evaluate(f"sessionStorage.setItem('{AUTH_KEY}', 'Bearer revoked')")
+        page.evaluate(f"localStorage.setItem('{SESSION_KEY}', 'revoked')")
         page.click("#new-conv-button")
         _signed_out(page, "Signed out: please sign in again")
         page.fill("#signin-secret", TOKEN)

@@ -2,9 +2,12 @@
 reachable by every local user, and ``ragchat serve`` without ``RAGCHAT_API_TOKEN`` served the API to
 all of them: the files were 0600, their contents and deletes were not.
 
-Now ``ragchat serve`` makes a token for its run when none is set (``ragchat.serving.local_token``):
-printed once in the link that signs a browser in, and kept in a 0600 file for its user's commands.
-Replayed against a real ``ragchat serve`` started as ``make run`` starts it (no token setting).
+Now ``ragchat serve`` requires the token it keeps in a 0600 file when none is set
+(``ragchat.serving.local_token``): made the first time, kept across runs (issue 45: a sign-in that
+lasts), printed once in the link that signs a browser in, replaced by ``ragchat token rotate``. The
+pages trade it for an HttpOnly session cookie that counts only with this origin's half
+(``ragchat.serving.sessions``). Replayed against a real ``ragchat serve`` started as ``make run``
+starts it (no token setting).
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import PER_RUN, Server, run_server
-from tests.e2e.test_pages_browser import AUTH_KEY, _expect, _signed_in, _signed_out, browser, fresh_page
+from tests.e2e.test_pages_browser import (
+    SESSION_KEY,
+    _expect,
+    _signed_in,
+    _signed_out,
+    browser,
+    fresh_page,
+)
 
 pytestmark = pytest.mark.e2e
 __all__ = ["browser"]  # the module-scoped Chromium fixture of the page tests
@@ -97,7 +107,11 @@ def test_a_client_without_the_runs_token_gets_401_on_every_data_route(tmp_path: 
             and "serve.token" in done.stderr
         )
         assert len(refused) >= 20
-    assert not token_file.exists()  # removed when the server stops: the next run makes another
+    # kept when the server stops: the next run (the same user, the same data dir) takes the same one
+    assert token_file.read_text().strip() == shown
+    with run_server(tmp_path, token=PER_RUN) as again:
+        assert again.token == shown and _link(again)[1] == shown
+        assert again.request("GET", "/documents").status == 200
 
 
 def test_the_printed_link_signs_the_browser_in_and_leaves_the_address_bar(
@@ -110,7 +124,14 @@ def test_the_printed_link_signs_the_browser_in_and_leaves_the_address_bar(
             page.goto(link)
             _signed_in(page)
             assert "token" not in page.url and page.url.endswith("/ui"), page.url
-            assert page.evaluate(f"sessionStorage.getItem('{AUTH_KEY}')") == f"Bearer {token}"
+            # the token is kept nowhere in the page: an HttpOnly cookie and this origin's half of it
+            stored = page.evaluate(
+                "JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])"
+            )
+            assert token not in stored and page.evaluate(f"localStorage.getItem('{SESSION_KEY}')")
+            assert token not in page.evaluate("document.cookie")  # HttpOnly: out of scripts' reach
+            cookie = next(c for c in page.context.cookies() if c["name"].startswith("ragchat_session_"))
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and token not in cookie["value"]
             # the API answers the page: the documents page lists the samples' absence without a 401
             page.click("nav a[data-p='/documents/ui']")
             _signed_in(page)

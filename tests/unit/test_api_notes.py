@@ -46,6 +46,12 @@ def test_blank_text_is_400_and_nothing_is_stored():
         assert res["statusCode"] == 400
         assert "text" in json_body(res)["error"]
     assert api.launcher.started == []
+    # one sentence, the same the page shows and the CLI prints after "error: " (issue 45: it read
+    # "Invalid request: text: text must not be empty", and the page added "Error: ")
+    blank = json_body(api.call("POST", "/notes", body={"text": " "}))["error"]
+    assert blank == "The text is empty: write the note's text."
+    long_title = json_body(api.call("POST", "/notes", body={"text": "x", "title": "t" * 1001}))["error"]
+    assert long_title.startswith("title: ") and "Invalid request" not in long_title
 
 
 def test_title_over_1000_chars_is_400_naming_the_field():

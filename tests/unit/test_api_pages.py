@@ -108,6 +108,7 @@ def test_pages_load_without_a_principal_and_carry_the_sign_in_config(mode: str):
         assert res["statusCode"] == 200, path
         shown = page_config_of(res["body"])
         assert shown.pop("maxUploadBytes") == str(api.container.uploads.max_bytes), path
+        assert shown.pop("features").split() == ["rename"], path
         assert shown == expected, path
         # the same shell for everyone: nothing depends on who asks
         assert api.call("GET", path, principal="alice")["body"] == res["body"], path
@@ -125,7 +126,12 @@ def test_sign_in_form_and_api_link_per_mode(mode: str):
         assert {"signin-form", "signin-secret", "signin-error", "sign-out"} <= ids
         assert ("signin-user" in ids) is (mode == "cognito")
         assert "Signed out: please sign in again" in body
-        assert "sessionStorage" in body and "localStorage" not in body
+        # localStorage holds one thing: the local session's CSRF half (useless without the HttpOnly
+        # cookie; serving/sessions.py), never a token; Cognito's ID token stays in sessionStorage
+        assert "sessionStorage" in body
+        assert re.findall(r"localStorage\.setItem\([^)]*\)", body) == [
+            "localStorage.setItem(SESSION_KEY, body.csrf)"
+        ]
     if mode == "cognito":
         for part in ("AWSCognitoIdentityProviderService.InitiateAuth", "USER_PASSWORD_AUTH", "IdToken"):
             assert part in body, part
@@ -314,3 +320,19 @@ def test_a_bucket_or_region_that_cannot_be_an_origin_stops_start_up(env: dict[st
 
     with pytest.raises(ConfigError, match=variable):
         load_settings({**AWS_ENV, **env})
+
+
+def test_the_favicon_is_an_icon_for_anyone_never_a_401():
+    """Browsers ask for /favicon.ico on every page load; it answered 401 (issue 45)."""
+    from ragchat.serving.events import bearer_refusal
+
+    api = make_api({"RAGCHAT_API_TOKEN": "s3cret-token"})
+    res = api.call("GET", "/favicon.ico", principal=None)
+    assert res["statusCode"] == 200
+    assert header(res, "Content-Type") == "image/svg+xml" and res["body"].startswith("<svg")
+    # ragchat serve lets it through without the token, as the page shells
+    assert bearer_refusal("s3cret-token", "GET", "/favicon.ico", "") is None
+    assert bearer_refusal("s3cret-token", "GET", "/documents", "") is not None
+    # and every page names it
+    for path in PAGES:
+        assert 'rel=icon href="' in api.call("GET", path, principal=None)["body"], path

@@ -118,8 +118,11 @@ def test_personas() -> None:
     )
     assert reg == {"default": "", "teacher": "Be patient."}
     assert resolve_persona(reg, None) == ""
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as refused:
         resolve_persona(reg, "pirate")
+    # says what there is and where more come from (issue 45)
+    assert "'pirate'" in refused.value.message and "default, teacher" in refused.value.message
+    assert "RAGCHAT_PERSONAS_FILE" in refused.value.message
     with pytest.raises(ValueError):
         parse_personas({"bad name!": "x"})
     with pytest.raises(ValueError):

@@ -47,3 +47,31 @@ def test_a_snippet_ends_between_words() -> None:
     assert snippet("short text") == "short text"
     cut = snippet("alpha beta gamma", limit=13)  # "alpha beta ga" was cut inside "gamma"
     assert cut == "alpha beta…"
+
+
+def test_quotes_end_at_a_sentence_and_times_read_as_dates_without_guard() -> None:
+    """Issue 45: the export had raw ISO timestamps with milliseconds, "(guard)" on refusals, and
+    quotes cut mid-sentence."""
+    from ragchat.domain.export import readable_time
+    from ragchat.domain.messages import GUARD_MODEL
+
+    two = (
+        "The ferry leaves at nine from the north pier. Tickets are sold on board and cost four crowns "
+        "for adults and two for children under twelve years of age on all crossings of the bay in summer"
+    )[:160]
+    assert len(two) == 160
+    assert snippet(two) == "The ferry leaves at nine from the north pier."
+    assert readable_time("2026-11-29T08:19:12.345Z") == "29 Nov 2026, 08:19 UTC"
+    assert readable_time("2026-03-01T23:05:00+01:00") == "1 Mar 2026, 22:05 UTC"
+    assert readable_time("yesterday") == "yesterday"
+    conv = Conversation("c1", "u", title="Ferry", created_at="2026-11-29T08:19:12.345Z")
+    refusal = message("assistant", "I don't have sufficiently relevant documents to answer confidently.")
+    refusal.model, refusal.created_at = GUARD_MODEL, "2026-11-29T08:19:13.001Z"
+    answer = message("assistant", "At nine [source: n-f].", [SourceRef("n-f", two, "d", "Ferry")])
+    answer.model, answer.created_at = "extractive", "2026-11-29T08:20:00.000Z"
+    md = export_markdown(conv, [refusal, answer])
+    assert "- Started: 29 Nov 2026, 08:19 UTC" in md
+    assert "## Assistant — 29 Nov 2026, 08:19 UTC\n" in md  # no "(guard)"
+    assert "## Assistant — 29 Nov 2026, 08:20 UTC (extractive)" in md
+    assert "guard" not in md and ".345" not in md and "T08:" not in md
+    assert "[^1]: Ferry — “The ferry leaves at nine from the north pier.”" in md

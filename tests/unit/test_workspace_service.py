@@ -292,3 +292,24 @@ def test_a_member_added_by_e_mail_is_the_user_the_directory_names() -> None:
     assert missing["statusCode"] == 404
     listed = api.call("GET", "/workspaces", principal="sub-bob")
     assert [w["id"] for w in json_body(listed)["items"] if w["id"] == ws] == [ws]
+
+
+def test_a_workspace_is_named_wherever_its_id_is_taken(env):
+    """Issue 45: the CLI and the API wanted ``ws_…`` ids; a name of the caller's own workspaces works
+    too (any case and spacing), and says nothing about anyone else's."""
+    service, *_ = env
+    team = service.create("alice", "Lighthouse team")
+    service.put_member("alice", team.id, "bob", "viewer")
+    assert service.require("alice", "lighthouse  TEAM").id == team.id
+    assert service.require("alice", "personal").id == "alice"
+    assert service.require("bob", "Lighthouse team").role is Role.VIEWER
+    with pytest.raises(Forbidden):  # the role still decides
+        service.require("bob", "Lighthouse team", Role.EDITOR)
+    with pytest.raises(NotFound):  # not carol's: as for an id
+        service.require("carol", "Lighthouse team")
+    assert service.rename("alice", "Lighthouse team", "Keepers").name == "Keepers"
+    assert [m.user_id for m in service.members("alice", "keepers")] == ["alice", "bob"]
+    twin = service.create("alice", "Keepers")
+    with pytest.raises(ValidationError) as twice:
+        service.require("alice", "Keepers")
+    assert team.id in twice.value.message and twin.id in twice.value.message

@@ -36,11 +36,13 @@ from ragchat.serving.events import (
     response_headers,
 )
 from ragchat.serving.server import HttpServer
+from ragchat.serving.sessions import BrowserSessions, SessionKey
 from ragchat.serving.site import SitePolicy, is_loopback, is_wildcard
 from ragchat.serving.users import users_of
 
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
+    from ragchat.serving.local_token import TokenFile
 
 __all__ = [
     "OPEN_PAGES",
@@ -73,6 +75,7 @@ class LocalServer:
         port: int = 8000,
         limits: Limits | None = None,
         insecure_no_auth: bool = False,
+        token_file: TokenFile | None = None,
     ) -> None:
         from ragchat.api.app import create_app
         from ragchat.api.limits import refuse_before_body
@@ -99,6 +102,9 @@ class LocalServer:
         self.httpd = HttpServer(
             gateway, (host, port), limits or Limits.of(settings), trusted_proxies=settings.trusted_proxy_list
         )
+        if settings.api_token or users:  # the pages stay signed in (``ragchat.serving.sessions``)
+            gateway.token_file = token_file
+            gateway.sessions = BrowserSessions(SessionKey(settings.data_dir).current, gateway.token_hash)
         gateway.grant_check = container.uploads.check_grant  # before the body is read
         gateway.before_body = lambda event: refuse_before_body(container, event)  # likewise
         gateway.site = SitePolicy.for_bind(

@@ -54,8 +54,11 @@ def error_event_response(
 
 
 def describe_validation_errors(errors: Sequence[Any]) -> str:
-    """Powertools/pydantic error list → ``"Invalid request: title: String should have at most 1000
-    characters"``. The location names the field (``body`` prefix dropped, query/path kept)."""
+    """Powertools/pydantic error list → ``"title: String should have at most 1000 characters"``. The
+    location names the field (``body`` prefix dropped, query/path kept); a message of our own
+    validators names its field itself and is given as it is (``"The text is empty: …"``, never
+    ``"Invalid request: text: text must not be empty"``: the page, the CLI and the API say the same
+    words, issue 45)."""
     parts: list[str] = []
     for err in errors:
         if not isinstance(err, dict):
@@ -65,10 +68,11 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
         where = ".".join(loc) if loc else "body"
         msg = str(err.get("msg") or err.get("type") or "invalid value")
-        # pydantic's "Value error, <text>" prefix is noise for API clients.
-        msg = msg.removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}")
-    return "Invalid request: " + ("; ".join(parts) if parts else "malformed request")
+        if msg.startswith("Value error, "):  # our own validator's sentence: it names the field
+            parts.append(msg.removeprefix("Value error, "))
+        else:
+            parts.append(f"{where}: {msg}")
+    return "; ".join(parts) if parts else "Malformed request"
 
 
 def register_error_handlers(app: APIGatewayRestResolver) -> None:

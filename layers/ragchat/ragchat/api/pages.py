@@ -55,7 +55,9 @@ _ASK_BODY = """<div class=chat-layout><aside id=sidebar class=sidebar aria-label
 <div id=scrim class=scrim hidden></div>
 <section class=chat-main aria-labelledby=conv-title><header class=chat-head>
 <button id=menu type=button class="icon-btn menu" aria-label="Conversations" aria-controls=sidebar
-aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2></header>
+aria-expanded=false></button><h2 id=conv-title>Ask your notes</h2>
+<button id=export type=button class="btn small" hidden
+title="Download this conversation as Markdown">Export</button></header>
 <div id=scroller class=scroller><div id=welcome class=welcome>
 <p class=lead>Ask anything about your documents: every answer cites the passages it comes from.
 Earlier conversations are in <span class=wide-only>the list on the left</span><span
@@ -119,7 +121,11 @@ _UP = {"ask": "", "write": "", "documents": "../"}
 _NAV = (("ask", "/ui", "Chat"), ("write", "/write", "Add"), ("documents", "/documents/ui", "Documents"))
 # The page scripts and the style sheet (``ragchat/web``), served at ``/static/<name>``; the vendored
 # Markdown renderer and sanitizer (``web/vendor``, versions in its README) at ``/static/<file>`` too.
-STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+STATIC_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 STATIC_FILES = {
     **{
         n: n
@@ -135,6 +141,7 @@ STATIC_FILES = {
             "style.css",
             "chat.css",
             "workspaces.css",
+            "favicon.svg",
         )
     },
     "marked.min.js": "vendor/marked.min.js",
@@ -157,6 +164,9 @@ WEB = Path(__file__).resolve().parent.parent / "web"
 
 
 PageAuth = Literal["cognito", "token", "none"]
+# The routes a page adapts to, named in its config (``features``, space-separated) so it never fetches
+# /openapi.json to find out (issue 45). The API of this version has each of them.
+FEATURES = "rename"
 
 
 def page_config(auth: PageAuth, *, client_id: str | None = None, region: str | None = None) -> dict[str, str]:
@@ -241,7 +251,7 @@ def render(page: str, config: dict[str, str] | None = None, *, up: str | None = 
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        f"<title>ragchat · {title}</title>{styles}</head>"
+        f'<title>ragchat · {title}</title><link rel=icon href="{up}static/favicon.svg">{styles}</head>'
         f"<body class=page-{page}><header class=topbar><span class=brand>ragchat</span>"
         f"<nav>{nav}{api_link}{account}</nav></header>"
         f'<script type="application/json" id="ragchat-config">{config_json(config)}</script>'
@@ -296,7 +306,9 @@ def router(container: Container) -> APIGatewayRouter:
             settings.page_auth, client_id=settings.cognito_client_id, region=settings.aws_region
         )
         # the size limit the Add page states before anything is sent (the upload grant's limit)
-        return {**shown, "maxUploadBytes": str(container.uploads.max_bytes)}
+        # and what the API offers that a page would otherwise look up in /openapi.json (67 KB, on the
+        # first visit): renaming a conversation (PATCH /chat/conversations/{id})
+        return {**shown, "maxUploadBytes": str(container.uploads.max_bytes), "features": FEATURES}
 
     def page(name: str, up: str | None = None) -> Response[str]:
         # No principal needed: the shell is the same for everyone (see the module docstring).
@@ -337,6 +349,14 @@ def router(container: Container) -> APIGatewayRouter:
             **security_headers(config(), upload_origin=upload_origin),
             "Cache-Control": "public, max-age=300",
         }
+        return Response(status_code=200, content_type=ctype, body=text, headers=headers)
+
+    @r.get("/favicon.ico", summary="The pages' icon", tags=["ui"], include_in_schema=False)
+    def favicon() -> Response[str]:
+        # Browsers ask for it on every page load: answered (no principal, as the shells), never a 401.
+        # The SVG icon under the name browsers ask for (Chromium and Firefox read it by its type).
+        ctype, text = static_file("favicon.svg") or ("image/svg+xml", "")
+        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
         return Response(status_code=200, content_type=ctype, body=text, headers=headers)
 
     return r

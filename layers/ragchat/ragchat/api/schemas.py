@@ -53,7 +53,7 @@ class NoteIn(BaseModel):
     @classmethod
     def _text_not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("text must not be empty")
+            raise ValueError("The text is empty: write the note's text.")
         return value
 
 

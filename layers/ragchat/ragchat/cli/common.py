@@ -32,14 +32,16 @@ TokenOption = Annotated[
         "--token",
         metavar="TOKEN",
         envvar="RAGCHAT_TOKEN",
-        help="Bearer token for --api (env RAGCHAT_TOKEN); for a local ragchat serve, the token of its "
-        "run in RAGCHAT_DATA_DIR/serve.token by default.",
+        help="Bearer token for --api (env RAGCHAT_TOKEN); for a local ragchat serve, its token "
+        "kept in RAGCHAT_DATA_DIR/serve.token by default.",
     ),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show log lines (debug level).")]
 WorkspaceOption = Annotated[
     str | None,
-    typer.Option(metavar="ID", help="A shared workspace's id (ragchat workspaces list); default: your own."),
+    typer.Option(
+        metavar="WORKSPACE", help="A workspace's name or id (ragchat workspaces list); default: your own."
+    ),
 ]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"

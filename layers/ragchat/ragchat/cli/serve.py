@@ -128,7 +128,7 @@ def warm_unwarmed(container: Container) -> int:
 
 
 def _banner(settings: Settings, server: LocalServer, token_file: Path | None) -> None:
-    """What the server says at start. With this run's own token (``token_file``), the token is shown
+    """What the server says at start. With its own kept token (``token_file``), the token is shown
     once, in the link that signs a browser in; the examples read it from its file."""
     from ragchat.serving.local_token import sign_in_link
 
@@ -151,8 +151,8 @@ def _banner(settings: Settings, server: LocalServer, token_file: Path | None) ->
     if token_file is not None and settings.api_token:
         typer.echo(f"  open:    {sign_in_link(url, settings.api_token)}")
         typer.echo(
-            f"  token:   {_shown(token_file)} (this run's, readable by you only; "
-            f"ragchat ask/chat/ingest --api {url} use it)"
+            f"  token:   {_shown(token_file)} (yours, readable by you only, kept across runs; "
+            f"ragchat ask/chat/ingest --api {url} use it; `ragchat token rotate` replaces it)"
         )
     else:
         typer.echo(f"  open:    {url}/ui")
@@ -185,28 +185,32 @@ def serve(
         bool,
         typer.Option(
             "--insecure-no-auth",
-            help="Serve without any token (no RAGCHAT_API_TOKEN, no token of this run): every account on "
+            help="Serve without any token (no RAGCHAT_API_TOKEN, no kept serve.token): every account on "
             "this machine, and anyone who reaches a non-loopback --host, has your data.",
         ),
     ] = False,
 ) -> None:
     """Run the whole API locally (a local API Gateway in front of the same handlers).
 
-    Without RAGCHAT_API_TOKEN it makes a token for this run: open the printed link to sign a browser
-    in; `ragchat ask/chat/ingest --api` read it from the data dir."""
+    Without RAGCHAT_API_TOKEN it uses the token kept in the data dir (made the first time): open the
+    printed link once to sign a browser in for good; `ragchat ask/chat/ingest --api` read it from the
+    data dir; `ragchat token rotate` replaces it."""
     from ragchat.local_server import InsecureBind, LocalServer
     from ragchat.serving.connections import raise_fd_limit
-    from ragchat.serving.local_token import new_token, remove_token, write_token
+    from ragchat.serving.local_token import TokenFile, stable_token, token_path
 
     setup_logging(verbose)
     raise_fd_limit()  # before the server counts the connections it can hold
     settings = load_settings()
-    run_token = None if settings.api_token or insecure_no_auth else new_token()
-    if run_token is not None:  # the pages sign in with it too (``Settings.page_auth``)
-        settings = settings.model_copy(update={"api_token": run_token})
+    own_token = None if settings.api_token or insecure_no_auth else stable_token(settings.data_dir)
+    token_file = TokenFile(settings.data_dir, own_token) if own_token is not None else None
+    if own_token is not None:  # the pages sign in with it too (``Settings.page_auth``)
+        settings = settings.model_copy(update={"api_token": own_token})
     container = build_container(settings)
     try:
-        server = LocalServer(container, host=host, port=port, insecure_no_auth=insecure_no_auth)
+        server = LocalServer(
+            container, host=host, port=port, insecure_no_auth=insecure_no_auth, token_file=token_file
+        )
     except InsecureBind as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
@@ -220,14 +224,9 @@ def serve(
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     _prepare(container, samples)
-    token_file = write_token(settings.data_dir, run_token) if run_token is not None else None
-    try:
-        server.start()
-        _banner(settings, server, token_file)
-        while not stop.wait(0.5):
-            pass
-        typer.echo("Shutting down…")
-        server.stop()
-    finally:
-        if run_token is not None:
-            remove_token(settings.data_dir, run_token)
+    server.start()
+    _banner(settings, server, token_path(settings.data_dir) if own_token is not None else None)
+    while not stop.wait(0.5):
+        pass
+    typer.echo("Shutting down…")
+    server.stop()

@@ -28,7 +28,9 @@ users = typer.Typer(
 UserOption = Annotated[
     str | None, typer.Option("--user", metavar="NAME", help="Act as this user (default: RAGCHAT_LOCAL_USER).")
 ]
-WorkspaceArg = Annotated[str, typer.Argument(metavar="WORKSPACE", help="The workspace id (ws_…).")]
+WorkspaceArg = Annotated[
+    str, typer.Argument(metavar="WORKSPACE", help="The workspace's name (as listed) or id (ws_…).")
+]
 
 
 @contextmanager

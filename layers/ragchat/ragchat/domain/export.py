@@ -1,6 +1,9 @@
-"""A conversation as a Markdown document (``GET …/export?format=markdown``): each answer's
-``[source: id]`` tags become numbered footnotes (``[^1]``), and one "Sources" section at the end
-lists each source once with its document's title, PDF page and a snippet cut between words."""
+"""A conversation as a Markdown document (``GET …/export?format=markdown``, the page's "Export" and
+``ragchat chat``'s ``/export``): each answer's ``[source: id]`` tags become numbered footnotes
+(``[^1]``), and one "Sources" section at the end lists each source once with its document's title,
+PDF page and a quote cut at a sentence end (else between words). Times read as people write them
+("29 Nov 2026, 08:19 UTC"), never as stored ISO strings with milliseconds; a refusal carries no
+model name (the guard is not a model)."""
 
 from __future__ import annotations
 
@@ -8,19 +11,40 @@ import re
 from collections.abc import Sequence
 
 from ragchat.domain.citations import SOURCE_TEXT_CHARS, TAG_WITH_SPACE_PATTERN, strip_sources_line
+from ragchat.domain.messages import GUARD_MODEL
 from ragchat.domain.models import Conversation, Message, SourceRef
 
 _ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system-summary": "Summary"}
 _TAG = re.compile(TAG_WITH_SPACE_PATTERN)
 
 
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_SENTENCE_END = (". ", "! ", "? ", ".” ", '." ')
+
+
+def readable_time(stamp: str) -> str:
+    """``2026-11-29T08:19:12.345Z`` → ``29 Nov 2026, 08:19 UTC``; anything else as it is."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return stamp
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return f"{when.day} {_MONTHS[when.month - 1]} {when.year}, {when:%H:%M} UTC"
+
+
 def snippet(text: str, *, limit: int = SOURCE_TEXT_CHARS) -> str:
-    """``text`` on one line; a stored excerpt that was cut (it fills the limit) ends at the last whole
-    word, with "…"."""
+    """``text`` on one line; a stored excerpt that was cut (it fills the limit) ends after its last
+    whole sentence when that keeps a fair part of it, else at the last whole word, with "…"."""
     flat = " ".join(text.split())
     if len(flat) < limit:
         return flat
     cut = flat[:limit]
+    end = max(cut.rfind(mark) + len(mark) - 1 for mark in _SENTENCE_END)
+    if end >= limit // 4:  # a whole sentence of 40 characters or more
+        return cut[:end].rstrip()
     head = cut.rsplit(" ", 1)[0] if " " in cut else cut
     return head.rstrip(" ,;:-–—") + "…"
 
@@ -68,7 +92,7 @@ def export_markdown(conv: Conversation, messages: Sequence[Message]) -> str:
     """Title, a metadata list, one section per message (with its model and an ``[interrupted]``
     mark), then the numbered sources."""
     lines = [f"# {conv.title or 'Conversation'}", ""]
-    meta = [f"- Conversation: `{conv.id}`", f"- Created: {conv.created_at}"]
+    meta = [f"- Conversation: `{conv.id}`", f"- Started: {readable_time(conv.created_at)}"]
     if conv.collection:
         meta.append(f"- Collection: {conv.collection}")
     if conv.document_id:
@@ -78,8 +102,8 @@ def export_markdown(conv: Conversation, messages: Sequence[Message]) -> str:
     lines += [*meta, ""]
     notes = _Footnotes()
     for m in messages:
-        head = f"## {_ROLE_NAMES.get(m.role, m.role)} — {m.created_at}"
-        if m.role == "assistant" and m.model:
+        head = f"## {_ROLE_NAMES.get(m.role, m.role)} — {readable_time(m.created_at)}"
+        if m.role == "assistant" and m.model and m.model != GUARD_MODEL:
             head += f" ({m.model})"
         if m.interrupted:
             head += " [interrupted]"

@@ -52,5 +52,8 @@ def resolve_persona(registry: Mapping[str, str], name: str | None) -> str:
     key = name or DEFAULT_PERSONA
     if key not in registry:
         known = ", ".join(sorted(registry))
-        raise ValidationError(f"unknown persona '{key}' (known: {known})")
+        raise ValidationError(
+            f"Unknown persona '{key}' (known: {known}). Personas are defined in the JSON or TOML file "
+            "that RAGCHAT_PERSONAS_FILE names (docs/configuration.md)."
+        )
     return registry[key]

@@ -115,15 +115,29 @@ class WorkspaceService:
         return {a.id: a.name for a in self.accessible(user)}
 
     def require(self, user: str, workspace_id: str | None, need: Role = Role.VIEWER) -> Access:
-        """The caller's access to ``workspace_id`` (``None``/blank: the personal one): NotFound when
-        not a member, Forbidden when the role is below ``need``."""
+        """The caller's access to ``workspace_id`` (``None``/blank: the personal one), given by id or
+        by the name of one of the caller's workspaces ("Personal", "Lighthouse team", any case:
+        names are accepted wherever ids are, issue 45; a name two of them share is a 400 listing
+        their ids): NotFound when not a member, Forbidden when the role is below ``need``."""
         ws = (workspace_id or "").strip() or personal_workspace_id(user)
         if ws == personal_workspace_id(user):
             return self.personal(user)
         member = self.store.membership(ws, user) if is_shared(ws) else None
         if member is None:
-            raise NotFound("Workspace not found")
+            return self._checked(self._named(user, ws), need)
         return self._checked(Access(ws, member.workspace_name, member.role), need)
+
+    def _named(self, user: str, name: str) -> Access:
+        """The caller's workspace called ``name`` (only the caller's are looked at: nothing is said
+        about anyone else's)."""
+        wanted = " ".join(name.split()).casefold()
+        found = [a for a in self.accessible(user) if " ".join(a.name.split()).casefold() == wanted]
+        if len(found) > 1:
+            ids = ", ".join(a.id for a in found)
+            raise ValidationError(f"Several of your workspaces are named {name!r}: give its id ({ids})")
+        if not found:
+            raise NotFound("Workspace not found")
+        return found[0]
 
     def find_document(self, user: str, document_id: str, need: Role = Role.VIEWER) -> tuple[Access, Document]:
         """The document ``document_id`` in one of the caller's workspaces (404 when in none)."""

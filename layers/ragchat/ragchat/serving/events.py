@@ -30,9 +30,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ragchat.api.limits import LIMITS_CHECKED, limited_route
 from ragchat.api.negotiation import wants_html
+from ragchat.serving.sessions import SESSION_PATH
 from ragchat.serving.site import SitePolicy
 
 if TYPE_CHECKING:
+    from ragchat.serving.local_token import TokenFile
+    from ragchat.serving.sessions import BrowserSessions
     from ragchat.serving.users import LocalUsers
 
 STAGE = "$default"
@@ -41,7 +44,7 @@ TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded", 
 Refusal = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, extra headers
 # Served without the bearer token: the page shells and their scripts hold no user data
 # (``ragchat.api.pages``).
-OPEN_PAGES = frozenset({"/ui", "/write", "/documents/ui"})
+OPEN_PAGES = frozenset({"/ui", "/write", "/documents/ui", "/favicon.ico"})
 OPEN_PREFIXES = ("/static/",)
 # a conversation's address (``/ui/c/<id>``): the chat page's shell again, the id never rendered into it
 CONVERSATION_PAGE = re.compile(r"/ui/c/[A-Za-z0-9_-]{1,128}")
@@ -277,6 +280,10 @@ class Gateway:
         self.principal = principal
         self.users = users  # several users (``ragchat.serving.users``): the token says who calls
         self.site = site  # the browser rules of ``ragchat serve`` (``ragchat.serving.site``)
+        # the token file a running server follows (``ragchat token rotate``), else ``api_token`` as is
+        self.token_file: TokenFile | None = None
+        # the pages' session cookies (``ragchat.serving.sessions``): a signed-in browser sends no token
+        self.sessions: BrowserSessions | None = None
         # Checks an upload grant (token, declared body size) before the body is read; raises a
         # ``RagchatError`` (403 forged/expired, 409 used, 413 too large) to refuse.
         self.grant_check: Callable[[str, int | None], object] | None = None
@@ -294,9 +301,12 @@ class Gateway:
             refused = self._grant_refusal(path[len(UPLOAD_RECEIVER) :], headers)
             if refused is not None:
                 return refused
-        refused = bearer_refusal(
-            self.api_token, method, path, headers.get("Authorization", "") or "", self.users
-        )
+        authorization = headers.get("Authorization", "") or ""
+        if self.sessions is not None and path.rstrip("/") == SESSION_PATH:
+            return self.sessions.answer(method, headers, self.bearer_user(authorization))
+        if self.session_user(headers) is not None:
+            return None
+        refused = bearer_refusal(self.current_token(), method, path, authorization, self.users)
         if (
             refused is not None
             and method in ("GET", "HEAD")
@@ -310,7 +320,38 @@ class Gateway:
     def is_open(self, method: str, path: str) -> bool:
         """Whether the request is served without credentials on a server that has some (``open_route``):
         the server reads no body for it (``GatewayApp``), which would hold a place for nobody."""
-        return bool(self.api_token or self.users) and open_route(method, path)
+        return bool(self.current_token() or self.users) and open_route(method, path)
+
+    def current_token(self) -> str | None:
+        """The token checked now (the token file's latest, when the server follows one)."""
+        return self.token_file.current() if self.token_file is not None else self.api_token
+
+    def bearer_user(self, authorization: str) -> str | None:
+        """Who a bearer token is: a user of the users file, or the server's own token's user."""
+        if self.users:
+            user = self.users.who(authorization)
+            if user is not None:
+                return user
+        if bearer_refusal(self.current_token(), "GET", "/", authorization) is None and self.current_token():
+            return self.principal
+        return None
+
+    def token_hash(self, user: str) -> str | None:
+        """The SHA-256 of ``user``'s current token (what a session cookie is bound to)."""
+        from ragchat.serving.users import token_hash
+
+        digest = self.users.hash_of(user) if self.users else None
+        token = self.current_token()
+        if digest is None and token and user == self.principal:
+            digest = token_hash(token)
+        return digest
+
+    def session_user(self, headers: Headers) -> str | None:
+        """The user of a request signed in by its session cookie (and only without a token: an
+        ``Authorization`` header is checked as such)."""
+        if self.sessions is None or headers.get("Authorization"):
+            return None
+        return self.sessions.user(headers)
 
     def _grant_refusal(self, token: str, headers: Headers) -> Refusal | None:
         from ragchat.domain.errors import RagchatError
@@ -354,8 +395,8 @@ class Gateway:
         self, method: str, raw_path: str, headers: Headers, body: bytes, client_ip: str
     ) -> tuple[dict[str, Any], Any]:
         """The API Gateway event and the Lambda context for one request."""
-        principal = self.principal
-        if self.users:
+        principal = self.session_user(headers) or self.principal
+        if self.users and headers.get("Authorization"):
             principal = self.users.who(headers.get("Authorization", "") or "") or self.principal
         event = build_event(method, raw_path, headers.items(), body, source_ip=client_ip, principal=principal)
         return event, LocalContext(event["requestContext"]["requestId"])

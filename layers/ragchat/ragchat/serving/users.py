@@ -106,12 +106,17 @@ class LocalUsers:
     def __init__(self, users: Mapping[str, str], *, also: Iterable[str] = ()) -> None:
         """``also``: names known besides the file's (the user of ``RAGCHAT_API_TOKEN``)."""
         self._by_hash = {digest: name for name, digest in users.items()}
+        self._hashes = dict(users)
         self._names = {*users, *also}
 
     def resolve(self, identifier: str) -> str | None:
         """The user ``identifier`` names (``ragchat.ports.UserDirectory``), ``None`` for nobody."""
         name = identifier.strip()
         return name if name in self._names else None
+
+    def hash_of(self, name: str) -> str | None:
+        """The token hash of the user ``name`` (what a browser session is bound to)."""
+        return self._hashes.get(name)
 
     def __bool__(self) -> bool:
         return bool(self._by_hash)

@@ -7,7 +7,8 @@
 let current = null;   // the open conversation's id
 let busy = null;      // the answer being streamed: {controller, convId}
 let creating = false; // the first message is creating its conversation
-let canRename = false; // PATCH /chat/conversations/{id} is in /openapi.json
+// PATCH /chat/conversations/{id}: the page config says so (never a fetch of /openapi.json, 67 KB)
+const canRename = String(CONFIG.features || '').split(' ').includes('rename');
 const convs = $('convs'), messages = $('messages'), chatError = $('chat-error'), chatForm = $('chat-form');
 const input = $('message'), sendButton = $('send'), stopButton = $('stop'), scroller = $('scroller');
 const enc = encodeURIComponent;
@@ -227,15 +228,24 @@ function edit(div, content) {  // the server deletes every later message, then a
   return turn(path, 'PUT', {content}, div, () => { input.value = content; autosize(); open(current, old); }); }
 
 // ------------------------------------------------------------------ conversations
-function showTitle(c) {
+function showTitle(c) { $('export').hidden = false;
   $('conv-title').textContent = (c.title || 'New conversation') + (c.collection ? ' · ' + c.collection : ''); }
+// The open conversation as Markdown (GET …/export: titles, readable dates, numbered sources), saved
+// as "<title>.md".
+$('export').onclick = () => { if (!current) return; const id = current;
+  fetch(base + '/chat/conversations/' + enc(id) + '/export?format=markdown', withAuth({})).then(async r => {
+    if (!r.ok) throw httpError(r.status, await r.json().catch(() => ({})));
+    const text = await r.text(), c = allConvs.find(x => x.id === id), a = el('a');
+    a.href = URL.createObjectURL(new Blob([text], {type: 'text/markdown;charset=utf-8'}));
+    a.download = ((c && c.title) || 'conversation').replace(/[\\/:*?"<>|]+/g, '_').slice(0, 80) + '.md';
+    document.body.append(a); a.click(); a.remove(); setTimeout(() => URL.revokeObjectURL(a.href), 10000); }).catch(fail); };
 function convItem(c) {
   const li = el('li', null, 'conv' + (c.id === current ? ' current' : '')), title = c.title || 'New conversation';
   const b = el('button', null, 'open'); b.type = 'button'; b.onclick = () => open(c.id);
   b.title = title + (c.collection ? ' · ' + c.collection : '');  // the whole title, however long
   if (c.id === current) b.setAttribute('aria-current', 'true');
-  b.append(el('span', title, 'conv-title'),
-    el('span', c.messageCount + ' messages' + (c.collection ? ' · ' + c.collection : ''), 'muted'));
+  b.append(el('span', title, 'conv-title'), el('span', c.messageCount + ' messages' +
+    (c.collection ? ' · ' + c.collection : '') + listDate(c.updatedAt || c.createdAt), 'muted'));
   const tools = el('span', null, 'tools');
   if (canRename) { const r = el('button', 'Rename', 'icon-btn'); r.type = 'button';
     r.setAttribute('aria-label', 'Rename ' + title); r.onclick = () => rename(li, c);
@@ -259,13 +269,18 @@ function fail(err) { chatError.textContent = describe(err); }
 function loadConversations() { return api('/chat/conversations?limit=200').then(p => {
   allConvs = p.items; moreConvs = !!p.cursor; searched = null; showConversations();
   const c = p.items.find(i => i.id === current); if (c) showTitle(c); }).catch(fail); }
-// The list, filtered by the search box: every word typed must appear in the title (or collection).
-// With more conversations than the 200 listed, the server searches all of them (?q=).
+// "· 14:05" today, "· 3 Mar" this year, "· 3 Mar 2025" before; the full date in the item's tooltip.
+function listDate(iso) { const d = iso ? new Date(iso) : null; if (!d || isNaN(d)) return ''; const now = new Date();
+  if (d.toDateString() === now.toDateString()) return ' · ' + TIME.format(d);
+  return ' · ' + d.toLocaleDateString(undefined, d.getFullYear() === now.getFullYear() ?
+    {day: 'numeric', month: 'short'} : {day: 'numeric', month: 'short', year: 'numeric'}); }
+// The list, filtered by the search box: titles (and collections) at once, here; then the server's
+// search (?q=), which also reads what was said in each conversation, and all of them past the 200 listed.
 function showConversations() {
   const typed = $('conv-search').value.trim(), words = typed.toLowerCase().split(/\s+/).filter(Boolean);
   let shown = allConvs.filter(c => { const hay = ((c.title || 'New conversation') + ' ' + (c.collection || '')).toLowerCase();
     return words.every(w => hay.includes(w)); });
-  if (words.length && moreConvs) {
+  if (words.length) {
     if (searched && searched.q === typed) shown = searched.items;
     else { clearTimeout(searchTimer); searchTimer = setTimeout(() => api('/chat/conversations?limit=200&q=' + enc(typed))
       .then(p => { searched = {q: typed, items: p.items}; if ($('conv-search').value.trim() === typed) showConversations(); })
@@ -286,11 +301,15 @@ function open(id, draft, how) { if (busy && busy.convId !== id) stop(); return a
   current = c.id; go(c.id, how); if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar(); hidePanel();
   $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);
   input.focus(); toBottom(); return loadConversations(); }).catch(err => {
-    if (err.status === 404) { home('replace'); chatError.textContent = 'That conversation does not exist (it may have been deleted).'; }
+    if (err.status === 404) { home('replace'); chatError.textContent = NOT_YOURS; }
     else fail(err); }); }
+// What is true of a conversation address that is not the caller's (no lookup tells whose it is: that
+// would tell a stranger it exists): deleted, or another member's, which stays private to them.
+const NOT_YOURS = 'That conversation is not in your list: it was deleted, or someone else started it ' +
+  '(conversations stay private to whoever started them, also in a shared workspace).';
 function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
   (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
-function home(how) { if (busy) stop(); current = null; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;
+function home(how) { if (busy) stop(); current = null; $('export').hidden = true; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;
   chatError.textContent = ''; $('conv-title').textContent = 'Ask your notes'; closeSidebar(); hidePanel(); loadConversations(); suggest(); }
 // "New conversation": the start page; the first message sent creates the conversation (in the
 // collection typed beside the button, if any).
@@ -306,8 +325,21 @@ window.addEventListener('popstate', () => { const id = addressed(); if (id) open
 // I add?"), then "What is <title>?" of the newest ones; no documents: "add one".
 let suggestTimer = null;
 const HEADING_QUESTION = /^#{1,4}[ \t]+(.{8,120}\?)[ \t]*$/gm;
-function suggest() { return api('/documents?limit=50' + workspaceQuery('&')).then(async p => {
-  const docs = p.items, ready = docs.filter(d => d.status === 'READY' && d.enabled);
+// What the start page is about: the chosen workspace's documents, or (All my workspaces) those of
+// every workspace the user can search, so a viewer of a team is not told they have none.
+async function searchable() { const w = currentWorkspace();
+  if (w) return (await api('/documents?limit=50&workspace=' + enc(w))).items;
+  const spaces = ((await api('/workspaces')).items || []).slice(0, 10);
+  const pages = await Promise.all(spaces.map(s => api('/documents?limit=50&workspace=' + enc(s.id)).catch(() => ({items: []}))));
+  return pages.flatMap(p => p.items); }
+// A document title as a topic people ask about ("office-hours.txt" → "office hours"); null when the
+// title would not read as one (a sentence, a question, too long).
+function topic(title) { const bare = String(title || '').replace(/\.(md|markdown|txt|html?|pdf|docx|pptx|xlsx|odt|epub|rtf)$/i, '');
+  const file = bare !== title || (/[-_]/.test(bare) && !/\s/.test(bare)), t = bare.replace(/[-_]+/g, ' ').replace(/\s+/g, ' ').trim();
+  if (!t || t.length > 50 || /[?!.:]$/.test(t) || t.split(' ').length > 7) return null;
+  return file ? t.toLowerCase() : t; }
+function suggest() { return searchable().then(async docs => {
+  const ready = docs.filter(d => d.status === 'READY' && d.enabled);
   $('no-docs').hidden = docs.length > 0;
   const indexing = docs.filter(d => d.status === 'PENDING' || d.status === 'PROCESSING').length;
   $('indexing-note').textContent = !indexing ? '' : indexing === 1 ? '1 document is still being indexed: questions about it are answered once it is ready.'
@@ -320,7 +352,7 @@ function suggest() { return api('/documents?limit=50' + workspaceQuery('&')).the
   const found = [];
   if (ready.length) { const notes = await api('/notes?limit=100').catch(() => ({items: []}));
     for (const n of notes.items) for (const m of n.text.matchAll(HEADING_QUESTION)) found.push(m[1].trim()); }
-  for (const d of ready) if (d.title && d.title.length <= 60) found.push('What is ' + d.title.replace(/[?.!]+$/, '') + '?');
+  for (const d of ready) { const t = topic(d.title); if (t) found.push('What do my documents say about ' + t + '?'); }
   const shown = [...new Set(found)].slice(0, 4), list = $('suggested');
   list.replaceChildren(...shown.map(q => { const li = el('li'), b = el('button', q, 'suggestion'); b.type = 'button';
     b.onclick = () => { input.value = q; autosize(); chatForm.requestSubmit(); }; li.append(b); return li; }));
@@ -333,7 +365,15 @@ $('attach').onclick = () => $('attach-file').click();
 $('attach-file').onchange = async e => { const files = [...e.target.files]; e.target.value = '';
   const conv = allConvs.find(c => c.id === current), collection = (conv ? conv.collection : $('collection').value.trim()) || '';
   const up = await later('uploads.js', () => uploads).catch(err => { fail(err); return null; });
-  if (up) for (const f of files) await up.one(f, collection, $('attached')); };
+  if (!up) return;
+  // where they go, said before they are sent: the workspace chosen, else Personal (also under "All my
+  // workspaces", which is for asking: a file is added to one workspace)
+  const target = workspaceOf(currentWorkspace()), shared = WORKSPACES.length > 1;
+  if (shared || (target && target.role === 'viewer')) $('attached').append(el('li', target && target.role === 'viewer'
+    ? 'You are a viewer of ' + target.name + ': choose a workspace you can add to.' : 'Adding to ' + (target ? target.name : 'Personal') +
+      (currentWorkspace() ? '' : ' (choose a workspace above to add to another)') + ':', 'muted small'));
+  if (target && target.role === 'viewer') return;
+  for (const f of files) await up.one(f, collection, $('attached')); };
 
 // ------------------------------------------------------------------ composer, keyboard, layout
 function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 192) + 'px'; }
@@ -351,9 +391,6 @@ function closeSidebar() { $('sidebar').classList.remove('open'); $('scrim').hidd
 $('menu').onclick = () => { const open = !$('sidebar').classList.contains('open');
   $('sidebar').classList.toggle('open', open); $('scrim').hidden = !open; $('menu').setAttribute('aria-expanded', String(open)); };
 $('scrim').onclick = closeSidebar;
-function start() { mountWorkspaces(() => {}, {all: true, before: $('new-conv')});
-  const id = addressed();
-  api('/openapi.json').then(doc => {
-    canRename = Object.entries(doc.paths || {}).some(([p, ops]) => /^\/chat\/conversations\/\{[^/]+\}$/.test(p) && ops.patch);
-  }).catch(() => {}).finally(() => { if (id) open(id, false, 'none'); else { loadConversations(); suggest(); } }); }
+function start() { mountWorkspaces(() => { if (!current) suggest(); }, {all: true, after: $('conv-title')});
+  const id = addressed(); if (id) open(id, false, 'none'); else { loadConversations(); suggest(); } }
 boot();

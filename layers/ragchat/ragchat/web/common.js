@@ -3,10 +3,28 @@
 const base = location.pathname.replace(/\/(ui(\/c\/[^/]+)?|write|documents\/ui)$/, '');
 const JSON_HEADERS = {'Content-Type': 'application/json'};
 const CONFIG = JSON.parse(document.getElementById('ragchat-config').textContent);
-const AUTH_KEY = 'ragchat.authorization';  // sessionStorage: the Authorization value of every call
-function authorization() { return CONFIG.auth === 'none' ? null : sessionStorage.getItem(AUTH_KEY); }
+const AUTH_KEY = 'ragchat.authorization';  // sessionStorage (Cognito): the Authorization value of every call
+// Local (auth 'token'): the token is traded once for an HttpOnly session cookie; the cookie counts only
+// with this origin's half, kept in localStorage (every tab of this server, no other port or site):
+// serving/sessions.py.
+const SESSION_KEY = 'ragchat.session';
+function authorization() { return CONFIG.auth === 'cognito' ? sessionStorage.getItem(AUTH_KEY) : null; }
+function signedIn() { return CONFIG.auth === 'none' || !!(CONFIG.auth === 'token' ? localStorage.getItem(SESSION_KEY) : authorization()); }
+function authHeaders() { if (CONFIG.auth === 'token') { const s = localStorage.getItem(SESSION_KEY);
+    return s ? {'X-Ragchat-Csrf': s} : {}; }
+  const auth = authorization(); return auth ? {Authorization: auth} : {}; }
 function withAuth(opts) { const o = Object.assign({}, opts), headers = new Headers(o.headers || {});
-  const auth = authorization(); if (auth) headers.set('Authorization', auth); o.headers = headers; return o; }
+  for (const [k, v] of Object.entries(authHeaders())) headers.set(k, v); o.headers = headers; return o; }
+// The token (from the link or typed) for this server's session cookie; the token is kept nowhere.
+async function startSession(auth) { const r = await fetch(base + '/session', {method: 'POST', headers: {Authorization: auth}});
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) { const err = new Error(r.status === 401 ? 'That token is not this server\'s: open the link ragchat serve ' +
+      'prints, or paste the token from its serve.token file.' : String(body.error || ('HTTP ' + r.status)));
+    err.status = r.status; throw err; }
+  localStorage.setItem(SESSION_KEY, body.csrf); }
+function signOut() { const done = () => showSignIn('Signed out');
+  if (CONFIG.auth !== 'token') return done();
+  fetch(base + '/session', withAuth({method: 'DELETE'})).catch(() => {}).finally(done); }
 function api(path, opts) { return fetch(base + path, withAuth(opts)).then(async r => {
   const body = r.status === 204 ? {} : await r.json().catch(() => ({}));
   if (!r.ok) throw httpError(r.status, body); return body; }); }
@@ -22,8 +40,8 @@ function describe(err) {
   if (err instanceof TypeError) return 'Could not reach the server. Check the connection and try again.';
   if (err.status === 429) return err.message;
   if (err.status >= 500) return 'Something went wrong on the server (' + err.message + '). Please try again.';
-  return 'Error: ' + err.message; }
-function showSignIn(note) { sessionStorage.removeItem(AUTH_KEY);
+  return err.message; }  // the API's own words, as the CLI prints them (after its "error: ")
+function showSignIn(note) { sessionStorage.removeItem(AUTH_KEY); localStorage.removeItem(SESSION_KEY);
   $('app').hidden = true; $('account').hidden = true; $('signin').hidden = false;
   $('signin-note').textContent = note || ''; $('signin-error').textContent = ''; }
 function showApp() { $('signin').hidden = true; $('app').hidden = false;
@@ -54,22 +72,24 @@ async function checkAuthorization(auth) {  // one cheap call, so a wrong token i
 async function signIn(e) { e.preventDefault(); const error = $('signin-error'), button = $('signin-button');
   error.textContent = ''; button.disabled = true;
   try { const secret = $('signin-secret');
-    const auth = CONFIG.auth === 'cognito' ? await cognitoIdToken($('signin-user').value.trim(), secret.value)
-      : 'Bearer ' + secret.value.trim();
-    await checkAuthorization(auth);
-    sessionStorage.setItem(AUTH_KEY, auth); secret.value = ''; showApp(); start();
+    if (CONFIG.auth === 'cognito') { const auth = await cognitoIdToken($('signin-user').value.trim(), secret.value);
+      await checkAuthorization(auth); sessionStorage.setItem(AUTH_KEY, auth); }
+    else await startSession('Bearer ' + secret.value.trim());
+    secret.value = ''; showApp(); start();
   } catch (err) { error.textContent = err.message; } finally { button.disabled = false; } }
-// The link `ragchat serve` prints (…/ui#token=…, as Jupyter does) signs this tab in: the token is kept
-// like a typed one and taken out of the address bar at once (history, bookmarks, a shared screen).
+// The link `ragchat serve` prints (…/ui#token=…, as Jupyter does) signs this browser in: the token is
+// traded like a typed one and taken out of the address bar at once (history, bookmarks, a shared screen).
 function tokenFromLink() { const hash = new URLSearchParams(location.hash.slice(1));
   const query = new URLSearchParams(location.search), token = hash.get('token') || query.get('token');
   if (token === null) return; hash.delete('token'); query.delete('token');
   const q = query.toString(), h = hash.toString();
   history.replaceState(null, '', location.pathname + (q ? '?' + q : '') + (h ? '#' + h : ''));
-  if (CONFIG.auth === 'token' && token.trim()) sessionStorage.setItem(AUTH_KEY, 'Bearer ' + token.trim()); }
-function boot() { tokenFromLink(); if (CONFIG.auth !== 'none') {
-    $('signin-form').onsubmit = signIn; $('sign-out').onclick = () => showSignIn('Signed out'); }
-  if (CONFIG.auth === 'none' || authorization()) { showApp(); start(); } else showSignIn(''); }
+  return CONFIG.auth === 'token' && token.trim() ? token.trim() : null; }
+async function boot() { const linked = tokenFromLink(); if (CONFIG.auth !== 'none') {
+    $('signin-form').onsubmit = signIn; $('sign-out').onclick = signOut; }
+  if (linked) try { await startSession('Bearer ' + linked); }
+    catch (err) { showSignIn(err.status === 401 ? 'Signed out: please sign in again' : describe(err)); return; }
+  if (signedIn()) { showApp(); start(); } else showSignIn(''); }
 function el(tag, text, cls) { const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
 function $(id) { return document.getElementById(id); }
@@ -89,12 +109,24 @@ const WS_KEY = 'ragchat.workspace';
 function currentWorkspace() { return sessionStorage.getItem(WS_KEY) || ''; }
 function workspaceQuery(sep) { const w = currentWorkspace(); return w ? sep + 'workspace=' + encodeURIComponent(w) : ''; }
 function withWorkspace(body) { const w = currentWorkspace(); if (w) body.workspace = w; return body; }
+// The caller's workspaces (GET /workspaces, once the page has asked) and their role in the chosen one:
+// controls a role cannot use are not shown (a viewer has no Disable/Delete, nothing to add to).
+let WORKSPACES = [];
+function workspaceOf(id) { return WORKSPACES.find(w => id ? w.id === id : w.personal) || null; }
+function roleHere() { const w = workspaceOf(currentWorkspace()); return w ? w.role : 'owner'; }
+function canEdit() { return roleHere() !== 'viewer'; }
 // The switcher (workspaces.js) only for a user in a shared workspace; with the personal one alone
-// there is nothing to choose, and the page does not fetch it.
+// there is nothing to choose, and the page does not fetch it (opts.manage: a "New shared workspace"
+// button, which fetches it when clicked).
+function workspacesScript() { return Promise.all([later('workspaces.js', () => mountSwitcher), sheet('workspaces.css')]); }
 function mountWorkspaces(onChange, opts) { return api('/workspaces').then(r => { const items = r.items || [];
-  if (items.length < 2) { sessionStorage.removeItem(WS_KEY); return; }
-  return Promise.all([later('workspaces.js', () => mountSwitcher), sheet('workspaces.css')])
-    .then(([mount]) => mount(items, onChange, opts)); })
+  WORKSPACES = items;
+  if (items.length < 2) { sessionStorage.removeItem(WS_KEY);
+    if (opts && opts.manage && !$('new-workspace')) { const b = el('button', 'New shared workspace', 'btn small');
+      b.type = 'button'; b.id = 'new-workspace'; $('app').prepend(b);
+      b.onclick = () => workspacesScript().then(() => { b.remove(); return newWorkspaceForm(null); }).catch(err => $('app').prepend(el('p', describe(err), 'error'))); }
+    return; }
+  return workspacesScript().then(([mount]) => mount(items, onChange, opts)); })
   .catch(err => { if (err.status !== 401) $('app').prepend(el('p', describe(err), 'error')); }); }
 function hidePanel() { if (lazy['viewer.js']) lazy['viewer.js'].then(p => p.hide(), () => {}); }
 for (const a of document.querySelectorAll('a[data-p]')) a.href = base + a.dataset.p;

@@ -18,7 +18,7 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
   del.onclick = () => { if (!confirm('Delete "' + (d.title || 'Untitled note') + '"?')) return;
     api('/documents/' + enc(d.id), {method: 'DELETE'})
       .then(() => { docError.textContent = ''; tr.remove(); filter(); }).catch(fail); };
-  const actions = el('td'); actions.append(view, ' ', toggle, ' ', del);
+  const actions = el('td'); actions.append(view); if (canEdit()) actions.append(' ', toggle, ' ', del);  // a viewer reads only
   const title = el('td'); title.append(el('span', d.title || 'Untitled note', 'doc-title'));
   if (d.collection) title.append(el('span', d.collection, 'muted small doc-coll'));
   const state = el('td'); state.append(el('span', d.status, 'badge ' + d.status));
@@ -78,5 +78,5 @@ function showInItsWorkspace(id) { const sel = $('workspace');
     const value = [...sel.options].some(o => o.value === d.workspace.id) ? d.workspace.id : '';
     if (value === sel.value) return false; sel.value = value; sel.onchange(); return true; }).catch(() => false); }
 more.onclick = () => load(false); $('refresh').onclick = () => load(true);
-function start() { mountWorkspaces(() => load(true), {members: true}).then(() => load(true)); }
+function start() { mountWorkspaces(() => load(true), {members: true, manage: true}).then(() => load(true)); }
 boot();

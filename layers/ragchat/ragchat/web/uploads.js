@@ -18,7 +18,6 @@ const uploads = (() => {
     xhr.onload = () => { let reply = {}; try { reply = JSON.parse(xhr.responseText || '{}'); } catch (err) { reply = {}; }
       if (xhr.status >= 200 && xhr.status < 300) resolve(reply); else reject(httpError(xhr.status, reply)); };
     xhr.onerror = () => reject(new TypeError('network')); xhr.send(body); }); }
-  function authHeaders() { const auth = authorization(); return auth ? {Authorization: auth} : {}; }
   async function upload(file, collection, bar) {
     const type = file.type || 'application/octet-stream';
     if (!(await offersPresigned())) {

@@ -11,11 +11,15 @@ const panel = (() => {
   close.textContent = '✕'; head.append(title, close);
   const body = el('div', null, 'panel-body'); body.id = 'panel-body'; root.append(head, body);
   document.body.append(root);
-  function hide() { if (root.hidden) return; root.hidden = true; document.body.classList.remove('panel-open');
+  // A PDF page is shown in a wider panel (its image readable: ~860 px at 1280 px), and a click on the
+  // image shows it at its full size (scrolled within the panel on a phone).
+  function wide(on) { root.classList.toggle('wide', on); document.body.classList.toggle('panel-wide', on); }
+  function hide() { if (root.hidden) return; root.hidden = true; document.body.classList.remove('panel-open'); wide(false);
     if (invoker && invoker.isConnected) invoker.focus(); invoker = null; }
   close.onclick = hide;
   root.addEventListener('keydown', e => { if (e.key === 'Escape') { e.stopPropagation(); hide(); } });
   function show(heading, from) { if (from) invoker = from; title.textContent = heading; body.replaceChildren();
+    wide(false);
     root.hidden = false; document.body.classList.add('panel-open'); body.scrollTop = 0; close.focus(); return body; }
   function fail(err) { body.append(el('p', describe(err), 'error')); }
 
@@ -44,9 +48,24 @@ const panel = (() => {
       return common >= 2 && (common / w.length >= 0.6 || common / set.size >= 0.6); }); }
 
   // ---------------------------------------------------------------- text as blocks, cited sentences marked
-  function clean(line) { return line.replace(/\*\*|`/g, '').replace(/^\s*[-*+]\s+/, '• ').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1'); }
+  // Markdown marks are read, not shown: **strong**, *emphasis*, _emphasis_, `code`, [links](…), bullets.
+  function clean(line) { return line.replace(/\*\*|__|`/g, '').replace(/^\s*[-*+]\s+/, '• ')
+    .replace(/(^|[^\p{L}\p{N}*_\\])[*_](?=\S)([^*_\n]*?\S)[*_](?![\p{L}\p{N}])/gu, '$1$2')
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1'); }
+  const TABLE_RULE = /^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/;
+  function cells(line) { return line.trim().replace(/^\|/, '').replace(/\|$/, '').split('|').map(c => clean(c.trim())); }
+  // A Markdown table (every line starts with "|"): a table, its cited rows highlighted.
+  function table(block, cited) { const lines = block.split('\n').filter(l => l.trim()), t = el('table', null, 'doc-table');
+    let first = null, head = TABLE_RULE.test(lines[1] || '');
+    for (const line of lines) { if (TABLE_RULE.test(line)) continue; const tr = el('tr'), row = cells(line);
+      for (const c of row) tr.append(el(head ? 'th' : 'td', c));
+      if (!head && cited.length && isCited(row.join(' '), cited)) { tr.className = 'cited'; if (!first) first = tr; }
+      t.append(tr); head = false; }
+    const wrap = el('div', null, 'table-wrap'); wrap.append(t); return {wrap, first}; }
   function render(box, text, cited) { let first = null;
     for (const block of String(text).replace(/\r\n/g, '\n').split(/\n\s*\n/)) { if (!block.trim()) continue;
+      if (block.trim().split('\n').every(l => /^\s*\|/.test(l))) { const t = table(block, cited);
+        box.append(t.wrap); if (!first) first = t.first; continue; }
       const heading = /^\s*#{1,6}\s+/.test(block) && !block.trim().includes('\n');
       const p = el(heading ? 'h3' : 'p', null, heading ? 'doc-h' : 'doc-p');
       // a paragraph's wrapped lines run on (a list item, a table row or code keeps its own line)
@@ -123,7 +142,8 @@ const panel = (() => {
   // A PDF page as the reader sees it (rendered by the server: GET /documents/{id}/pages/{n}), and its
   // text below, with the cited sentences highlighted (findable and selectable).
   function pageImage(doc, n) { const fig = el('figure', null, 'pdf-page'), img = el('img');
-    img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); fig.append(img);
+    img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); fig.append(img); wide(true);
+    img.title = 'Click to zoom'; img.onclick = () => fig.classList.toggle('zoomed');
     const ready = api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n).then(r => {
       img.width = r.width; img.height = r.height; img.src = r.image; return r.pages; })
       .catch(err => { fig.replaceChildren(el('p', 'The page image could not be shown. ' + describe(err), 'muted small')); return 0; });

@@ -23,5 +23,5 @@ card.addEventListener('dragover', e => { e.preventDefault(); drop.classList.add(
 card.addEventListener('dragleave', e => { if (!card.contains(e.relatedTarget)) drop.classList.remove('over'); });
 card.addEventListener('drop', e => { e.preventDefault(); drop.classList.remove('over');
   uploadAll([...((e.dataTransfer && e.dataTransfer.files) || [])]); });
-function start() { mountWorkspaces(() => {}); }
+function start() { mountWorkspaces(() => {}, {write: true}); }
 boot();

@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 
 logger = Logger(service="ragchat", child=True)
 
-# A title search reads the owner's conversations page by page, at most this many pages per request.
+# A search reads the owner's conversations page by page, at most this many pages per request, and
+# the messages of at most MESSAGE_READS conversations whose title does not match (one query each).
 SEARCH_READS = 20
+MESSAGE_READS = 200
 
 
 def _matches(conv: Conversation, words: list[str]) -> bool:
@@ -73,22 +75,35 @@ class Conversations:
     def list_conversations(
         self, owner: str, *, limit: int = 50, cursor: str | None = None, search: str | None = None
     ) -> Page[Conversation]:
-        """Newest first. ``search``: only those whose title (or collection) holds every word of it,
-        case-insensitively, read through the owner's conversations in pages no bigger than the
-        matches still wanted (so a page never overflows ``limit`` and the store's cursor goes on
-        exactly after it), at most ``SEARCH_READS`` store reads per call: a page may then hold fewer
-        than ``limit`` matches and still have a cursor to go on from."""
+        """Newest first. ``search``: only those whose title (or collection), or whose messages taken
+        together, hold every word of it, case-insensitively, read through the owner's conversations
+        in pages no bigger than the matches still wanted (so a page never overflows ``limit`` and the
+        store's cursor goes on exactly after it), at most ``SEARCH_READS`` store reads per call and
+        the messages of at most ``MESSAGE_READS`` conversations: a page may then hold fewer than
+        ``limit`` matches and still have a cursor to go on from."""
         words = search.casefold().split() if search else []
         if not words:
             return self.store.list_conversations(owner, limit=limit, cursor=cursor)
         found: list[Conversation] = []
+        budget = [MESSAGE_READS]
         for _ in range(SEARCH_READS):
             page = self.store.list_conversations(owner, limit=limit - len(found), cursor=cursor)
-            found += [conv for conv in page.items if _matches(conv, words)]
+            found += [conv for conv in page.items if self._found(owner, conv, words, budget)]
             cursor = page.cursor
-            if cursor is None or len(found) == limit:
+            if cursor is None or len(found) == limit or budget[0] <= 0:
                 break
         return Page(items=found, cursor=cursor)
+
+    def _found(self, owner: str, conv: Conversation, words: list[str], budget: list[int]) -> bool:
+        """The title matches, or (while ``budget`` lasts) the conversation's messages hold every word."""
+        if _matches(conv, words):
+            return True
+        if budget[0] <= 0 or not conv.message_count:
+            return False
+        budget[0] -= 1
+        hay = " ".join(m.content for m in self.store.list_messages(owner, conv.id, limit=1000).items)
+        hay = hay.casefold()
+        return all(word in hay for word in words)
 
     def get(self, owner: str, conv_id: str) -> Conversation:
         conv = self.store.get_conversation(owner, conv_id)
