@@ -133,6 +133,7 @@ def test_the_index_the_template_creates_answers_hybrid_questions():
     resources = _cfn_yaml(ROOT / "template.yaml")["Resources"]
     fake = FakeS3Vectors.from_template(resources, "vec")
     assert (fake.index, fake.dimension, fake.mode) == ("ragchat-notes", 1024, "ENHANCED")
+    assert fake.text_search == {"text": "en"}  # the analyzer bench/bench_hybrid_fusion.py chose
     where = {"vectorBucketName": "vec", "indexName": fake.index}
     one = [1.0] + [0.0] * 1023
     long_chunk = "zeppelin timetable " * 150  # ~2.8 KB of text: only fits as non-filterable
