@@ -48,13 +48,6 @@ def rec(
 ALICE = SearchFilter(owner="alice")
 
 
-def keyword_search(index) -> bool:
-    """Stores without keyword search (S3 Vectors) fall back to vector search for hybrid queries."""
-    from ragchat.adapters.aws.s3vectors import S3VectorsIndex
-
-    return not isinstance(index, S3VectorsIndex)
-
-
 def test_dimension_is_exposed(vector_index):
     assert vector_index.dimension == DIM
 
@@ -193,10 +186,6 @@ def test_hybrid_search_finds_keyword_matches_the_vectors_miss(vector_index):
     )
     assert "kw" not in [h.id for h in vector_index.search(axis(0), ALICE, 3)]
     hits = vector_index.hybrid_search("zeppelin schedule", axis(0), ALICE, 3)
-    if not keyword_search(vector_index):
-        # a store with no keyword search answers hybrid queries with its vector results
-        assert hits == vector_index.search(axis(0), ALICE, 3)
-        return
     assert len(hits) == 3
     assert "kw" in [h.id for h in hits]
     assert all(h.text for h in hits)

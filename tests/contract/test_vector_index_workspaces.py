@@ -17,7 +17,7 @@ import pytest
 from ragchat.domain.models import SearchFilter
 
 from tests.contract.conftest import VECTOR_INDEXES, ContractEnv, _adapter
-from tests.contract.test_vector_index_contract import axis, keyword_search, rec
+from tests.contract.test_vector_index_contract import axis, rec
 
 WORKSPACE_SEARCH_INDEXES = ["opensearch", "opensearch-aoss", "s3vectors"]
 
@@ -56,8 +56,6 @@ def test_hybrid_search_over_several_workspaces_is_confined_the_same_way(vector_i
     hits = vector_index.hybrid_search("zeppelin handbook", axis(0), ALICE_SEES, 10)
 
     assert {(h.id, h.owner) for h in hits} == {("team", "ws_team"), ("mine", "alice")}
-    if not keyword_search(vector_index):
-        assert hits == vector_index.search(axis(0), ALICE_SEES, 10)
 
 
 def test_one_workspace_is_searched_alone_and_its_hits_name_it(vector_index: Any) -> None:

@@ -35,14 +35,14 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 @pytest.mark.parametrize(
     ("region", "model"),
     [
-        ("us-east-1", "us.anthropic.claude-haiku-4-5-20251001-v1:0"),
-        ("us-west-2", "us.anthropic.claude-haiku-4-5-20251001-v1:0"),
-        ("eu-central-1", "eu.anthropic.claude-haiku-4-5-20251001-v1:0"),
-        ("ap-northeast-1", "apac.anthropic.claude-haiku-4-5-20251001-v1:0"),
-        ("sa-east-1", "global.anthropic.claude-haiku-4-5-20251001-v1:0"),
+        ("us-east-1", "us.anthropic.claude-haiku-5-5"),
+        ("us-west-2", "us.anthropic.claude-haiku-5-5"),
+        ("eu-central-1", "eu.anthropic.claude-haiku-5-5"),
+        ("ap-northeast-1", "apac.anthropic.claude-haiku-5-5"),
+        ("sa-east-1", "global.anthropic.claude-haiku-5-5"),
     ],
 )
-def test_bedrock_answers_with_claude_haiku_4_5_through_the_regions_profile_by_default(
+def test_bedrock_answers_with_claude_haiku_5_5_through_the_regions_profile_by_default(
     region: str, model: str
 ) -> None:
     settings = load_settings({"AWS_REGION": region, "RAGCHAT_CHAT_MODEL": "bedrock"})
@@ -95,7 +95,7 @@ def test_anthropic_mode_with_a_placeholder_secret_refuses_instead_of_sending_it(
 def test_health_names_the_bedrock_model_and_stays_up_when_the_secret_cannot_be_read(secrets: object) -> None:
     bedrock = make_api({"RAGCHAT_CHAT_MODEL": "bedrock", "AWS_REGION": "us-east-2"})
     body = json_body(bedrock.call("GET", "/health", principal=None))
-    assert body["model"] == "bedrock:us.anthropic.claude-haiku-4-5-20251001-v1:0"
+    assert body["model"] == "bedrock:us.anthropic.claude-haiku-5-5"
     missing = make_api({"RAGCHAT_CHAT_MODEL": "auto", "ANTHROPIC_SECRET_NAME": "ragchat/dev/none"})
     res = missing.call("GET", "/health", principal=None)
     assert res["statusCode"] == 200 and json_body(res) == {

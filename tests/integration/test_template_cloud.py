@@ -17,7 +17,7 @@ from tests.integration.test_template import FUNCTIONS, ROOT, as_list, effective,
 DASHBOARD_METRICS = ("5XXError", "Turns", "GuardRefusals", "ModelFailures", "BreakerOpens",
                      "PhaseLatencyMs", "IngestionFailed", "IngestionSeconds",
                      "ApproximateNumberOfMessagesVisible", "Throttles")  # fmt: skip
-STORES = ["opensearch-nextgen", "s3vectors", "existing-domain"]
+STORES = ["s3vectors", "opensearch-nextgen", "existing-domain"]
 EXISTING = {"ExistingOpenSearchEndpoint": "https://search-x.us-east-1.es.amazonaws.com",
             "ExistingOpenSearchDomainArn": "arn:aws:es:us-east-1:123456789012:domain/x"}  # fmt: skip
 STORE_RESOURCES = {
@@ -53,9 +53,20 @@ def vector_actions(res: dict[str, Any], role: str) -> dict[str, Any]:
     return out
 
 
-def test_the_default_vector_store_is_a_nextgen_collection_group_that_scales_to_zero() -> None:
-    assert transformed()["Parameters"]["VectorStore"]["Default"] == "opensearch-nextgen"
+def test_the_default_vector_store_is_an_s3_vectors_index_searchable_by_text() -> None:
+    """Nothing to wake up, hybrid in the service: the chunk text is full-text searchable and stays
+    out of the 2 KB of filterable metadata."""
+    assert transformed()["Parameters"]["VectorStore"]["Default"] == "s3vectors"
     res = effective()
+    assert "VectorCollection" not in res and "VectorCollectionGroup" not in res
+    meta = res["NotesVectorIndex"]["Properties"]["MetadataConfiguration"]
+    assert meta["NonFilterableMetadataKeys"] == ["text"]
+    assert meta["TextSearchConfigurations"] == [{"MetadataKey": "text", "Language": "en"}]
+    assert res["NotesVectorIndex"]["Properties"]["Dimension"] == 1024
+
+
+def test_the_nextgen_vector_store_is_a_collection_group_that_scales_to_zero() -> None:
+    res = effective(VectorStore="opensearch-nextgen")
     group = res["VectorCollectionGroup"]["Properties"]
     assert group["Generation"] == "NEXTGEN"
     assert group["CapacityLimits"]["MinIndexingCapacityInOcu"] == 0

@@ -25,7 +25,7 @@ from tests.integration.test_template import (
 )
 from tests.integration.test_template_cloud import role_statements
 
-HAIKU = "anthropic.claude-haiku-4-5-20251001-v1:0"
+HAIKU = "anthropic.claude-haiku-5-5"
 ANSWER_ACTIONS = {"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
 CHAT_ROLES = {"ChatApiFunctionRole", "ChatStreamFunctionRole", "NotesApiFunctionRole"}  # GET /?text= answers
 
@@ -69,7 +69,7 @@ def answer_resources(res: dict[str, Any], role: str) -> list[dict[str, Any]]:
         ("sa-east-1", f"global.{HAIKU}"),
     ],
 )
-def test_by_default_claude_haiku_4_5_answers_through_the_deploy_regions_inference_profile(
+def test_by_default_claude_haiku_5_5_answers_through_the_deploy_regions_inference_profile(
     region: str, profile: str
 ) -> None:
     from ragchat.config import default_bedrock_chat_model
@@ -101,9 +101,12 @@ def test_iam_allows_exactly_the_profile_and_its_model_in_the_destination_regions
         ({"BedrockChatModelId": "global.anthropic.claude-sonnet-4-5-20250929-v1:0"}, None),
         ({"BedrockChatModelId": "us.anthropic.claude-opus-4-1-20250805-v1:0"}, None),
         ({"BedrockChatModelId": "jp.anthropic.claude-sonnet-4-6"}, None),
+        ({"BedrockChatModelId": "us.anthropic.claude-haiku-4-5-20251001-v1:0"}, None),
+        ({"BedrockChatModelId": "global.anthropic.claude-opus-5-5"}, None),
+        ({"BedrockChatModelId": "eu.anthropic.claude-sonnet-5-5"}, None),
     ],
 )
-def test_any_claude_4_profile_can_be_chosen_and_iam_follows_it(
+def test_any_claude_profile_can_be_chosen_and_iam_follows_it(
     params: dict[str, str], profile: str | None
 ) -> None:
     profile = profile or params["BedrockChatModelId"]
@@ -123,16 +126,20 @@ def test_any_claude_4_profile_can_be_chosen_and_iam_follows_it(
     [
         ("", True),
         (f"us.{HAIKU}", True),
+        ("global.anthropic.claude-sonnet-5-5", True),
+        ("us.anthropic.claude-opus-5-5", True),
+        ("us.anthropic.claude-haiku-4-5-20251001-v1:0", True),  # 4.5 stays selectable
         ("global.anthropic.claude-opus-4-5-20251101-v1:0", True),
         ("apac.anthropic.claude-sonnet-4-20250514-v1:0", True),
         ("anthropic.claude-3-5-haiku-20241022-v1:0", False),  # retired, and not a profile
-        (HAIKU, False),  # a foundation-model id: on-demand invocation is refused for Claude 4.x
+        (HAIKU, False),  # a foundation-model id: on-demand invocation is refused for current Claude
+        ("us.anthropic.claude-haiku-5-5-preview", False),
         ("us.anthropic.claude-3-7-sonnet-20250219-v1:0", False),
         ("us.amazon.nova-pro-v1:0", False),
         ("us.anthropic.claude-haiku-4-5.evil", False),  # the derived model id could not be trusted
     ],
 )
-def test_the_model_parameter_takes_only_claude_4_inference_profiles(value: str, accepted: bool) -> None:
+def test_the_model_parameter_takes_only_claude_inference_profiles(value: str, accepted: bool) -> None:
     pattern = transformed()["Parameters"]["BedrockChatModelId"]["AllowedPattern"]
     assert bool(re.fullmatch(pattern, value)) == accepted
 

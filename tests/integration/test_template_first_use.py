@@ -187,7 +187,7 @@ def test_a_secret_under_a_customer_managed_key_can_be_decrypted_through_secrets_
 
 @pytest.mark.parametrize("standby", ["ENABLED", "DISABLED"])
 def test_the_collection_has_the_standby_replicas_of_its_group(standby: str) -> None:
-    res = effective(CollectionStandbyReplicas=standby)
+    res = effective(VectorStore="opensearch-nextgen", CollectionStandbyReplicas=standby)
     assert res["VectorCollectionGroup"]["Properties"]["StandbyReplicas"] == standby
     assert res["VectorCollection"]["Properties"]["StandbyReplicas"] == standby
 

@@ -216,9 +216,9 @@ def test_claude_is_not_asked_a_borderline_question_whose_words_no_note_uses() ->
     assert not out.guard_used and model.calls == 1
 
 
-def test_without_keyword_search_s3_vectors_lets_claude_read_the_borderline_question() -> None:
-    # S3 Vectors has no keyword search: a word lookup would only see the question's nearest notes,
-    # so the check is not made there and the model reads (it states what the notes do not cover)
+def test_on_s3_vectors_too_the_borderline_question_whose_words_no_note_uses_is_refused() -> None:
+    # S3 Vectors searches by keyword as well (queryTexts on an ENHANCED index): the same word check
     ask, model = _claude_on_borderline_evidence(RAGCHAT_VECTOR_INDEX="s3vectors", S3VECTORS_BUCKET="b")
     out = ask.ask(OWNER, "Which bike should I buy for commuting?")
-    assert not out.guard_used and model.calls == 1
+    assert out.guard_used and out.answer == GUARD_REPLY
+    assert model.calls == 0

@@ -4,8 +4,6 @@ which also validates them against the service model) and the behaviours the API 
 
 from __future__ import annotations
 
-import logging
-
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -182,15 +180,79 @@ def test_each_version_and_the_untagged_ids_are_read_by_their_own_keys():
     assert fake.vectors == {}
 
 
-def test_hybrid_search_falls_back_to_vector_search_and_says_so_once(caplog):
+def test_hybrid_search_sends_the_question_and_the_vector_in_one_query(stubbed):
+    """One QueryVectors with queryTexts + queryVector: the service fuses BM25 and cosine (RRF). The
+    similarity the answerability decision reads is the cosine (vectorDistance), the score the
+    fused one; a result found by keyword alone has its vector read back to compare."""
+    index, stub = stubbed
+    flt = {"$and": [{"owner": {"$eq": "alice"}}, {"enabled": {"$eq": True}}]}
+    stub.add_response(
+        "query_vectors",
+        {
+            "vectors": [
+                {
+                    "key": "kw",
+                    "metadata": {"text": "zeppelin"},
+                    "scores": {"fused": 0.0325, "bm25Scores": [{"metadataKey": "text", "score": 2.1}]},
+                },
+                {
+                    "key": "v",
+                    "distance": 0.2,
+                    "metadata": {"text": "airships"},
+                    "scores": {"fused": 0.0164, "vectorDistance": 0.2, "bm25Scores": []},
+                },
+            ],
+            "distanceMetric": "cosine",
+        },
+        {
+            **WHERE,
+            "topK": 3,
+            "queryVector": {"float32": [1.0, 0.0]},
+            "queryTexts": [{"text": "When does the zeppelin fly?", "metadataKey": "text"}],
+            "filter": flt,
+            "returnMetadata": True,
+            "returnDistance": True,
+            "returnScores": True,
+        },
+    )
+    stub.add_response(
+        "get_vectors",
+        {"vectors": [{"key": "kw", "data": {"float32": [0.6, 0.8]}}]},
+        {**WHERE, "keys": ["kw"], "returnData": True},
+    )
+    hits = index.hybrid_search("  When does the\nzeppelin fly? ", [3.0, 0.0], SearchFilter(owner="alice"), 3)
+    assert [(h.id, h.text) for h in hits] == [("kw", "zeppelin"), ("v", "airships")]
+    assert [h.score for h in hits] == [0.0325, 0.0164]
+    assert [h.similarity for h in hits] == [pytest.approx(0.6), pytest.approx(0.8)]
+
+
+def test_a_question_longer_than_the_api_takes_is_cut_at_a_word():
+    from ragchat.adapters.aws.s3vectors import MAX_QUERY_TEXT, query_text
+
+    long = "zeppelin " * 200
+    cut = query_text(long)
+    assert len(cut) <= MAX_QUERY_TEXT and cut.endswith("zeppelin") and cut.startswith("zeppelin zeppelin")
+    assert query_text(" ?! … ") == ""  # nothing to match by keyword
+
+
+def test_hybrid_search_finds_by_keyword_what_the_vectors_miss_on_the_fake():
     fake = FakeS3Vectors("vec", "notes", 2)
     index = S3VectorsIndex(fake, "vec", "notes", 2)
-    index.upsert([rec("a", [1.0, 0.0], text="zeppelin"), rec("b", [0.0, 1.0])])
-    with caplog.at_level(logging.WARNING, logger="ragchat.adapters.s3vectors"):
-        first = index.hybrid_search("zeppelin", [0.0, 1.0], SearchFilter(owner="alice"), 2)
-        index.hybrid_search("zeppelin", [0.0, 1.0], SearchFilter(owner="alice"), 2)
-    assert [h.id for h in first] == ["b", "a"]
-    assert [r.getMessage() for r in caplog.records] == ["vector.hybrid_fallback"]
+    index.upsert([rec("a", [1.0, 0.0], text="zeppelin timetable"), rec("b", [0.0, 1.0]),
+                  rec("c", [0.1, 1.0]), rec("d", [0.2, 1.0])])  # fmt: skip
+    assert "a" not in [h.id for h in index.search([0.0, 1.0], SearchFilter(owner="alice"), 2)]
+    hits = index.hybrid_search("zeppelin", [0.0, 1.0], SearchFilter(owner="alice"), 2)
+    assert {h.id for h in hits} == {"a", "b"}  # b: first by vector; a: first by keyword
+    assert {h.id: h.similarity for h in hits} == {"a": pytest.approx(0.0), "b": pytest.approx(1.0)}
+    assert [name for name, _ in fake.calls[-2:]] == ["query_vectors", "get_vectors"]
+
+
+def test_a_question_of_punctuation_only_is_searched_by_vector():
+    fake = FakeS3Vectors("vec", "notes", 2)
+    index = S3VectorsIndex(fake, "vec", "notes", 2)
+    index.upsert([rec("a", [1.0, 0.0])])
+    assert [h.id for h in index.hybrid_search("???", [1.0, 0.0], SearchFilter(owner="alice"), 2)] == ["a"]
+    assert "queryTexts" not in fake.calls[-1][1]
 
 
 def test_the_fake_rejects_what_the_service_rejects():

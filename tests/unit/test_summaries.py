@@ -83,3 +83,25 @@ def test_the_summary_is_stored_after_the_answer_of_its_turn() -> None:
     # the next turn reads the summary back as its context
     rig.say(c, "And the ocean?")
     assert rig.model.requests[-1].messages[0].content.startswith("Summary of the earlier conversation:")
+
+
+def test_the_summary_token_limit_is_the_answer_models_own_tokens() -> None:
+    """Claude 5.5 counts ~30 % more tokens for the same text: a window of ~4,800 estimated tokens is
+    over its 6,000-token limit (4,615 estimated), not over Haiku 4.5's."""
+    answer = " ".join(["tide"] * 1500)
+    question = " ".join(["sky"] * 600)
+
+    def summaries(model_id: str) -> int:
+        rig = Rig(
+            {"ENABLE_CHAT_SUMMARIZATION": "true", "MAX_CHAT_HISTORY": "12"},
+            model=FakeChatModel(f"{answer} [source: n-sky].", model_id=model_id),
+            summarizer=ExtractiveSummarizer(),
+        )
+        c = rig.conv()
+        for _ in range(3):  # the third turn's window: 600 + 1,500 + 600 + 1,500 + 600 estimated tokens
+            rig.say(c, f"Why is the sky blue? {question}")
+        items = rig.store.list_messages(OWNER, c, limit=100).items
+        return sum(m.role == "system-summary" for m in items)
+
+    assert summaries("us.anthropic.claude-haiku-4-5-20251001-v1:0") == 0
+    assert summaries("us.anthropic.claude-haiku-5-5") == 1

@@ -61,14 +61,15 @@ RATE_LIMITED_ROUTES: tuple[RateLimitedRoute, ...] = (
 DAY_S = 24 * 3600
 
 
-# Claude Haiku 4.5 on Bedrock, invoked through a cross-Region inference profile: ``<geo>.`` + this.
-DEFAULT_BEDROCK_CHAT_MODEL = "anthropic.claude-haiku-4-5-20251001-v1:0"
+# Claude Haiku 5.5 on Bedrock, invoked through a cross-Region inference profile: ``<geo>.`` + this.
+DEFAULT_BEDROCK_CHAT_MODEL = "anthropic.claude-haiku-5-5"
+DEFAULT_ANTHROPIC_MODEL = "claude-haiku-5-5"
 PROFILE_GEOGRAPHY = {"us": "us", "eu": "eu", "ap": "apac"}  # Region prefix -> profile geography (else global)
 
 
 def default_bedrock_chat_model(region: str) -> str:
-    """The answer model when BEDROCK_CHAT_MODEL_ID is unset: Claude Haiku 4.5 through the inference
-    profile of ``region``'s geography (``us-east-1`` -> ``us.anthropic.claude-haiku-4-5-...``)."""
+    """The answer model when BEDROCK_CHAT_MODEL_ID is unset: Claude Haiku 5.5 through the inference
+    profile of ``region``'s geography (``us-east-1`` -> ``us.anthropic.claude-haiku-5-5``)."""
     geography = PROFILE_GEOGRAPHY.get(region.split("-", 1)[0], "global")
     return f"{geography}.{DEFAULT_BEDROCK_CHAT_MODEL}"
 
@@ -100,7 +101,7 @@ class Settings(BaseSettings):
     max_chat_history: int = Field(12, alias="MAX_CHAT_HISTORY", ge=4, le=200)
     min_similarity: float | None = Field(None, alias="MIN_SIMILARITY", ge=-1.0, le=1.0)
     # hybrid (keyword + vector fusion) measures better on SciFact (nDCG@10 0.720 vs 0.684) and on the
-    # grounding set (bench/results/scifact.md, grounding.md); S3 Vectors falls back to vector.
+    # grounding set (bench/results/scifact.md, grounding.md); S3 Vectors fuses in the service.
     retrieval_mode: Literal["vector", "hybrid"] = Field("hybrid", alias="RETRIEVAL_MODE")
     # answer-or-refuse: the calibrated decision (the question against the top chunks' title-prefixed
     # passages: more accurate; their vectors precomputed, see below) or the top-1 rule
@@ -231,10 +232,17 @@ class Settings(BaseSettings):
     # --- chat models -----------------------------------------------------------------------------
     anthropic_api_key: str | None = Field(None, alias="ANTHROPIC_API_KEY", repr=False)
     anthropic_secret_name: str | None = Field(None, alias="ANTHROPIC_SECRET_NAME")
-    anthropic_model: str = Field("claude-sonnet-4-5", alias="ANTHROPIC_MODEL")
-    # A Claude inference-profile id (``us.anthropic.claude-haiku-4-5-20251001-v1:0``); unset: Haiku 4.5
-    # through AWS_REGION's geography's profile (``default_bedrock_chat_model``), as the template does.
+    anthropic_model: str = Field(DEFAULT_ANTHROPIC_MODEL, alias="ANTHROPIC_MODEL")
+    # A Claude inference-profile id (``us.anthropic.claude-haiku-5-5``); unset: Claude Haiku 5.5
+    # through the profile of AWS_REGION's geography (``default_bedrock_chat_model``), as the
+    # template's BedrockChatModelId does.
     bedrock_chat_model_id: str = Field("", alias="BEDROCK_CHAT_MODEL_ID")
+    # Thinking and effort of the models that think adaptively (Claude 4.6 and later; docs/chat.md,
+    # "Models"): off and low by default, chosen for the first token (bench/bench_thinking.py: Haiku
+    # 5.5's own default, adaptive at medium, thinks before the first word of most answers). A model
+    # that always thinks (Opus 5.5) thinks at MODEL_EFFORT whatever MODEL_THINKING says.
+    model_thinking: Literal["off", "adaptive"] = Field("off", alias="MODEL_THINKING")
+    model_effort: Literal["low", "medium", "high"] = Field("low", alias="MODEL_EFFORT")
     # Model-call deadlines (issue 8): a hung model costs a turn at most the budget, then the fallback.
     # The budget must fit inside the function timeout with margin (29 s behind API Gateway).
     model_connect_timeout_s: float = Field(3.0, alias="MODEL_CONNECT_TIMEOUT_SECONDS", gt=0, le=60)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ragchat.bootstrap.calibration import CalibrationRoot
 from ragchat.bootstrap.workspaces import Scope, WorkspaceRoot
+from ragchat.domain.claude import token_factor
 from ragchat.domain.clock import Clock, system_clock
 from ragchat.services.answering import Answerer, AskService
 from ragchat.services.chat.conversations import Conversations
@@ -73,6 +74,7 @@ def build_chat(
         summarizer or ModelSummarizer(caller),
         max_history=settings.max_chat_history,
         summarize=settings.enable_chat_summarization,
+        token_factor=token_factor(getattr(model, "model_id", None)),
     )
     parts = TurnParts(
         conversations=chats,

@@ -89,6 +89,8 @@ class Models(Backends):
                 model=self.settings.anthropic_model,
                 connect_timeout=self.settings.model_connect_timeout_s,
                 first_token_timeout=self.settings.model_first_token_timeout_s,
+                thinking=self.settings.model_thinking,
+                effort=self.settings.model_effort,
             )
             self._opened(lambda: close_client(model))
             return model
@@ -105,6 +107,8 @@ class Models(Backends):
                 client,
                 model_id=self.settings.bedrock_chat_model_id,
                 first_token_timeout=self.settings.model_first_token_timeout_s,
+                thinking=self.settings.model_thinking,
+                effort=self.settings.model_effort,
             )
         from ragchat.adapters.local.extractive import ExtractiveChatModel
 

@@ -413,14 +413,9 @@ class Retriever:
         # ANSWERABILITY=similarity: the seeds' top-1 rule whoever answers
         policy = self.policy if self.settings.answerability == "calibrated" else EXTRACTIVE_POLICY
         decision = decide_for(policy, signals, threshold, coefficients)
-        # borderline evidence for Claude: are its words the notes' at all? (S3 Vectors: no keyword search)
-        keywords = self.settings.vector_index_kind != "s3vectors"
-        if (
-            policy == READER_POLICY
-            and keywords
-            and coefficients is not None
-            and needs_word_check(decision, coefficients)
-        ):
+        # borderline evidence for Claude: are its words the notes' at all? (every index searches by
+        # keyword: the local FTS5, OpenSearch's match query, S3 Vectors' queryTexts)
+        if policy == READER_POLICY and coefficients is not None and needs_word_check(decision, coefficients):
 
             def search(word: str, k: int) -> list[Hit]:
                 return self.searched(lambda: self.index.hybrid_search(word, query, flt, k))

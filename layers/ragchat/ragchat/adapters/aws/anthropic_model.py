@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ragchat.domain.claude import Effort, Thinking, max_output_tokens, reasoning_fields
 from ragchat.domain.errors import ModelError
 from ragchat.domain.limits import RETRY_DELAYS, Budget, Sleep, call_with_retries
 from ragchat.domain.models import ChatTurn, Completion, Hit, ModelRequest
@@ -105,11 +106,16 @@ class AnthropicChatModel:
         sleep: Sleep = time.sleep,
         retry_delays: Sequence[float] = RETRY_DELAYS,
         clock: Callable[[], float] = time.monotonic,
+        thinking: Thinking = "off",
+        effort: Effort = "low",
     ) -> None:
         """``connect_timeout``: to open the connection; ``first_token_timeout``: the longest wait for
         bytes (the response, or the next stream event). Each call is also bounded in all by its
-        ``ModelRequest.timeout_s`` (attempts and retries included)."""
+        ``ModelRequest.timeout_s`` (attempts and retries included). ``thinking`` / ``effort``: what a
+        model with adaptive thinking is asked for (docs/chat.md, "Models")."""
         self.model_id = model
+        self.thinking: Thinking = thinking
+        self.effort: Effort = effort
         self._api_key = api_key
         self._http_client = http_client
         self._base_url = base_url
@@ -164,9 +170,10 @@ class AnthropicChatModel:
     def _base(self, request: ModelRequest) -> dict[str, Any]:
         return {
             "model": self.model_id,
-            "max_tokens": request.max_tokens,
+            "max_tokens": max_output_tokens(request.max_tokens, self.model_id, self.thinking),
             "system": request.system,
             "messages": alternate(request.messages),
+            **reasoning_fields(self.model_id, self.thinking, self.effort),
         }
 
     def complete(self, request: ModelRequest) -> Completion:

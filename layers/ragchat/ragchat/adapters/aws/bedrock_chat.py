@@ -22,6 +22,7 @@ from typing import Any
 
 from ragchat.adapters.aws.anthropic_model import TOOLS, alternate, run_tool, tool_result_text
 from ragchat.adapters.aws.bedrock_errors import describe, is_retryable, jittered, log_failure
+from ragchat.domain.claude import Effort, Thinking, max_output_tokens, reasoning_fields
 from ragchat.domain.errors import ModelError
 from ragchat.domain.limits import RETRY_DELAYS, Budget, Sleep, call_with_retries
 from ragchat.domain.models import Completion, Hit, ModelRequest
@@ -77,11 +78,17 @@ class BedrockConverseChatModel:
         clock: Callable[[], float] = time.monotonic,
         first_token_timeout: float = 10.0,
         jitter: Callable[[], float] = random.random,
+        thinking: Thinking = "off",
+        effort: Effort = "low",
     ) -> None:
         """``retry_delays`` are the nominal waits (docs/retrieval.md: 200 ms, 400 ms); each is jittered to
         between half and all of it (``jitter`` in [0, 1), injectable). Any model id or inference
-        profile id works (``us.anthropic.claude-haiku-4-5-…``): Converse takes either."""
+        profile id works (``us.anthropic.claude-haiku-5-5``): Converse takes either. ``thinking`` /
+        ``effort``: what a model with adaptive thinking is asked for (docs/chat.md, "Models"); they
+        travel as ``additionalModelRequestFields``, and ``maxTokens`` is in the model's tokens."""
         self.model_id = model_id
+        self.thinking: Thinking = thinking
+        self.effort: Effort = effort
         self._jitter = jitter
         self._first_token = first_token_timeout
         self._client = client
@@ -90,14 +97,20 @@ class BedrockConverseChatModel:
         self._clock = clock
 
     def _request(self, request: ModelRequest) -> dict[str, Any]:
-        return {
+        kwargs: dict[str, Any] = {
             "modelId": self.model_id,
             "system": [{"text": request.system}],
             "messages": [
                 {"role": m["role"], "content": [{"text": m["content"]}]} for m in alternate(request.messages)
             ],
-            "inferenceConfig": {"maxTokens": request.max_tokens},
+            "inferenceConfig": {
+                "maxTokens": max_output_tokens(request.max_tokens, self.model_id, self.thinking)
+            },
         }
+        fields = reasoning_fields(self.model_id, self.thinking, self.effort)
+        if fields:
+            kwargs["additionalModelRequestFields"] = fields
+        return kwargs
 
     def _call(self, op: str, kwargs: dict[str, Any], budget: Budget) -> Any:
         def attempt() -> Any:

@@ -28,13 +28,23 @@ What the API does not offer, and what the adapter does instead:
   leave one, and the services also delete every note id they hold.
 * **No count.** ``count`` runs one filtered query with ``topK`` = :data:`MAX_TOP_K`: exact up to
   that many, a lower bound beyond (the only caller asks "is the knowledge base empty?").
-* **No keyword search** in the classic query API: ``hybrid_search`` falls back to the vector search
-  and logs ``vector.hybrid_fallback`` once per adapter instance.
+
+Hybrid search (``RETRIEVAL_MODE=hybrid``). The template creates the index with ``text`` as a
+full-text searchable key (``textSearchConfigurations``; it stays non-filterable, so the 2 KB of
+filterable metadata hold only ``owner``, ``document_id``, ``collection``, ``enabled`` and
+``chunk_index``), in a bucket whose indexes are ``ENHANCED`` (filters apply before the search: a
+workspace's notes are found however few they are among all the others). ``hybrid_search`` sends
+one ``QueryVectors`` with ``queryTexts`` (the question, cut at a word to the API's 1,024
+characters) and ``queryVector``: the service ranks by BM25 and by cosine and fuses the two by
+reciprocal rank fusion. ``Hit.score`` is the fused score (the ranking); ``Hit.similarity`` is the
+cosine, which the answerability decision reads: the service returns it as ``vectorDistance`` for
+the results its vector search matched, and the few found by keyword alone are read back with one
+``GetVectors`` (``returnData``) and compared here. A hybrid query on a ``CLASSIC`` index (one in a
+bucket created before 2026-09-30) is refused by the service; docs/deploy.md says how to switch it.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -42,9 +52,9 @@ from typing import Any
 from ragchat.domain.ids import tagged_note_id
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
 
-logger = logging.getLogger("ragchat.adapters.s3vectors")
-
 MAX_TOP_K = 100  # QueryVectors topK ceiling
+MAX_QUERY_TEXT = 1024  # characters of one queryTexts entry
+TEXT_KEY = "text"  # the metadata key holding the chunk text (non-filterable, full-text searchable)
 PUT_BATCH = (
     200  # vectors per PutVectors call (the API allows 500; this keeps requests well below its size cap)
 )
@@ -55,6 +65,22 @@ GET_BATCH = 100  # keys per GetVectors call (API maximum)
 def _unit(vector: Sequence[float]) -> list[float]:
     norm = math.sqrt(sum(float(x) * float(x) for x in vector))
     return [float(x) / norm for x in vector] if norm else [0.0 for _ in vector]
+
+
+def query_text(text: str) -> str:
+    """The question as a ``queryTexts`` entry: whitespace collapsed, cut at a word boundary to
+    :data:`MAX_QUERY_TEXT` characters; empty when it holds no letter or digit."""
+    words = " ".join(text.split())
+    if len(words) > MAX_QUERY_TEXT:
+        cut = words[: MAX_QUERY_TEXT + 1]
+        words = cut[: cut.rfind(" ")] if " " in cut else words[:MAX_QUERY_TEXT]
+    return words if any(c.isalnum() for c in words) else ""
+
+
+def _distance(raw: dict[str, Any]) -> float | None:
+    """The cosine distance of a hybrid result the vector search matched (``None``: keyword only)."""
+    value = (raw.get("scores") or {}).get("vectorDistance", raw.get("distance"))
+    return None if value is None else float(value)
 
 
 def metadata_filter(flt: SearchFilter, *, enabled: bool | None = True) -> dict[str, Any]:
@@ -93,7 +119,6 @@ class S3VectorsIndex:
         self.bucket = bucket
         self.index = index
         self.dimension = dimension
-        self._fallback_logged = False
 
     @classmethod
     def connect(cls, *, bucket: str, index: str, region: str, dimension: int) -> S3VectorsIndex:
@@ -180,13 +205,48 @@ class S3VectorsIndex:
         return sorted((self._hit(raw) for raw in raws), key=lambda h: -h.score)
 
     def hybrid_search(self, text: str, vector: Sequence[float], flt: SearchFilter, k: int) -> list[Hit]:
-        if not self._fallback_logged:
-            self._fallback_logged = True
-            logger.warning(
-                "vector.hybrid_fallback",
-                extra={"store": "s3vectors", "reason": "no keyword search: vector results only"},
+        """BM25 over the chunk text and cosine over the vectors, fused by the service (RRF)."""
+        query = self._check(vector)
+        words = query_text(text)
+        if k <= 0:
+            return []
+        if not words:  # nothing to match by keyword (punctuation only): the vector ranking
+            return self.search(vector, flt, k)
+        resp = self._client.query_vectors(
+            **self._where(),
+            topK=min(k, MAX_TOP_K),
+            queryVector={"float32": query},
+            queryTexts=[{"text": words, "metadataKey": TEXT_KEY}],
+            filter=metadata_filter(flt),
+            returnMetadata=True,
+            returnDistance=True,
+            returnScores=True,
+        )
+        raws = list(resp.get("vectors", []))
+        cosines = {raw["key"]: 1.0 - float(d) for raw in raws if (d := _distance(raw)) is not None}
+        keyword_only = [raw["key"] for raw in raws if raw["key"] not in cosines]
+        cosines.update(self._cosines(keyword_only, query))
+        hits = []
+        for rank, raw in enumerate(raws):
+            fused = (raw.get("scores") or {}).get("fused")
+            hit = self._hit(raw)
+            hit.similarity = cosines.get(raw["key"], 0.0)
+            # the service's order is the ranking; without a fused score, keep it by rank
+            hit.score = float(fused) if fused is not None else 1.0 / (60 + rank + 1)
+            hits.append(hit)
+        return hits
+
+    def _cosines(self, keys: Sequence[str], query: list[float]) -> dict[str, float]:
+        """Cosine to ``query`` of the stored vectors of ``keys`` (one ``GetVectors`` per 100 keys)."""
+        out: dict[str, float] = {}
+        for start in range(0, len(keys), GET_BATCH):
+            got = self._client.get_vectors(
+                **self._where(), keys=list(keys[start : start + GET_BATCH]), returnData=True
             )
-        return self.search(vector, flt, k)
+            for v in got.get("vectors", []):
+                stored = _unit(v["data"]["float32"])
+                out[v["key"]] = sum(a * b for a, b in zip(stored, query, strict=True))
+        return out
 
     def delete(self, ids: Sequence[str], *, settled: bool = False) -> None:  # strongly consistent
         self._delete_keys(list(dict.fromkeys(ids)))

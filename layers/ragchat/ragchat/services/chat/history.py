@@ -15,6 +15,7 @@ from aws_lambda_powertools import Logger
 
 from ragchat.domain.citations import strip_citation_tags, strip_citations
 from ragchat.domain.history import (
+    SUMMARY_TOKEN_LIMIT,
     HistoryWindow,
     PendingSummary,
     after_cursor,
@@ -83,11 +84,15 @@ class HistoryKeeper:
         *,
         max_history: int,
         summarize: bool,
+        token_factor: float = 1.0,
     ) -> None:
+        """``token_factor``: the answer model's tokens per estimated token (1.3 for Claude 4.7 and
+        later, whose tokenizer counts ~30 % more): the summary's token limit is the model's."""
         self.conversations = conversations
         self.summarizer = summarizer
         self.max_history = max_history
         self.summarize = summarize
+        self.token_limit = round(SUMMARY_TOKEN_LIMIT / token_factor)
 
     def window(
         self,
@@ -113,7 +118,7 @@ class HistoryKeeper:
     def _maybe_summarize(
         self, conv: Conversation, window: HistoryWindow, timings: dict[str, float], deadline: float | None
     ) -> tuple[HistoryWindow, Conversation]:
-        plan = plan_summary(window, self.max_history)
+        plan = plan_summary(window, self.max_history, token_limit=self.token_limit)
         if plan is None:
             return HistoryWindow(window.summary, cap_window(window.messages, self.max_history)), conv
         previous = window.summary.content if window.summary else None
