@@ -60,18 +60,8 @@ RATE_LIMITED_ROUTES: tuple[RateLimitedRoute, ...] = (
 )
 DAY_S = 24 * 3600
 
-
-# Claude Haiku 5.5 on Bedrock, invoked through a cross-Region inference profile: ``<geo>.`` + this.
-DEFAULT_BEDROCK_CHAT_MODEL = "anthropic.claude-haiku-5-5"
-DEFAULT_ANTHROPIC_MODEL = "claude-haiku-5-5"
-PROFILE_GEOGRAPHY = {"us": "us", "eu": "eu", "ap": "apac"}  # Region prefix -> profile geography (else global)
-
-
-def default_bedrock_chat_model(region: str) -> str:
-    """The answer model when BEDROCK_CHAT_MODEL_ID is unset: Claude Haiku 5.5 through the inference
-    profile of ``region``'s geography (``us-east-1`` -> ``us.anthropic.claude-haiku-5-5``)."""
-    geography = PROFILE_GEOGRAPHY.get(region.split("-", 1)[0], "global")
-    return f"{geography}.{DEFAULT_BEDROCK_CHAT_MODEL}"
+# the default Claude models: Haiku 5.5 through the Region's inference profile (ragchat.domain.claude)
+from ragchat.domain.claude import DEFAULT_ANTHROPIC_MODEL, default_bedrock_chat_model  # noqa: E402
 
 
 def is_anthropic_key(value: object) -> bool:

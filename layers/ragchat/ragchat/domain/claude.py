@@ -131,3 +131,16 @@ def max_output_tokens(tokens: int, model_id: str, thinking: Thinking) -> int:
     """``max_tokens`` for an answer budgeted at ``tokens`` estimated tokens: in the model's tokens,
     plus :data:`THINKING_ALLOWANCE` when the call may think."""
     return output_budget(tokens, model_id) + (THINKING_ALLOWANCE if thinks(model_id, thinking) else 0)
+
+
+# Claude Haiku 5.5 on Bedrock, invoked through a cross-Region inference profile: ``<geo>.`` + this.
+DEFAULT_BEDROCK_CHAT_MODEL = "anthropic.claude-haiku-5-5"
+DEFAULT_ANTHROPIC_MODEL = "claude-haiku-5-5"
+PROFILE_GEOGRAPHY = {"us": "us", "eu": "eu", "ap": "apac"}  # Region prefix -> profile geography (else global)
+
+
+def default_bedrock_chat_model(region: str) -> str:
+    """The answer model when BEDROCK_CHAT_MODEL_ID is unset: Claude Haiku 5.5 through the inference
+    profile of ``region``'s geography (``us-east-1`` -> ``us.anthropic.claude-haiku-5-5``)."""
+    geography = PROFILE_GEOGRAPHY.get(region.split("-", 1)[0], "global")
+    return f"{geography}.{DEFAULT_BEDROCK_CHAT_MODEL}"
