@@ -1,9 +1,9 @@
 """Bedrock Runtime on the wire, for every botocore client made while it is installed.
 
-``FakeBedrock.installed()`` adds a ``before-send.bedrock-runtime`` handler to the handlers every new
-botocore session registers (``tests/aws_contracts/hooks.py``; more specific than moto's catch-all
-``before-send``, so it answers first): botocore serializes the real request and parses the real
-response, so what the adapters send and read is what Bedrock would receive and send.
+``FakeBedrock.installed()`` adds a ``before-send`` handler, ahead of moto's, to the handlers every new
+botocore session registers (``tests/aws_contracts/hooks.py``), and keeps moto off its host: botocore
+serializes the real request and parses the real response, so what the adapters send and read is what
+Bedrock would receive and send.
 
 * ``InvokeModel`` of Titan Text Embeddings V2 (``{"inputText", "dimensions", "normalize"}`` →
   ``{"embedding", "embeddingsByType", "inputTextTokenCount"}``) and of Cohere Embed v3
@@ -12,9 +12,10 @@ response, so what the adapters send and read is what Bedrock would receive and s
 * ``Converse`` (a JSON body) and ``ConverseStream`` (an ``application/vnd.amazon.eventstream`` body,
   frame by frame: messageStart, contentBlockDelta…, contentBlockStop, messageStop, metadata) of any
   Anthropic model id or inference profile: the answer quotes the first source of the system prompt
-  and cites it (``[source: <id>]``), as a grounded model answers;
+  (≤ 300 characters) and cites it (``[source: <id>]``), as a grounded model answers;
 * any other model id, or a body the model does not take, is answered as Bedrock does
-  (``ResourceNotFoundException``/``ValidationException``).
+  (``ResourceNotFoundException``/``ValidationException``); so is an embedding of a text holding
+  ``refuse`` (a document whose ingestion must fail).
 
 The account's Marketplace subscriptions: the first call to a third-party model (Anthropic, Cohere)
 in the account needs ``aws-marketplace:ViewSubscriptions`` and ``aws-marketplace:Subscribe`` under
@@ -35,7 +36,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
 
-from tests.aws_contracts.hooks import session_handler
+from tests.aws_contracts.hooks import moto_leaves_alone, session_handler
 from tests.aws_contracts.policy import Request
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -98,10 +99,11 @@ class FakeBedrock:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []  # (operation, model id, body)
         self.subscribed: set[str] = set()  # third-party models the account is subscribed to
+        self.refuse: str | None = None  # an embedding of a text holding this is refused (400)
 
     @contextmanager
     def installed(self) -> Iterator[None]:
-        with session_handler("before-send.bedrock-runtime", self._send):
+        with session_handler("before-send", self._send, first=True), moto_leaves_alone("://bedrock-runtime."):
             yield
 
     # ------------------------------------------------------------------ IAM
@@ -126,6 +128,8 @@ class FakeBedrock:
 
     # ------------------------------------------------------------------ the wire
     def _send(self, request: Any, **_: Any) -> Any:
+        if "://bedrock-runtime." not in request.url:
+            return None  # another service's request
         from botocore.awsrequest import AWSResponse
 
         path = request.url.split("amazonaws.com", 1)[-1].split("?", 1)[0]
@@ -184,6 +188,9 @@ class FakeBedrock:
             return self._error(request, refused.status, refused.code, refused.message)
 
     def _invoke(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
+        texts = [body.get("inputText", ""), *(body.get("texts") or [])]
+        if self.refuse is not None and any(self.refuse in str(t) for t in texts):
+            raise _Refused(400, "ValidationException", "Malformed input request: the text was refused")
         if model == TITAN:
             if (
                 set(body) - {"inputText", "dimensions", "normalize", "embeddingTypes"}
@@ -234,8 +241,7 @@ class FakeBedrock:
         if found is None:
             return "I could not find that in your documents."
         source_id, text = found.group(1), found.group(2).strip()
-        sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0][:300]
-        return f"{sentence} [source: {source_id}]"
+        return f"{text[:300].strip()} [source: {source_id}]"
 
     @staticmethod
     def _json(request: Any, payload: Mapping[str, Any]) -> Any:

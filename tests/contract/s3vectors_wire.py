@@ -1,7 +1,7 @@
 """``FakeS3Vectors`` (``tests/contract/fake_s3vectors.py``) behind the real ``s3vectors`` client.
 
 ``S3VectorsWire(fake).installed()`` answers every ``s3vectors`` request a botocore client sends while
-it is installed (a ``before-send.s3vectors`` handler on every new session, more specific than moto's
+it is installed (a ``before-send`` handler on every new session, ahead of moto's
 own S3 Vectors backend): the request body botocore serialized (``POST /PutVectors`` …, rest-json) is
 handed to the fake, whose answer goes back as the service's JSON body and botocore parses it. So the
 adapter is built as in a Lambda (``boto3`` client, credentials, the IAM harness's checks and the
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests.aws_contracts.hooks import session_handler
+from tests.aws_contracts.hooks import moto_leaves_alone, session_handler
 from tests.contract.fake_s3vectors import FakeS3Vectors
 
 
@@ -42,10 +42,12 @@ class S3VectorsWire:
 
     @contextmanager
     def installed(self) -> Iterator[None]:
-        with session_handler("before-send.s3vectors", self._send):
+        with session_handler("before-send", self._send, first=True), moto_leaves_alone("://s3vectors."):
             yield
 
     def _send(self, request: Any, **_: Any) -> Any:
+        if "://s3vectors." not in request.url:
+            return None  # another service's request
         from botocore.awsrequest import AWSResponse
         from botocore.exceptions import ClientError, ParamValidationError
 
