@@ -63,8 +63,9 @@ def another(resource: str) -> str | None:
         return f"{kind}/{name}-other{sep}{tail}"
     parts = resource.split(":", 5)
     match = re.match(r"([A-Za-z-]+)([/:])([^/:*]+)(.*)$", parts[5])
-    if match is None:
-        return None
+    if match is None:  # the resource is the name itself (a queue, a topic)
+        parts[5] = f"{parts[5]}-other"
+        return ":".join(parts) if "*" not in parts[5] else None
     kind, sep, name, tail = match.groups()
     parts[5] = f"{kind}{sep}{name}-other{tail}"
     return ":".join(parts)
@@ -204,13 +205,26 @@ class _Frozen(dict[str, Any]):
         return hash(tuple(sorted((k, str(v)) for k, v in self.items())))
 
 
-def first_denied(resources: Resources, raw: Mapping[str, Any], recorded: Recorded) -> str | None:
-    """The first recorded call the (mutated) resources would deny, or ``None`` if all are allowed."""
+def first_denied(
+    resources: Resources,
+    raw: Mapping[str, Any],
+    recorded: Recorded,
+    *,
+    only: Iterable[str] | None = None,
+    data: bool = True,
+) -> str | None:
+    """The first recorded call the (mutated) resources would deny, or ``None`` if all are allowed.
+    ``only``: check just these principals' IAM calls; ``data``: check the data-access calls too."""
     roles = roles_of(resources, raw)
+    who = set(roles.statements) if only is None else set(only)
     for principal, request in sorted(recorded.checked, key=lambda pr: (pr[0], pr[1].action, pr[1].resource)):
+        if principal not in who:
+            continue
         decision = evaluate(roles.statements[principal], request)
         if decision is not Decision.ALLOWED:
             return f"{principal}: {request.action} on {request.resource} is {decision.value}"
+    if not data:
+        return None
     policies = data_access_policies(resources)
     for principal, request in sorted(
         recorded.data_checked, key=lambda pr: (pr[0], pr[1].action, pr[1].resource)
@@ -228,13 +242,17 @@ def survivors(
     killed: dict[str, str] = {}
     seen: set[str] = set()
     for resources, raw, recorded in runs:
+        baseline = roles_of(resources, raw).statements
         for mutation in mutations(resources):
             seen.add(mutation.key)
             if mutation.key in killed:
                 continue
             mutated = copy.deepcopy(resources)
             mutation.apply(mutated)
-            denied = first_denied(mutated, raw, recorded)
+            statements = roles_of(mutated, raw).statements
+            changed = {p for p in baseline if statements[p] != baseline[p]}
+            data = mutation.statement.endswith("[aoss-data]")
+            denied = first_denied(mutated, raw, recorded, only=changed, data=data)
             if denied is not None:
                 killed[mutation.key] = denied
     return killed, seen - set(killed), len(seen)
