@@ -34,7 +34,7 @@ import struct
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from tests.aws_contracts.hooks import moto_leaves_alone, session_handler
 from tests.aws_contracts.policy import Request
@@ -132,7 +132,7 @@ class FakeBedrock:
             return None  # another service's request
         from botocore.awsrequest import AWSResponse
 
-        path = request.url.split("amazonaws.com", 1)[-1].split("?", 1)[0]
+        path = urlsplit(request.url).path
         match = re.fullmatch(r"/model/([^/]+)/(invoke|converse|converse-stream)", path)
         if match is None:
             return self._error(request, 404, "UnknownOperationException", f"no such operation {path}")

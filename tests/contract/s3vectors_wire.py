@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 from tests.aws_contracts.hooks import moto_leaves_alone, session_handler
 from tests.contract.fake_s3vectors import FakeS3Vectors
@@ -51,7 +52,7 @@ class S3VectorsWire:
         from botocore.awsrequest import AWSResponse
         from botocore.exceptions import ClientError, ParamValidationError
 
-        operation = request.url.split("amazonaws.com", 1)[-1].split("?", 1)[0].strip("/")
+        operation = urlsplit(request.url).path.strip("/")  # s3vectors.<region>.api.aws/PutVectors
         params = json.loads(request.body or b"{}")
         method = getattr(self.fake, _snake(operation), None)
         try:
