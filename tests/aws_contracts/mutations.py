@@ -72,9 +72,15 @@ def another(resource: str) -> str | None:
 
 
 def _label(statement: Mapping[str, Any], fallback: str) -> str:
+    """The statement's Sid, or (SAM policy templates have none) its position and first resource's
+    name (``#0 table/ragchat-test-counters``); then its actions' services."""
     actions = _as_list(statement.get("Action", statement.get("NotAction", [])))
     services = sorted({str(a).split(":", 1)[0] for a in actions})
-    return f"{statement.get('Sid') or fallback}[{','.join(services)}]"
+    sid = statement.get("Sid")
+    if not sid:
+        first = str((_as_list(statement.get("Resource", [])) or [""])[0])
+        sid = f"{fallback} {first.rsplit(':', 1)[-1]}".strip()
+    return f"{sid}[{','.join(services)}]"
 
 
 def _iam_documents(resources: Resources) -> Iterator[tuple[str, list[str]]]:

@@ -231,6 +231,19 @@ def _opensearch_authorizer(
     return authorize
 
 
+def _absent_keys_need_list(prefix: str, operation: str, params: Mapping[str, Any]) -> list[Request]:
+    """S3 answers a read of an absent key 404 only to a caller that may list the bucket (else 403,
+    which the code cannot tell from a real denial): such a read needs ``s3:ListBucket`` too."""
+    if prefix != "s3" or operation not in ("GetObject", "HeadObject") or "Key" not in params:
+        return []
+    from moto.s3.models import s3_backends
+
+    bucket = s3_backends[ACCOUNT]["aws"].buckets.get(params["Bucket"])
+    if bucket is None or params["Key"] in bucket.keys:
+        return []
+    return [Request("s3:ListBucket", f"arn:aws:s3:::{params['Bucket']}", {})]
+
+
 def _secret_key_requests(key_arn: str) -> Callable[[str, str, Mapping[str, Any]], list[Request]]:
     """Secrets Manager decrypts a secret under a customer managed key with the caller's rights."""
 
@@ -331,7 +344,8 @@ def deployed_stack(
         checker = IamChecker(
             roles.statements,
             REGION,
-            implied=[bedrock.implied_requests] + ([_secret_key_requests(key_arn)] if key_arn else []),
+            implied=[bedrock.implied_requests, _absent_keys_need_list]
+            + ([_secret_key_requests(key_arn)] if key_arn else []),
             data_policies=data_access_policies(resources),
             role_arns=roles.role_arns,
         )

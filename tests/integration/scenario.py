@@ -112,6 +112,19 @@ def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
     canal = body(notes(api("GET", f"/documents/{form['documentId']}"), None))
     assert canal["status"] == "READY", canal
     seen["canal"] = form["documentId"]
+    # S3 delivers the same event twice: the object is gone (claimed, moved), the replay is refused
+    replay = stack.handler("s3_ingest")(trigger, None)
+    assert replay["accepted"] == [] and replay["rejected"], replay
+    # a file dropped under uploads/ without a grant (aws s3 cp) is ingested where it lies
+    dropped = f"uploads/{SUB}/lock-keepers.md"
+    lock = b"# Lock keepers\n\nThe lock keepers of the canal open the gates at dawn.\n"
+    stack.s3.put_object(Bucket=BUCKET, Key=dropped, Body=lock, ContentType="text/markdown")
+    trigger["Records"][0]["s3"]["object"]["key"] = dropped
+    landed = stack.handler("s3_ingest")(trigger, None)
+    assert len(landed["accepted"]) == 1, landed
+    settle(stack)
+    kept = body(notes(api("GET", f"/documents/{landed['accepted'][0]['documentId']}"), None))
+    assert kept["status"] == "READY", kept
 
     # a one-shot question
     asked = notes(api("GET", "/", text="How tall is the Eiffel Tower?"), None)
