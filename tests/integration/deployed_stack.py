@@ -114,9 +114,6 @@ class DeployedStack(Stack):
     user_pool: str = ""
     pool: Any = None  # tests/contract/fake_cognito.FakeUserPool
 
-    def function(self, area: str) -> str:
-        return self.functions[area]
-
     def handler(self, area: str) -> Callable[[dict[str, Any], Any], Any]:
         principal = self.functions[area]
         container = self.containers[principal]

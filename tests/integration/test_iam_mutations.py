@@ -289,3 +289,35 @@ def test_the_mutations_the_issue_names_break_every_upload(
     mutate(mutated)
     got = first_denied(mutated, rec.raw, rec.recorded)
     assert got is not None and denied in got, got
+
+
+def test_without_its_titan_grant_the_ingest_function_fails_every_upload_end_to_end(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first named mutation made in the translated template itself and run, not evaluated: the
+    note is FAILED with Bedrock's AccessDenied, and the fixture would fail the test."""
+    from tests.aws_contracts import roles
+
+    template = roles.translated_template()
+    if template is None:
+        pytest.skip("no .venv-sam (run `make validate` once)")
+    mutated = copy.deepcopy(template)
+    for policy in mutated["Resources"]["IngestStepsFunctionRole"]["Properties"]["Policies"]:
+        for statement in policy["PolicyDocument"]["Statement"]:
+            if statement.get("Sid") == "EmbedChunks":
+                statement["Resource"] = [r for r in statement["Resource"] if "titan" not in str(r)]
+    monkeypatch.setattr(roles, "translated_template", lambda: mutated)
+    with deployed_stack(DEPLOYMENTS[0], tmp_path, monkeypatch) as stack:
+        notes = stack.handler("notes_api")
+        posted = notes(scenario.api("POST", "/notes", {"text": scenario.REEF, "title": "Reef"}), None)
+        document = scenario.ingested(stack, posted, status="FAILED")
+        got = scenario.body(notes(scenario.api("GET", f"/documents/{document}"), None))
+        assert "AccessDenied" in got["error"] or "not authorized" in got["error"], got
+        assert stack.iam is not None
+        denied = {str(d) for d in stack.iam.denials}
+        assert any(
+            d.startswith("IngestStepsFunction: bedrock:InvokeModel on ") and "titan" in d for d in denied
+        )
+        with pytest.raises(pytest.fail.Exception, match="IngestStepsFunction: bedrock:InvokeModel"):
+            stack.iam.assert_all_allowed()  # what the fixture's teardown does: the test fails
+        stack.iam.denials.clear()
