@@ -166,7 +166,7 @@ class StreamClient:
             "identity": {"sourceIp": "198.51.100.7"},
             "authorizer": {"claims": {"sub": sub}},
         }
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
         try:
             data = json.dumps(body).encode() if body is not None else None
             headers = {
