@@ -120,6 +120,11 @@ class DeployedStack(Stack):
         inner = load_function(area).lambda_handler.with_container(lambda: container)
 
         def invoke(event: dict[str, Any], context: Any) -> Any:
+            from aws_lambda_powertools.utilities.parameters import base as parameters
+
+            # Powertools keeps its parameter clients and cached values module-wide: in one test
+            # process that would let one function read what another fetched (each Lambda has its own)
+            parameters.DEFAULT_PROVIDERS.clear()
             check_lambda_payload(f"{principal} request", event)
             with acting_as(principal):
                 response = inner(event, context)

@@ -155,7 +155,7 @@ def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
         api(
             "PUT",
             f"/chat/conversations/{conversation}/messages/{user_message['id']}",
-            {"content": "How tall is it?"},
+            {"content": "How tall is the Eiffel Tower?"},
         ),
         None,
     )

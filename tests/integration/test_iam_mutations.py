@@ -66,7 +66,6 @@ SURVIVORS: dict[str, str] = {
         _index_survivor(role, policy, table): INDEXES
         for role, policy, table in (
             ("ChatApiFunction", 0, "conversations"),
-            ("ChatApiFunction", 1, "documents"),
             ("ChatApiFunction", 2, "counters"),
             ("ChatStreamFunction", 0, "conversations"),
             ("ChatStreamFunction", 1, "documents"),
@@ -187,9 +186,12 @@ def test_the_other_deployments_make_each_call_under_its_role(recordings: dict[st
     )
     domain = recordings["domain-anthropic-secret"]
     assert any(a == "es:ESHttpPost" for a, _ in _calls(domain, "IngestStepsFunction"))
-    for function in ("ChatStreamFunction", "ChatApiFunction", "NotesApiFunction", "WebUiFunction"):
-        actions = {a for a, _ in _calls(domain, function)}
-        assert {"secretsmanager:GetSecretValue", "kms:Decrypt"} <= actions, function
+    # auto mode reads the Anthropic key secret (under its customer managed key) before answering
+    actions = {a for a, _ in _calls(domain, "ChatStreamFunction")}
+    assert {"secretsmanager:GetSecretValue", "kms:Decrypt"} <= actions
+    assert any(
+        a == "es:ESHttpPut" and "/_search/pipeline/" in r for a, r in _calls(domain, "ChatStreamFunction")
+    )
 
 
 def test_every_permission_of_the_template_is_needed_by_a_call(recordings: dict[str, Recording]) -> None:
