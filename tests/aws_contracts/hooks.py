@@ -12,12 +12,39 @@ from typing import Any
 
 
 @contextmanager
-def session_handler(event: str, handler: Callable[..., Any]) -> Iterator[None]:
+def session_handler(event: str, handler: Callable[..., Any], *, first: bool = False) -> Iterator[None]:
+    """``first``: ahead of the handlers already listed (a contract fake's ``before-send`` answers
+    before moto's catch-all one, which would claim every AWS host)."""
     from botocore import handlers
 
     entry = (event, handler)
-    handlers.BUILTIN_HANDLERS.append(entry)
+    if first:
+        handlers.BUILTIN_HANDLERS.insert(0, entry)
+    else:
+        handlers.BUILTIN_HANDLERS.append(entry)
     try:
         yield
     finally:
         handlers.BUILTIN_HANDLERS.remove(entry)
+
+
+@contextmanager
+def moto_leaves_alone(host: str) -> Iterator[None]:
+    """moto's ``before-send`` handler is called for every request even once another handler has
+    answered (botocore calls them all and takes the first response), and claims every AWS host it has
+    a backend for (raising ``NotImplementedError`` for what it does not emulate): requests whose URL
+    holds ``host`` (``"://bedrock-runtime."``) are left to the contract fake that answers them."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    call = BotocoreStubber.__call__
+
+    def unless_faked(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
+        if host in request.url:
+            return None
+        return call(self, event_name, request, **kwargs)
+
+    BotocoreStubber.__call__ = unless_faked  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BotocoreStubber.__call__ = call  # type: ignore[method-assign]

@@ -85,15 +85,58 @@ def _states(operation: str, params: Mapping[str, Any]) -> list[Request]:
     return [Request(f"states:{operation}", arn, {})]
 
 
+# Where a cross-Region inference profile may send a request (Bedrock's "supported Regions and models
+# for inference profiles"; a sample of each geography is enough here: IAM must allow every one, since
+# any may serve a call). A global profile may use any commercial Region.
+PROFILE_DESTINATIONS = {
+    "us": ("us-east-1", "us-east-2", "us-west-2"),
+    "eu": ("eu-central-1", "eu-west-1", "eu-west-3", "eu-north-1"),
+    "apac": ("ap-northeast-1", "ap-south-1", "ap-southeast-2"),
+    "jp": ("ap-northeast-1", "ap-northeast-3"),
+    "au": ("ap-southeast-2", "ap-southeast-4"),
+    "ca": ("ca-central-1", "ca-west-1"),
+    "global": ("us-east-1", "eu-west-1", "ap-northeast-1", "sa-east-1"),
+}
+
+
 def _bedrock(operation: str, params: Mapping[str, Any], region: str) -> list[Request]:
+    """A foundation model: its ARN in the Region. A cross-Region inference profile: the profile in
+    this account and Region, then the foundation model in each Region it may route to, with
+    ``bedrock:InferenceProfileArn`` set (and, for a global profile, the Region-less model ARN), as
+    Bedrock authorizes such a call."""
     model = params["modelId"]
     action = _ACTIONS.get(("bedrock", operation), f"bedrock:{operation}")
     if model.startswith("arn:"):
         return [Request(action, model, {})]
-    if model.split(".", 1)[0] in ("us", "eu", "apac", "global", "jp", "au", "ca"):  # an inference profile
+    geo, _, base = model.partition(".")
+    if geo in PROFILE_DESTINATIONS:
         profile = f"arn:aws:bedrock:{region}:{ACCOUNT}:inference-profile/{model}"
-        return [Request(action, profile, {})]
+        via = {"bedrock:InferenceProfileArn": profile}
+        out = [Request(action, profile, {})]
+        out += [
+            Request(action, f"arn:aws:bedrock:{r}::foundation-model/{base}", via)
+            for r in PROFILE_DESTINATIONS[geo]
+        ]
+        if geo == "global":
+            out.append(Request(action, f"arn:aws:bedrock:::foundation-model/{base}", via))
+        return out
     return [Request(action, f"arn:aws:bedrock:{region}::foundation-model/{model}", {})]
+
+
+def _lambda(operation: str, params: Mapping[str, Any], region: str) -> list[Request]:
+    name = params.get("FunctionName")
+    if name is None or operation != "Invoke":
+        raise Unmapped(f"lambda:{operation}")
+    arn = name if name.startswith("arn:") else f"arn:aws:lambda:{region}:{ACCOUNT}:function:{name}"
+    return [Request("lambda:InvokeFunction", arn, {})]
+
+
+def _ssm(operation: str, params: Mapping[str, Any], region: str) -> list[Request]:
+    name = params.get("Name")
+    if name is None:
+        raise Unmapped(f"ssm:{operation}")
+    arn = name if name.startswith("arn:") else f"arn:aws:ssm:{region}:{ACCOUNT}:parameter/{name.lstrip('/')}"
+    return [Request(f"ssm:{operation}", arn, {})]
 
 
 def _s3vectors(operation: str, params: Mapping[str, Any], region: str) -> list[Request]:
@@ -146,4 +189,8 @@ def requests_for(prefix: str, operation: str, params: Mapping[str, Any], region:
         return _secrets(operation, params, region)
     if prefix == "cognito-idp":
         return _cognito(operation, params, region)
+    if prefix == "lambda":
+        return _lambda(operation, params, region)
+    if prefix == "ssm":
+        return _ssm(operation, params, region)
     raise Unmapped(f"{prefix}:{operation}")

@@ -20,7 +20,7 @@ import re
 import subprocess
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ class Roles:
     statements: Mapping[str, list[dict[str, Any]]]
     functions_by_area: Mapping[str, str]  # "notes_api" -> "NotesApiFunction"
     state_machine: str  # the state machine's logical id (its role's statements are under it)
+    role_arns: Mapping[str, str] = field(default_factory=dict)  # principal -> its role's ARN
 
 
 def resolve_template(
@@ -62,7 +63,8 @@ def resolve_template(
     """The template's resources with every intrinsic function evaluated (see the module's doc).
     ``physical`` maps logical ids to the names the test's resources have (a state machine's: its ARN,
     as its ``Ref``); ``GetAtt X.Arn`` is built from the resource's type, ``GetAtt X.Name`` is the
-    name (for a state machine: the last part of its ARN)."""
+    name (for a state machine: the last part of its ARN). A key ``"X.Attribute"`` in ``physical``
+    gives that attribute's value (``"VectorCollection.CollectionEndpoint"``)."""
     values: dict[str, Any] = {n: str(s.get("Default", "")) for n, s in template["Parameters"].items()}
     values.update(params)
     values.update(
@@ -88,6 +90,8 @@ def resolve_template(
         values[f"{logical_id}.Arn"] = (
             kind.format(region=region, account=ACCOUNT, name=short) if kind else name
         )
+
+    values.update({key: value for key, value in physical.items() if "." in key})
 
     def holds(name: str) -> bool:
         return bool(resolve(template["Conditions"][name]))
@@ -167,19 +171,22 @@ def roles_of(resources: Mapping[str, Any], raw: Mapping[str, Any]) -> Roles:
 
     statements: dict[str, list[dict[str, Any]]] = {}
     areas: dict[str, str] = {}
+    arns: dict[str, str] = {}
     machine = ""
     for lid, res in raw.items():
         if lid not in resources:
             continue
         if res["Type"] == "AWS::Lambda::Function":
             statements[lid] = by_role[role_id(res["Properties"]["Role"])]
+            arns[lid] = str(resources[lid]["Properties"]["Role"])
             key = res["Properties"]["Code"]["S3Key"]  # "<Function>/functions/<area>" once packaged
             if "/functions/" in key:
                 areas[key.rsplit("/", 1)[-1]] = lid
         elif res["Type"] == "AWS::StepFunctions::StateMachine":
             statements[lid] = by_role[role_id(res["Properties"]["RoleArn"])]
+            arns[lid] = str(resources[lid]["Properties"]["RoleArn"])
             machine = lid
-    return Roles(statements, areas, machine)
+    return Roles(statements, areas, machine, arns)
 
 
 def translated_template() -> dict[str, Any] | None:

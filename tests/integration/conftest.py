@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from tests.aws_contracts.policy import Request
 from tests.aws_contracts.roles import ACCOUNT, Roles
 from tests.integration.moto_stack import (
     BUCKET,
@@ -58,6 +57,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
 
     from tests.aws_contracts.iam import IamChecker, acting_as
     from tests.aws_contracts.limits import check_lambda_payload, check_state_io
+    from tests.aws_contracts.stepfunctions import executions_act_as
     from tests.fakes import FakeEmbedder
 
     for name, value in {
@@ -81,8 +81,8 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         payload = json.loads(event) if isinstance(event, str) else (event or {})
         invocations.append(payload)
         assert self.function_name == STEPS_FUNCTION, self.function_name
-        if checker is not None and roles is not None:  # the state machine's role invokes the task
-            checker.check(roles.state_machine, Request("lambda:InvokeFunction", self.function_arn, {}))
+        # (the state machine's lambda:InvokeFunction was checked by the IAM hook: executions act as
+        # the state machine's role, tests/aws_contracts/stepfunctions.py)
         check_state_io("ingest step input", payload)
         check_lambda_payload("ingest step request", payload)
         try:
@@ -96,7 +96,12 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
 
     monkeypatch.setattr(LambdaFunction, "_invoke_lambda", invoke_in_process)
 
-    with checks, mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+    machine = roles.state_machine if roles else "IngestStateMachine"
+    with (
+        checks,
+        executions_act_as(machine, checker),
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
+    ):
         session = boto3.session.Session(region_name=REGION)
         create_tables(
             session.client("dynamodb"),
