@@ -10,6 +10,7 @@ from ragchat.domain.followups import (
     is_follow_up,
     leans_on_history,
     names_own_subject,
+    new_subject_words,
     own_words_covered,
     subject_question,
     uncovered,
@@ -58,9 +59,14 @@ def test_messages_that_stand_alone(message: str) -> None:
         ("Is there a sauna?", False, True),  # "is there": does a sauna exist
         ("Are there any showers?", False, True),
         ("Who won the football match last night?", False, False),  # stands alone, not short
+        # time phrases and the weather's "it" refer back to nothing: each names its own subject
+        ("What does a litre of diesel cost these days?", False, True),
+        ("Will it rain on Sunday morning?", False, True),
+        ("Is it going to be windy this afternoon?", False, True),
         ("Is it open on Sundays?", True, False),  # "it": the place asked about before
-        # no list of time words any more (issue 42): "right now" counts as words of its own
-        ("Is there an outage in my area right now?", False, False),
+        # "right now" and "at the moment" say when: two subject words are left, so it is short
+        ("Is there an outage in my area right now?", False, True),
+        ("Canoe races right now?", False, True),
     ],
 )
 def test_which_messages_lean_on_history_and_which_name_their_own_subject(
@@ -95,12 +101,29 @@ def test_own_words_covered_reads_the_messages_subject_words_only() -> None:
     assert own_words_covered("How much is a day pass?", ["Every passenger pays 20 pounds."]) == 0.0
 
 
-def test_uncovered_subject_words_are_compared_by_their_first_letters() -> None:
+def test_the_subject_a_message_brings_into_the_conversation() -> None:
+    previous = ["Do I need to wear a life jacket when kayaking?", "Do I have to pay extra for one?"]
+    assert new_subject_words("What about council tax?", previous) == ["council", "tax"]
+    assert new_subject_words("How about the swimming pool next door?", previous) == [
+        "swimming",
+        "pool",
+        "next",
+        "door",
+    ]
+    assert new_subject_words("Is there a café at the marina?", previous) == ["café"]  # what is asked for
+    assert new_subject_words("What about kids?", previous) == ["kid"]
+    # already named, referring, or a time: nothing new
+    assert new_subject_words("What about kayaking at night?", previous) == []
+    assert new_subject_words("What about same-day ones?", previous) == []
+    assert new_subject_words("What about Sunday?", previous) == []
+    assert new_subject_words("How long does it take?", previous) == []
+
+
+def test_uncovered_subject_words_are_compared_by_their_first_letters_and_everyday_spelling() -> None:
     notes = ["Children under 12 may only paddle in a tandem kayak.", "Hourly prices for students."]
-    assert uncovered(["tandem", "student"], notes) == []
+    assert uncovered(["kid", "tandem", "student"], notes) == []  # "kids" are "children"
     assert uncovered(["council", "tax"], notes) == ["council", "tax"]
-    # no table of everyday spellings any more (issue 42): "kids" is not found as "children"
-    assert uncovered(["kid"], notes) == ["kid"]
+    assert uncovered(["fix", "boiler"], ["The landlord does all repairs to the boiler."]) == []
 
 
 def test_two_questions_joined_by_and_are_split_and_a_short_part_is_kept_whole() -> None:

@@ -142,17 +142,29 @@ def test_a_short_off_topic_follow_up_naming_its_own_subject_is_refused(
     assert follow.guard_used and follow.message.content == GUARD_REPLY and follow.message.sources == []
 
 
-# "What about the swimming pool next door?", "Is there a sauna at the boathouse?", "What does a
-# litre of diesel cost these days?", "Will it rain on Sunday?" after a canoe question were refused by
-# hand-written lists (new subjects, time words, the weather's "it"), deleted in issue 42: with the
-# reader on, a carried query is kept only when the reader answers it (tests/unit/test_reader_answers.py;
-# measured by bench/bench_conversations.py --reader on). "What about kids?" found "children" through
-# the equivalents table, deleted too.
+@pytest.mark.parametrize(
+    ("first", "off_topic"),
+    [
+        # "What about X" with a subject no earlier message and no note of the conversation's has
+        ("How much does a canoe cost per hour?", "What about the swimming pool next door?"),
+        # the thing asked for is what counts: the boathouse is in the notes, a sauna is not
+        ("When does the canoe boathouse open on weekdays?", "Is there a sauna at the boathouse?"),
+        # "these days" says when; it refers back to nothing
+        ("How much does a canoe cost per hour?", "What does a litre of diesel cost these days?"),
+        # the weather's "it" is not the canoe
+        ("When does the canoe boathouse open on Sundays?", "Will it rain on Sunday?"),
+    ],
+)
+def test_an_off_topic_follow_up_is_refused_whatever_its_shape(box: Any, first: str, off_topic: str) -> None:
+    answered, follow = _talk(box, first, off_topic)
+    assert not answered.guard_used
+    assert follow.guard_used and follow.message.content == GUARD_REPLY and follow.message.sources == []
 
 
 @pytest.mark.parametrize(
     ("first", "follow_up", "fact"),
     [
+        ("How much does a canoe cost per hour?", "What about kids?", "Children under 10 paddle free"),
         ("How much does a canoe cost per hour?", "What about a two-seat canoe?", "30 pounds"),
         ("How much does a canoe cost per hour?", "Is there a deposit?", "60 pounds"),
     ],

@@ -26,8 +26,16 @@ questions part by part, and names no document mentions refused.
   the decision): in a conversation (or as the second part of a question) it is answered only from
   notes that mention its subject (reason ``other_subject``). "Who looks after the garden?" after a
   question on a tenancy finds "garden" in the tenancy's notes and is answered from them.
-- **Time words, new subjects, everyday equivalents**: the hand-written lists that once judged these
-  are gone (issue 42); with ``READER=on`` the reader judges a carried query by reading it.
+- **A new subject** — the words after "What about" / "How about", or the thing an existential
+  question asks for ("Is there a café at the marina?"), when no earlier user message has them — must
+  all be found in the notes answered from ("What about council tax?" after a tenancy question is
+  refused, "What about kids?" after a kayak question finds the children's rule). These notes, and
+  the half of a short message's subject words above, are the top note's document's among the
+  evidence: a word another document mentions in passing (a café on a cycling club's ride) does not
+  make a museum question about lunch answerable. Time words ("these days", "on Sunday") and the
+  weather's "it" are no reference back (:mod:`ragchat.domain.followups`). A first
+  turn and a one-shot question keep the single-turn decision: a paraphrase with one subject word
+  ("Can I work from abroad?" for "working from another country") is answered there.
 - **Parts.** "How much notice do I give and who fixes the boiler?" is split
   (:mod:`ragchat.domain.parts`); each part is retrieved and decided on its own (a short part leans
   on the one before it), the answered parts' notes are answered from, and a part that nothing
@@ -56,8 +64,10 @@ from ragchat.domain.followups import (
     is_follow_up,
     leans_on_history,
     names_own_subject,
+    new_subject_words,
     own_words_covered,
     subject_question,
+    uncovered,
 )
 from ragchat.domain.models import ChatTurn, ModelRequest
 from ragchat.domain.names import specific_names, unknown_names
@@ -266,27 +276,30 @@ def _check_subject(
     previous: list[str],
     conversation_id: str | None,
 ) -> Retrieval:
-    """A short message in a conversation that names a subject of its own (module docstring) is
-    refused when the notes it would be answered from — the top note's document's, among the
-    evidence — do not mention half its words. When the carried query's notes fail
+    """A message in a conversation that brings a subject of its own (module docstring) is refused
+    when the notes it would be answered from — the top note's document's, among the evidence — do
+    not mention that subject: every new subject word of "What about X?" / "Is there a X …?", and
+    half the words of a short message naming its own subject. When the carried query's notes fail
     this and the message as written is answerable from notes that pass it, those are answered from
     (as on a first turn)."""
     if chosen.guard:
         return chosen
     question = raw.question
-    if _subject_found(question, chosen):
+    if _subject_found(question, chosen, previous):
         return chosen
-    if chosen is not raw and not raw.guard and _subject_found(question, raw):
+    if chosen is not raw and not raw.guard and _subject_found(question, raw, previous):
         return dataclasses.replace(raw, query=raw.question)
     logger.info("chat.other_subject", extra={"conversationId": conversation_id})
     return retriever.refuse(chosen, OTHER_SUBJECT, conversation_id=conversation_id)
 
 
-def _subject_found(question: str, found: Retrieval) -> bool:
+def _subject_found(question: str, found: Retrieval, previous: list[str]) -> bool:
     if not found.hits:
         return True
     top = found.hits[0].document_id
     evidence = [h.text for h in found.hits[:EVIDENCE_CHUNKS] if h.document_id == top]
+    if uncovered(new_subject_words(question, previous), evidence):
+        return False
     return not names_own_subject(question) or own_words_covered(question, evidence) >= CARRIED_COVERAGE
 
 
