@@ -330,3 +330,20 @@ def test_the_content_hash_is_stored_with_the_document(document_store):
     assert ready is not None and ready.content_hash == digest
     listed = document_store.list_documents(doc.owner).items
     assert [d.content_hash for d in listed] == [digest]
+
+
+def test_a_local_store_lists_every_workspaces_unfinished_documents(document_store, clock: FakeClock):
+    """What ``ragchat serve`` resumes at start (issue 43): every PENDING/PROCESSING document, of every
+    owner, oldest first; the cloud store has no such read (the state machine carries each run)."""
+    from ragchat.ports import UnfinishedDocuments
+
+    if not isinstance(document_store, UnfinishedDocuments):
+        assert type(document_store).__name__.startswith("Dynamo")
+        return
+    docs = [make_doc(owner) for owner in ("ana", "ben", "ws_team", "ana")]
+    for doc in docs:
+        document_store.create_document(doc)
+        clock.advance(1)
+    document_store.update_document("ben", docs[1].id, {"status": DocumentStatus.PROCESSING})
+    document_store.update_document("ana", docs[3].id, {"status": DocumentStatus.READY})
+    assert document_store.unfinished() == [(d.owner, d.id) for d in docs[:3]]

@@ -81,6 +81,17 @@ class DocumentStore(Protocol):
 
 
 @runtime_checkable
+class UnfinishedDocuments(Protocol):
+    """A store that can list every unfinished document of every workspace (the local stores: what
+    ``ragchat serve`` resumes at start; in the cloud the state machine carries each run, and a
+    whole-table read is never made)."""
+
+    def unfinished(self) -> list[tuple[str, str]]:
+        """(owner, document id) of every ``PENDING``/``PROCESSING`` document, oldest first."""
+        ...
+
+
+@runtime_checkable
 class ConversationStore(Protocol):
     def create_conversation(self, conv: Conversation) -> Conversation: ...
 

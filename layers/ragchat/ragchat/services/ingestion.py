@@ -73,6 +73,7 @@ INLINE_PDF_CHECK_BYTES = 5 * 1024 * 1024
 
 
 _EXTENSIONS = PRIMARY_EXTENSIONS
+_UNFINISHED = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
 
 
 def resolve_content_type(content_type: str | None, filename: str | None, body: bytes) -> str:
@@ -256,11 +257,24 @@ class IngestionService:
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the
-        second copy a direct upload left in the blob store."""
+        second copy a direct upload left in the blob store. A copy still PENDING/PROCESSING whose
+        run is not under way (a crash or a worker error left it behind) is started again: sending
+        the same file is how a stuck document is retried, as a FAILED one is (its runs still count
+        towards ``INGEST_MAX_ATTEMPTS``)."""
         if stored_key is not None and stored_key != existing.body_key:
             self.blobs.delete(stored_key)
-        logger.info("ingest.duplicate", extra={"documentId": existing.id, "status": str(existing.status)})
+        restarted = existing.status in _UNFINISHED and not self._in_flight(existing)
+        if restarted:
+            self._launch(existing)
+        extra = {"documentId": existing.id, "status": str(existing.status), "restarted": restarted}
+        logger.info("ingest.duplicate", extra=extra)
         return Accepted(existing, duplicate=True)
+
+    def _in_flight(self, doc: Document) -> bool:
+        """Whether the launcher has ``doc``'s run in hand. A launcher that cannot tell (Step
+        Functions) is simply started again: its ``start`` does nothing while that version runs."""
+        in_flight = getattr(self.launcher, "in_flight", None)
+        return bool(in_flight(doc.owner, doc.id)) if in_flight is not None else False
 
     def _store(self, doc: Document, raw: bytes, *, replacing: bool, stored_key: str | None) -> Document:
         """Put the body (unless it already lies at ``stored_key``) and record the document (a
