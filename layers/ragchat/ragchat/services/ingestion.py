@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ragchat.config import Settings
     from ragchat.ports import BlobStore, DocumentStore, IngestionLauncher
     from ragchat.services.limits import RequestLimiter
+    from ragchat.services.storage_ceiling import WorkspaceBytes
 
 __all__ = [
     "BATCH_SIZE",
@@ -165,8 +166,10 @@ class IngestionService:
         clock: Clock = system_clock,
         *,
         limiter: RequestLimiter | None = None,
+        held: WorkspaceBytes | None = None,
     ) -> None:
         self.documents = documents
+        self.held = held  # each workspace's byte ledger (``MAX_WORKSPACE_BYTES``), reserved atomically
         self.blobs = blobs
         self.launcher = launcher
         self.settings = settings
@@ -231,29 +234,35 @@ class IngestionService:
             given = {"metadata": metadata is not None, "split": split is not None}
             if _same_upload(previous, doc, title=given_title, **given):
                 return self._duplicate(previous, stored_key)
-        self._admit(doc, len(raw), user or owner)
-        stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
+        growth = len(raw) - ((previous.size or 0) if previous is not None else 0)
+        self._admit(doc, growth, len(raw), user or owner)
+        try:
+            stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
+        except BaseException:
+            self._release(doc.owner, growth)  # not stored: the reservation goes back
+            raise
+        if growth < 0:  # a smaller new version: the difference goes back once it is stored
+            self._release(doc.owner, -growth)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
 
-    def _admit(self, doc: Document, size: int, user: str) -> None:
-        """Valid and about to be stored: within its workspace's storage ceiling (``MAX_WORKSPACE_BYTES``;
-        413 when over, nothing stored or counted), then counted against ``user``'s daily ceilings (429)."""
-        cap = self.settings.max_workspace_bytes
-        if cap:
-            held, cursor = 0, None
-            while True:
-                page = self.documents.list_documents(doc.owner, limit=200, cursor=cursor)
-                held += sum(d.size or 0 for d in page.items if d.id != doc.id)
-                if not (cursor := page.cursor):
-                    break
-            if held + size > cap:
-                raise PayloadTooLarge(
-                    f"This workspace holds {held} bytes of its {cap} (MAX_WORKSPACE_BYTES): this file "
-                    f"({size} bytes) does not fit; delete documents first"
-                )
+    def _admit(self, doc: Document, growth: int, size: int, user: str) -> None:
+        """Valid and about to be stored: ``growth`` bytes (its size, or for a new version the
+        difference) reserved in its workspace's ledger (``MAX_WORKSPACE_BYTES``: 413 when over,
+        nothing stored or counted), then ``size`` counted against ``user``'s daily ceilings (429;
+        the reservation is given back)."""
+        if self.held is not None:
+            self.held.reserve(doc.owner, growth)
         if self.limiter is not None:
-            self.limiter.charge_ingestion(user, size)
+            try:
+                self.limiter.charge_ingestion(user, size)
+            except BaseException:
+                self._release(doc.owner, growth)
+                raise
+
+    def _release(self, workspace: str, size: int) -> None:
+        if self.held is not None and size > 0:
+            self.held.release(workspace, size)
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the
