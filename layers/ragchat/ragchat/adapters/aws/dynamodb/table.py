@@ -78,13 +78,17 @@ def decode_cursor(cursor: str) -> Item:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         key = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise ValidationError("invalid cursor") from exc
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):  # RecursionError: deep nesting
+        raise ValidationError("invalid cursor") from None
     if not isinstance(key, dict) or not all(
         isinstance(k, str) and isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str)
         for k, v in key.items()
     ):
         raise ValidationError("invalid cursor")
+    try:  # "\ud800" in JSON decodes to a lone surrogate, which no request to DynamoDB can carry
+        json.dumps(key, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("invalid cursor") from None
     return key
 
 
