@@ -360,3 +360,10 @@ class FakeCounters:
     def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
         with self._lock:
             self.values[key] = (int(value), now + ttl_seconds)
+
+    def reset_prefix(self, prefix: str) -> int:
+        with self._lock:
+            gone = [k for k in self.values if k.startswith(prefix)]
+            for key in gone:
+                del self.values[key]
+            return len(gone)

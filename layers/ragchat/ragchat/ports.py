@@ -218,6 +218,15 @@ class Counters(Protocol):
 
 
 @runtime_checkable
+class LocalCounters(Protocol):
+    """Counters one machine's processes share (SQLite): what ``ragchat serve`` clears at start."""
+
+    def reset_prefix(self, prefix: str) -> int:
+        """Remove every counter whose key starts with ``prefix``; returns how many went."""
+        ...
+
+
+@runtime_checkable
 class VectorIndex(Protocol):
     dimension: int
 

@@ -86,6 +86,9 @@ def _prepare(container: Container, samples: bool) -> None:
             err=True,
             fg=typer.colors.YELLOW,
         )
+    from ragchat.services.chat.stops import release_previous_run
+
+    release_previous_run(container.counters)  # a turn a kill cut short no longer answers 409
     resumed = resume_pending(container)
     if resumed:
         typer.echo(f"Resuming {resumed} unfinished document(s)", err=True)

@@ -51,8 +51,11 @@ Parse = Callable[[bytes, Any], Any]  # (body, job) -> result: parse_document, or
 PARENT_WATCH_S = 0.5  # how often the child looks whether the server that started it is still there
 
 
-class _CpuExceeded(Exception):
-    pass
+class _CpuExceeded(BaseException):
+    """Raised by ``SIGXCPU`` wherever the reading is. A ``BaseException``, so the readers' own
+    ``except Exception`` (pypdf's many, ``extraction``'s "Could not read PDF: …") cannot swallow it:
+    as an ``Exception`` a PDF stopped by the limit FAILED as "Could not read PDF: ." or read on until
+    the wall-clock limit (issue 43)."""
 
 
 def _on_cpu_limit(_signum: int, _frame: Any) -> None:
