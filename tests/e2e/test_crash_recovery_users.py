@@ -46,7 +46,7 @@ def test_kill9_with_several_users_documents_in_flight_resumes_them_all(tmp_path:
         team = srv.request("POST", "/workspaces", body={"name": "Team"}, token=ana).json()["id"]
         put = srv.request("PUT", f"/workspaces/{team}/members/ben", body={"role": "editor"}, token=ana)
         assert put.status == 200, put.body
-        big = post(srv, ana, "Glaciers", prose("glaciers", 30))  # ana's personal workspace
+        big = post(srv, ana, "Glaciers", prose("glaciers", 30))  # ana's personal workspace (may finish)
 
         def big_half_indexed() -> bool:
             if status(srv, ana, big) != "PROCESSING":
@@ -59,6 +59,7 @@ def test_kill9_with_several_users_documents_in_flight_resumes_them_all(tmp_path:
         post(srv, ben, "Volcanoes", prose("volcanoes", 6))  # ben's personal workspace
         post(srv, ben, "Lighthouses", prose("lighthouses", 6), team)  # the shared one, by an editor
         post(srv, ana, "Beekeeping", prose("beekeeping", 6), team)
+        post(srv, ana, "Orchards", prose("orchards", 6))  # ana's personal workspace again
         kill9(srv)
     with database(tmp_path) as conn:  # what the restart finds: everyone's work unfinished
         left = conn.execute("SELECT owner, status FROM documents WHERE status != 'READY'").fetchall()
