@@ -32,7 +32,8 @@ def status(srv: Server, token: str, doc_id: str) -> str:
 def test_kill9_with_several_users_documents_in_flight_resumes_them_all(tmp_path: Path) -> None:
     users = tmp_path / "users.json"
     ana, ben = add_user(users, "ana"), add_user(users, "ben")
-    env = {"CHUNK_SIZE": str(CHUNK_SIZE), "CHUNK_OVERLAP": str(CHUNK_OVERLAP), "RAGCHAT_USERS_FILE": str(users)}
+    env = {"CHUNK_SIZE": str(CHUNK_SIZE), "CHUNK_OVERLAP": str(CHUNK_OVERLAP)}
+    env["RAGCHAT_USERS_FILE"] = str(users)
     docs: list[tuple[str, str, str]] = []  # (token, document id, text)
 
     def post(srv: Server, token: str, title: str, text: str, workspace: str | None = None) -> str:
