@@ -236,15 +236,24 @@ class IngestionService:
                 return self._duplicate(previous, stored_key)
         growth = len(raw) - ((previous.size or 0) if previous is not None else 0)
         self._admit(doc, growth, len(raw), user or owner)
-        try:
-            stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
-        except BaseException:
-            self._release(doc.owner, growth)  # not stored: the reservation goes back
-            raise
-        if growth < 0:  # a smaller new version: the difference goes back once it is stored
-            self._release(doc.owner, -growth)
+        replacing = document_id is not None
+        stored = self._store_reserved(doc, raw, growth, replacing=replacing, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
+
+    def _store_reserved(
+        self, doc: Document, raw: bytes, growth: int, *, replacing: bool, stored_key: str | None
+    ) -> Document:
+        """:meth:`_store` once ``growth`` bytes are reserved: given back when nothing is stored; a
+        smaller new version gives the difference back once it is stored."""
+        try:
+            stored = self._store(doc, raw, replacing=replacing, stored_key=stored_key)
+        except BaseException:
+            self._release(doc.owner, growth)
+            raise
+        if growth < 0:
+            self._release(doc.owner, -growth)
+        return stored
 
     def _admit(self, doc: Document, growth: int, size: int, user: str) -> None:
         """Valid and about to be stored: ``growth`` bytes (its size, or for a new version the
