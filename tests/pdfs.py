@@ -82,3 +82,45 @@ def form_bomb_pdf(draws: int = 64, repeats: int = 20_000) -> bytes:
     out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     return bytes(out)
+
+
+def form_bomb(depth: int, fanout: int = 64) -> bytes:
+    """A one-page PDF of a few KB whose text costs ``fanout ** depth`` draws to extract: the page
+    draws form X0 ``fanout`` times, X0 draws X1 ``fanout`` times, ..., the last form shows a word
+    (issue 43: depth 2 took pypdf 5.5 s of CPU here, depth 3 minutes)."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    first = 6  # the object number of X0
+
+    def draws(level: int) -> bytes:
+        return (b"q /X%d Do Q " % level) * fanout
+
+    page = draws(0)
+    objects.append(
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> "
+        b"/XObject << /X0 %d 0 R >> >> /Contents 5 0 R >>" % first
+    )
+    objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(page), page))
+    for level in range(depth):
+        if level < depth - 1:
+            stream = draws(level + 1)
+            resources = b"/XObject << /X%d %d 0 R >>" % (level + 1, first + level + 1)
+        else:
+            stream, resources = b"BT /F1 12 Tf 72 720 Td (bomb) Tj ET", b"/Font << /F1 3 0 R >>"
+        objects.append(
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << %s >> /Length %d >>"
+            b"\nstream\n%s\nendstream" % (resources, len(stream), stream)
+        )
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

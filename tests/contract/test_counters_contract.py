@@ -130,3 +130,19 @@ def test_increment_up_to_admits_exactly_the_limit_of_concurrent_calls(counters):
         t.join(timeout=60)
     assert sorted(admitted) == list(range(1, limit + 1))
     assert counters.get("rl:hot", now=T0) == limit
+
+
+def test_a_local_store_removes_counters_by_prefix(counters) -> None:
+    """``ragchat serve`` at start removes the previous run's turn leases (issue 43); ``_`` and ``%``
+    in a prefix are plain characters. DynamoDB has no such read (its leases expire)."""
+    from ragchat.ports import LocalCounters
+
+    if not isinstance(counters, LocalCounters):
+        assert type(counters).__name__.startswith("Dynamo")
+        return
+    for key in ("turn:conv:a", "turn:conv:b", "turn:convX", "stream:conv:a", "turn_conv:c"):
+        counters.put(key, 1, ttl_seconds=60, now=0.0)
+    assert counters.reset_prefix("turn:conv:") == 2
+    assert counters.reset_prefix("turn_") == 1
+    left = counters.get_many(["turn:conv:a", "turn:conv:b", "turn:convX", "stream:conv:a"], now=0.0)
+    assert left == {"turn:conv:a": 0, "turn:conv:b": 0, "turn:convX": 1, "stream:conv:a": 1}

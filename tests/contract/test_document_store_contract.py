@@ -376,3 +376,20 @@ def test_chunks_done_of_a_superseded_or_deleted_run_are_not_counted(document_sto
     assert (done.chunks_total, done.chunks_done, done.indexing_since) == (9, 5, "2026-01-01T00:00:00.000Z")
     document_store.delete_document("alice", doc.id)
     assert document_store.add_chunks_done("alice", doc.id, "v2", 1) is None
+
+
+def test_a_local_store_lists_every_workspaces_unfinished_documents(document_store, clock: FakeClock):
+    """What ``ragchat serve`` resumes at start (issue 43): every PENDING/PROCESSING document, of every
+    owner, oldest first; the cloud store has no such read (the state machine carries each run)."""
+    from ragchat.ports import UnfinishedDocuments
+
+    if not isinstance(document_store, UnfinishedDocuments):
+        assert type(document_store).__name__.startswith("Dynamo")
+        return
+    docs = [make_doc(owner) for owner in ("ana", "ben", "ws_team", "ana")]
+    for doc in docs:
+        document_store.create_document(doc)
+        clock.advance(1)
+    document_store.update_document("ben", docs[1].id, {"status": DocumentStatus.PROCESSING})
+    document_store.update_document("ana", docs[3].id, {"status": DocumentStatus.READY})
+    assert document_store.unfinished() == [(d.owner, d.id) for d in docs[:3]]

@@ -159,7 +159,7 @@ def run_server(
         )
     srv = Server(f"http://127.0.0.1:{port}", None if token == PER_RUN else token, log, proc)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a cold start on a loaded 2-core machine
         while True:
             if proc.poll() is not None:
                 raise AssertionError(f"ragchat serve exited early:\n{log.read_text()}")

@@ -41,6 +41,9 @@ def _page(items: list[Any], limit: int, cursor: str | None) -> Page[Any]:
 
 
 # ------------------------------------------------------------------------------------------ documents
+_UNFINISHED = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+
+
 class FakeDocumentStore:
     """``DocumentStore`` in memory. Returned records are copies (mutating them changes nothing)."""
 
@@ -85,6 +88,12 @@ class FakeDocumentStore:
             ]
             items.sort(key=lambda d: (d.created_at, self._seq["d:" + d.id]), reverse=True)
             return _page(items, limit, cursor)
+
+    def unfinished(self) -> list[tuple[str, str]]:
+        with self._lock:
+            waiting = [d for d in self.docs.values() if d.status in _UNFINISHED]
+            waiting.sort(key=lambda d: (d.created_at, self._seq["d:" + d.id]))
+            return [(d.owner, d.id) for d in waiting]
 
     def update_document(self, owner: str, doc_id: str, changes: dict[str, Any]) -> Document | None:
         unknown = set(changes) - _DOC_CHANGEABLE
@@ -370,3 +379,10 @@ class FakeCounters:
     def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
         with self._lock:
             self.values[key] = (int(value), now + ttl_seconds)
+
+    def reset_prefix(self, prefix: str) -> int:
+        with self._lock:
+            gone = [k for k in self.values if k.startswith(prefix)]
+            for key in gone:
+                del self.values[key]
+            return len(gone)

@@ -12,6 +12,7 @@ vector, body, kept text or batch file.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,10 @@ def test_delete_while_batches_are_written_answers_204_and_leaves_nothing(
         left = [str(p.relative_to(blobs.root)) for p in blobs.root.rglob("*") if p.is_file()]
         assert [p for p in left if doc_id in p] == []
         assert not (blobs.root / "work" / doc_id).exists()
+        # issue 43: the count of the run it was deleted in (INGEST_MAX_ATTEMPTS) stayed behind
+        with sqlite3.connect(tmp_path / "ragchat.db") as conn:
+            counted = conn.execute("SELECT key FROM counters WHERE key LIKE 'ingest-attempts:%'").fetchall()
+        assert [k for (k,) in counted if doc_id in k] == []
     finally:
         local.stop()
         container.close()

@@ -115,3 +115,45 @@ def test_a_member_must_be_a_user_of_the_file(team):
     assert _call(port, ana, "PUT", f"/workspaces/{ws['id']}/members/ben", {"role": "viewer"})[0] == 200
     members = _call(port, ana, "GET", f"/workspaces/{ws['id']}/members")[1]["items"]
     assert [m["userId"] for m in members] == ["ana", "ben"]
+
+
+def _post_form(port: int, ticket: dict[str, Any], data: bytes) -> tuple[int, Any]:
+    """The presigned form POST of ``ticket``'s file (no bearer token: the URL is the grant)."""
+    from tests.unit.test_direct_uploads import multipart
+
+    path = ticket["url"].split(f"127.0.0.1:{port}", 1)[1]
+    ctype, raw = multipart(ticket["fields"], "hours.md", data)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("POST", path, body=raw, headers={"Content-Type": ctype})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"null")
+    finally:
+        conn.close()
+
+
+def test_editors_upload_directly_into_a_shared_workspace_over_http(team):
+    """Issue 43: ``POST /uploads`` into a shared workspace answered 403 even to its owner; a grant
+    held by a member made a viewer before the file lands ingests nothing."""
+    port, tokens = team
+    ana, ben, cy = tokens["ana"], tokens["ben"], tokens["cy"]
+    ws = _call(port, ana, "POST", "/workspaces", {"name": "Handbook"})[1]["id"]
+    assert _call(port, ana, "PUT", f"/workspaces/{ws}/members/ben", {"role": "editor"})[0] == 200
+    assert _call(port, ana, "PUT", f"/workspaces/{ws}/members/cy", {"role": "viewer"})[0] == 200
+    text = b"# Hours\n\nThe office closes at six on Fridays.\n"
+
+    for name, uploader in (("ana.md", ana), ("ben.md", ben)):
+        status, ticket = _call(port, uploader, "POST", "/uploads", {"filename": name, "workspace": ws})
+        assert status == 201, ticket
+        assert _post_form(port, ticket, text)[0] == 201
+        status, doc = _call(port, cy, "GET", f"/documents/{ticket['documentId']}")
+        assert status == 200 and doc["workspace"]["id"] == ws
+
+    status, refused = _call(port, cy, "POST", "/uploads", {"filename": "x.md", "workspace": ws})
+    assert status == 403 and "viewer" in refused["error"]
+
+    ticket = _call(port, ben, "POST", "/uploads", {"filename": "late.md", "workspace": ws})[1]
+    assert _call(port, ana, "PUT", f"/workspaces/{ws}/members/ben", {"role": "viewer"})[0] == 200
+    status, refused = _post_form(port, ticket, b"# Late\n\nWritten after ben became a viewer.\n")
+    assert status == 403 and "a viewer of workspace" in refused["error"]
+    assert _call(port, ana, "GET", f"/documents/{ticket['documentId']}")[0] == 404

@@ -105,6 +105,43 @@ def test_a_document_interrupted_three_times_is_failed_instead_of_resumed(tmp_pat
         assert container.documents.list_notes(OWNER, document_id=ids["poison.txt"], limit=10).items == []
 
 
+def test_every_users_and_every_workspaces_unfinished_documents_are_resumed(tmp_path: Path) -> None:
+    """Issue 43: only the local user's documents were resumed; another user's, and a shared
+    workspace's, stayed PENDING/PROCESSING for good (and their re-upload answered duplicate). Now
+    every owner's are resumed, or FAILED with the reason when over their attempts, by one rule."""
+    gate = tmp_path / "gate"
+    owned = {  # name: (workspace, bytes, starts the crash had counted)
+        "ana.txt": ("ana", b"Ana keeps her bicycle in the shed behind the bakery.", 0),
+        "ben.txt": ("ben", b"Ben waters the tomatoes every Thursday evening.", 2),
+        "team.txt": ("ws_team", b"The team meets in the blue room on Mondays.", 1),
+        "poison.txt": ("ben", f"GATE:{gate}\nthe bomb".encode(), 3),
+    }
+    data = tmp_path / "data"
+    ids: dict[str, tuple[str, str]] = {}
+    with Container(settings(data), embedder=FakeEmbedder(dimension=64), launcher=FakeLauncher()) as box:
+        for name, (owner, body, starts) in owned.items():
+            doc = box.ingestion.submit_file(owner, data=body, filename=name)
+            ids[name] = (owner, doc.id)
+            if starts:
+                box.documents.update_document(owner, doc.id, {"status": DocumentStatus.PROCESSING})
+            for _ in range(starts):
+                box.ingest_steps.attempts.begin(owner, doc.id, doc.version)
+
+    with server(data, child(parse=parse_bombs.gated_reader)) as (container, _client):
+        _prepare(container, samples=False)
+        assert container.launcher.wait_idle(60)  # type: ignore[attr-defined]
+        status = {name: container.documents.get_document(*key) for name, key in ids.items()}
+        assert {n: d.status for n, d in status.items() if d} == {
+            "ana.txt": "READY",
+            "ben.txt": "READY",
+            "team.txt": "READY",
+            "poison.txt": "FAILED",
+        }
+        assert status["poison.txt"].error == interrupted(3)  # type: ignore[union-attr]
+        hits = container.documents.list_notes("ws_team", document_id=ids["team.txt"][1], limit=10).items
+        assert [n.text for n in hits] == ["The team meets in the blue room on Mondays."]
+
+
 # ------------------------------------------------------------------------ how runs are counted
 class Interrupting:
     """A reader that stops the way a run can stop: ``how`` is "graceful" (the server is stopping) or

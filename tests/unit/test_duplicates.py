@@ -11,6 +11,7 @@ import pytest
 from ragchat.adapters.local.files import FileBlobStore
 
 from tests.events import json_body
+from tests.fakes.services import run_to_end
 from tests.unit.api_support import Api, make_api
 from tests.unit.test_direct_uploads import body, post_file, presign
 
@@ -112,6 +113,32 @@ def test_a_failed_document_posted_again_is_retried() -> None:
     status, retried = upload(api, HOURS)
     assert (status, retried["duplicate"]) == (202, False)
     assert json_body(api.call("GET", f"/documents/{first['documentId']}"))["status"] == "READY"
+
+
+def test_a_stuck_copy_posted_again_is_started_again() -> None:
+    """Issue 43: a document a crash left PENDING answered ``duplicate: true`` to the same file and
+    stayed PENDING: the user could not retry it. Its run is started again (the answer stays the
+    duplicate's, the document moves on)."""
+    api = make_api(run_pipeline=False)  # the first run never happens: the server died
+    _, first = upload(api, HOURS)
+    doc_id = first["documentId"]
+    assert json_body(api.call("GET", f"/documents/{doc_id}"))["status"] == "PENDING"
+    api.launcher.run = lambda owner, doc: run_to_end(api.container.ingest_steps, [(owner, doc)])
+
+    status, again = upload(api, HOURS)
+
+    assert (status, again["duplicate"]) == (200, True)
+    assert json_body(api.call("GET", f"/documents/{doc_id}"))["status"] == "READY"
+    assert len(api.launcher.started) == 2
+
+
+def test_a_copy_whose_run_is_under_way_is_not_started_twice() -> None:
+    api = make_api(run_pipeline=False)
+    _, first = upload(api, HOURS)
+    api.launcher.in_flight = lambda owner, doc: (owner, doc) == ("alice", first["documentId"])  # type: ignore[attr-defined]
+    status, again = upload(api, HOURS)
+    assert (status, again["duplicate"], again["status"]) == (200, True, "PENDING")
+    assert len(api.launcher.started) == 1
 
 
 def test_a_note_with_a_source_is_known_by_it() -> None:

@@ -93,6 +93,17 @@ class DocumentStore(Protocol):
 
 
 @runtime_checkable
+class UnfinishedDocuments(Protocol):
+    """A store that can list every unfinished document of every workspace (the local stores: what
+    ``ragchat serve`` resumes at start; in the cloud the state machine carries each run, and a
+    whole-table read is never made)."""
+
+    def unfinished(self) -> list[tuple[str, str]]:
+        """(owner, document id) of every ``PENDING``/``PROCESSING`` document, oldest first."""
+        ...
+
+
+@runtime_checkable
 class ConversationStore(Protocol):
     def create_conversation(self, conv: Conversation) -> Conversation: ...
 
@@ -215,6 +226,15 @@ class Counters(Protocol):
     def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
         """Set ``value`` with ``expires_at = now + ttl_seconds``, replacing any counter (a flag, e.g.
         the stop flag of a conversation's answer in flight)."""
+        ...
+
+
+@runtime_checkable
+class LocalCounters(Protocol):
+    """Counters one machine's processes share (SQLite): what ``ragchat serve`` clears at start."""
+
+    def reset_prefix(self, prefix: str) -> int:
+        """Remove every counter whose key starts with ``prefix``; returns how many went."""
         ...
 
 

@@ -55,13 +55,16 @@ def router(container: Container) -> APIGatewayRouter:
     def post_upload(upload: Annotated[UploadIn, Body()]) -> Response[dict[str, Any]]:
         rate_limit(container, "uploads", r.current_event)
         user = principal(r.current_event)
+        # The caller is the uploader (their key segment, their daily ceilings); the workspace is
+        # where the document goes (their personal one: the key layout before workspaces).
         workspace = container.workspaces.require(user, upload.workspace, Role.EDITOR).id
         ticket = container.uploads.presign(
-            workspace,
+            user,
             filename=upload.filename,
             content_type=upload.content_type,
             title=upload.title,
             collection=upload.collection,
+            workspace=workspace,
         )
         return _json(201, ticket_json(ticket, r.current_event))
 

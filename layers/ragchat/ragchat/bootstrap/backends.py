@@ -34,6 +34,8 @@ if TYPE_CHECKING:
         VectorIndex,
         WorkspaceStore,
     )
+    from ragchat.services.ingest_attempts import IngestAttempts
+    from ragchat.services.storage_ceiling import WorkspaceBytes
 
 logger = logging.getLogger("ragchat.bootstrap")
 
@@ -143,6 +145,23 @@ class Backends:
         from ragchat.adapters.local.sqlite_store import SqliteCounters
 
         return SqliteCounters(self._sqlite)
+
+    @cached_property
+    def workspace_bytes(self) -> WorkspaceBytes:
+        """Each workspace's byte ledger against ``MAX_WORKSPACE_BYTES`` (in the counters store)."""
+        from ragchat.services.storage_ceiling import WorkspaceBytes
+
+        return WorkspaceBytes(self.counters, self.documents, self.settings.max_workspace_bytes, self.clock)
+
+    @cached_property
+    def ingest_attempts(self) -> IngestAttempts | None:
+        """Runs started per document version, so a poison document is FAILED rather than resumed at
+        every start (local: the cloud's state machine never resumes)."""
+        if self.settings.backend == "aws":
+            return None
+        from ragchat.services.ingest_attempts import IngestAttempts
+
+        return IngestAttempts(self.counters, self.settings.ingest_max_attempts, self.clock)
 
     @cached_property
     def workspace_store(self) -> WorkspaceStore:

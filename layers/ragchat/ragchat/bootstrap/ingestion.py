@@ -60,13 +60,7 @@ class IngestionRoot(Models):
         )
 
     def _attempts(self) -> IngestAttempts | None:
-        """Runs started per document version, so a poison document is FAILED rather than resumed at
-        every start (local: the cloud's state machine never resumes)."""
-        if self.settings.backend == "aws":
-            return None
-        from ragchat.services.ingest_attempts import IngestAttempts
-
-        return IngestAttempts(self.counters, self.settings.ingest_max_attempts, self.clock)
+        return self.ingest_attempts
 
     @cached_property
     def parser(self) -> DocumentParser:
@@ -138,6 +132,7 @@ class IngestionRoot(Models):
             self.settings,
             limiter=limiter,
             pdf_check=self._pdf_check(),
+            held=self.workspace_bytes,
         )
 
     def _pdf_check(self) -> Callable[[bytes], object] | None:
@@ -192,7 +187,14 @@ class IngestionRoot(Models):
                 cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
             )
             self._opened(pages.close)
-        return DocumentService(self.documents, self.index, self.blobs, pages)
+        return DocumentService(
+            self.documents,
+            self.index,
+            self.blobs,
+            pages,
+            held=self.workspace_bytes,
+            attempts=self.ingest_attempts,
+        )
 
     @cached_property
     def evidence_warmer(self) -> EvidenceWarmer | None:

@@ -23,7 +23,9 @@ class WorkspaceRoot(Backends):
         from ragchat.services.documents import DocumentService
         from ragchat.services.workspaces import WorkspaceService
 
-        deleter = DocumentService(self.documents, self.index, self.blobs)
+        deleter = DocumentService(
+            self.documents, self.index, self.blobs, held=self.workspace_bytes, attempts=self.ingest_attempts
+        )
 
         # a member added is looked up (Cognito on AWS; locally the users file, else the name is the
         # user id), the directory built only then (a stack without a user pool serves the rest)

@@ -55,29 +55,20 @@ def seed_samples(container: Container) -> list[str]:
 
 
 def resume_pending(container: Container) -> int:
-    """Queue the local user's documents a previous run left PENDING/PROCESSING.
+    """Queue every document a previous run left PENDING/PROCESSING, of every user and every
+    workspace (a shared server resumes everyone's work, not only the local user's): each is
+    resumed, or FAILED with the reason once its runs have started ``INGEST_MAX_ATTEMPTS`` times
+    (``IngestAttempts``, at its split), by the same rules for all.
 
     Their vectors are switched off first: a run killed between switching a document's vectors on
     and marking it READY (two writes) would otherwise leave a PROCESSING document searchable until
     its re-run clears it. The re-run indexes it again and switches them on when it is READY."""
-    from ragchat.domain.models import DocumentStatus
+    from ragchat.ports import UnfinishedDocuments
 
     resume = getattr(container.launcher, "resume", None)
-    if resume is None:
+    if resume is None or not isinstance(container.documents, UnfinishedDocuments):
         return 0
-    owner = container.settings.local_principal
-    pending: list[tuple[str, str]] = []
-    cursor: str | None = None
-    while True:
-        page = container.documents.list_documents(owner, limit=200, cursor=cursor)
-        pending += [
-            (owner, d.id)
-            for d in page.items
-            if d.status in (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
-        ]
-        cursor = page.cursor
-        if not cursor:
-            break
+    pending = container.documents.unfinished()
     for key in pending:
         container.index.set_enabled(*key, False)
     resume(pending)
@@ -99,6 +90,9 @@ def _prepare(container: Container, samples: bool) -> None:
         container.reader  # READER=on: the reader too (docs/reader.md); None when off  # noqa: B018
     except Exception as exc:
         typer.secho(f"warning: {exc} (questions fail until it is)", err=True, fg=typer.colors.YELLOW)
+    from ragchat.services.chat.stops import release_previous_run
+
+    release_previous_run(container.counters)  # a turn a kill cut short no longer answers 409
     resumed = resume_pending(container)
     if resumed:
         typer.echo(f"Resuming {resumed} unfinished document(s)", err=True)

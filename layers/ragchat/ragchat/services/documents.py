@@ -22,6 +22,8 @@ from ragchat.services.ingestion import validate_metadata, work_prefix
 if TYPE_CHECKING:
     from ragchat.domain.page_images import PageImage
     from ragchat.ports import BlobStore, DocumentStore, PageRenderer, VectorIndex
+    from ragchat.services.ingest_attempts import IngestAttempts
+    from ragchat.services.storage_ceiling import WorkspaceBytes
 
 logger = Logger(service="ragchat", child=True)
 
@@ -43,11 +45,16 @@ class DocumentService:
         index: VectorIndex,
         blobs: BlobStore,
         pages: PageRenderer | None = None,
+        *,
+        held: WorkspaceBytes | None = None,
+        attempts: IngestAttempts | None = None,
     ) -> None:
         self.documents = documents
         self.index = index
         self.blobs = blobs
         self.pages = pages
+        self.held = held  # the workspaces' byte ledger: a deleted document's size goes back
+        self.attempts = attempts  # runs started per version: a deleted document's count goes
 
     # ------------------------------------------------------------------ documents
     def list_documents(
@@ -177,7 +184,11 @@ class DocumentService:
             self.blobs.delete(doc.body_key)
         self.blobs.delete(text_key(owner, document_id))  # a PDF's or HTML page's kept text (any version)
         self.blobs.delete_prefix(work_prefix(document_id))
-        self.documents.delete_document(owner, document_id)
+        deleted = self.documents.delete_document(owner, document_id)
+        if deleted and self.held is not None:  # once, by whichever delete removed the record
+            self.held.release(owner, doc.size or 0)
+        if self.attempts is not None:  # deleted mid-run: its count would otherwise stay behind
+            self.attempts.end(owner, document_id, doc.version)
         logger.info("documents.deleted", extra={"documentId": document_id, "notes": len(note_ids)})
 
     # ------------------------------------------------------------------ notes

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ragchat.config import Settings
     from ragchat.ports import BlobStore, DocumentStore, IngestionLauncher
     from ragchat.services.limits import RequestLimiter
+    from ragchat.services.storage_ceiling import WorkspaceBytes
 
 __all__ = [
     "BATCH_SIZE",
@@ -75,6 +76,7 @@ INLINE_PDF_CHECK_BYTES = 5 * 1024 * 1024
 
 
 _EXTENSIONS = PRIMARY_EXTENSIONS
+_UNFINISHED = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
 
 
 def resolve_content_type(content_type: str | None, filename: str | None, body: bytes) -> str:
@@ -189,11 +191,13 @@ class IngestionService:
         *,
         limiter: RequestLimiter | None = None,
         pdf_check: Callable[[bytes], object] | None = None,
+        held: WorkspaceBytes | None = None,
     ) -> None:
         """``pdf_check``: opens a small PDF before the 202 (raises ``ExtractionError`` for one that
         cannot be read); by default ``extraction.check_pdf`` in this process (a Lambda: bounded by
         its timeout); ``ragchat serve`` gives one in a child process under a CPU and wall budget."""
         self.documents = documents
+        self.held = held  # each workspace's byte ledger (``MAX_WORKSPACE_BYTES``), reserved atomically
         self.blobs = blobs
         self.launcher = launcher
         self.settings = settings
@@ -258,29 +262,44 @@ class IngestionService:
         given = {"metadata": metadata is not None, "split": split is not None}
         if (already := self._already(doc, previous, title=given_title, **given)) is not None:
             return replace(self._duplicate(already, stored_key), elsewhere=already is not previous)
-        self._admit(doc, len(raw), user or owner)
-        stored = self._store(doc, raw, replacing=document_id is not None, stored_key=stored_key)
+        growth = len(raw) - ((previous.size or 0) if previous is not None else 0)
+        self._admit(doc, growth, len(raw), user or owner)
+        replacing = document_id is not None
+        stored = self._store_reserved(doc, raw, growth, replacing=replacing, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
 
-    def _admit(self, doc: Document, size: int, user: str) -> None:
-        """Valid and about to be stored: within its workspace's storage ceiling (``MAX_WORKSPACE_BYTES``;
-        413 when over, nothing stored or counted), then counted against ``user``'s daily ceilings (429)."""
-        cap = self.settings.max_workspace_bytes
-        if cap:
-            held, cursor = 0, None
-            while True:
-                page = self.documents.list_documents(doc.owner, limit=200, cursor=cursor)
-                held += sum(d.size or 0 for d in page.items if d.id != doc.id)
-                if not (cursor := page.cursor):
-                    break
-            if held + size > cap:
-                raise PayloadTooLarge(
-                    f"This workspace holds {held} bytes of its {cap} (MAX_WORKSPACE_BYTES): this file "
-                    f"({size} bytes) does not fit; delete documents first"
-                )
+    def _store_reserved(
+        self, doc: Document, raw: bytes, growth: int, *, replacing: bool, stored_key: str | None
+    ) -> Document:
+        """:meth:`_store` once ``growth`` bytes are reserved: given back when nothing is stored; a
+        smaller new version gives the difference back once it is stored."""
+        try:
+            stored = self._store(doc, raw, replacing=replacing, stored_key=stored_key)
+        except BaseException:
+            self._release(doc.owner, growth)
+            raise
+        if growth < 0:
+            self._release(doc.owner, -growth)
+        return stored
+
+    def _admit(self, doc: Document, growth: int, size: int, user: str) -> None:
+        """Valid and about to be stored: ``growth`` bytes (its size, or for a new version the
+        difference) reserved in its workspace's ledger (``MAX_WORKSPACE_BYTES``: 413 when over,
+        nothing stored or counted), then ``size`` counted against ``user``'s daily ceilings (429;
+        the reservation is given back)."""
+        if self.held is not None:
+            self.held.reserve(doc.owner, growth)
         if self.limiter is not None:
-            self.limiter.charge_ingestion(user, size)
+            try:
+                self.limiter.charge_ingestion(user, size)
+            except BaseException:
+                self._release(doc.owner, growth)
+                raise
+
+    def _release(self, workspace: str, size: int) -> None:
+        if self.held is not None and size > 0:
+            self.held.release(workspace, size)
 
     def _already(
         self, doc: Document, previous: Document | None, *, title: str | None, metadata: bool, split: bool
@@ -300,11 +319,24 @@ class IngestionService:
 
     def _duplicate(self, existing: Document, stored_key: str | None) -> Accepted:
         """The same bytes again: keep the document as it is (its body, notes, status), drop the
-        second copy a direct upload left in the blob store."""
+        second copy a direct upload left in the blob store. A copy still PENDING/PROCESSING whose
+        run is not under way (a crash or a worker error left it behind) is started again: sending
+        the same file is how a stuck document is retried, as a FAILED one is (its runs still count
+        towards ``INGEST_MAX_ATTEMPTS``)."""
         if stored_key is not None and stored_key != existing.body_key:
             self.blobs.delete(stored_key)
-        logger.info("ingest.duplicate", extra={"documentId": existing.id, "status": str(existing.status)})
+        restarted = existing.status in _UNFINISHED and not self._in_flight(existing)
+        if restarted:
+            self._launch(existing)
+        extra = {"documentId": existing.id, "status": str(existing.status), "restarted": restarted}
+        logger.info("ingest.duplicate", extra=extra)
         return Accepted(existing, duplicate=True)
+
+    def _in_flight(self, doc: Document) -> bool:
+        """Whether the launcher has ``doc``'s run in hand. A launcher that cannot tell (Step
+        Functions) is simply started again: its ``start`` does nothing while that version runs."""
+        in_flight = getattr(self.launcher, "in_flight", None)
+        return bool(in_flight(doc.owner, doc.id)) if in_flight is not None else False
 
     def _store(self, doc: Document, raw: bytes, *, replacing: bool, stored_key: str | None) -> Document:
         """Put the body (unless it already lies at ``stored_key``) and record the document (a

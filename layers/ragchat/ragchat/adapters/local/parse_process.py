@@ -52,8 +52,11 @@ PARENT_WATCH_S = 0.5  # how often the child looks whether the server that starte
 WARM_WALL_S = 120.0  # how long a child may take to start (``ProcessPdfCheck``)
 
 
-class _CpuExceeded(Exception):
-    pass
+class _CpuExceeded(BaseException):
+    """Raised by ``SIGXCPU`` wherever the reading is. A ``BaseException``, so the readers' own
+    ``except Exception`` (pypdf's many, ``extraction``'s "Could not read PDF: …") cannot swallow it:
+    as an ``Exception`` a PDF stopped by the limit FAILED as "Could not read PDF: ." or read on until
+    the wall-clock limit (issue 43)."""
 
 
 class ParserBusy(Exception):

@@ -126,6 +126,13 @@ class InlineIngestionLauncher:
                 self._cond.wait(remaining)
             return True
 
+    def in_flight(self, owner: str, document_id: str) -> bool:
+        """Whether this worker has the document queued or running (a PENDING/PROCESSING document it
+        has not is stuck: a crash, or a worker error, left it behind)."""
+        key = (owner, document_id)
+        with self._cond:
+            return key in self._queued or key in self._running
+
     def busy(self) -> bool:
         with self._cond:
             return bool(self._queue) or bool(self._running)

@@ -88,6 +88,19 @@ class StopFlags:
         return False
 
 
+def release_previous_run(counters: Counters) -> int:
+    """``ragchat serve`` at start: the turn leases and stream marks a previous run left (killed
+    mid-turn, its lease would answer 409 for up to :data:`TURN_LEASE_TTL_S`, ~58 s after a quick
+    restart; issue 43) belong to no live turn, and are removed. Only for stores one machine shares
+    (``LocalCounters``): in the cloud other containers' turns are live, and their leases expire.
+    Returns how many were removed."""
+    from ragchat.ports import LocalCounters
+
+    if not isinstance(counters, LocalCounters):
+        return 0
+    return counters.reset_prefix(_turn_key("")) + counters.reset_prefix(_stream_key(""))
+
+
 class TurnLeases:
     """One answer at a time per conversation (module docstring)."""
 

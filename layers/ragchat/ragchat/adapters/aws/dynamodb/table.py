@@ -78,13 +78,17 @@ def decode_cursor(cursor: str) -> Item:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         key = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise ValidationError("invalid cursor") from exc
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):  # RecursionError: deep nesting
+        raise ValidationError("Invalid cursor") from None
     if not isinstance(key, dict) or not all(
         isinstance(k, str) and isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str)
         for k, v in key.items()
     ):
-        raise ValidationError("invalid cursor")
+        raise ValidationError("Invalid cursor")
+    try:  # "\ud800" in JSON decodes to a lone surrogate, which no request to DynamoDB can carry
+        json.dumps(key, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("Invalid cursor") from None
     return key
 
 
@@ -176,7 +180,7 @@ class Table:
         if cursor:
             start = decode_cursor(cursor)
             if set(start) != {k for k in key_names} or not params_match(start, params):
-                raise ValidationError("invalid cursor")
+                raise ValidationError("Invalid cursor")
             params["ExclusiveStartKey"] = start
         items: list[Item] = []
         while True:
@@ -184,7 +188,7 @@ class Table:
                 resp = self.call("query", Limit=limit + 1 - len(items), **params)
             except ClientError as exc:
                 if cursor and error_code(exc) == "ValidationException":
-                    raise ValidationError("invalid cursor") from exc
+                    raise ValidationError("Invalid cursor") from exc
                 raise
             items.extend(resp.get("Items", []))
             lek = resp.get("LastEvaluatedKey")

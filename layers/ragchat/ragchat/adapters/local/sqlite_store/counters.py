@@ -78,6 +78,13 @@ class SqliteCounters:
         with self.db.write() as conn:
             conn.execute("DELETE FROM counters WHERE key = ?", (key,))
 
+    def reset_prefix(self, prefix: str) -> int:
+        """Remove every counter whose key starts with ``prefix``; how many went."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        with self.db.write() as conn:
+            cur = conn.execute("DELETE FROM counters WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",))
+            return int(cur.rowcount)
+
     def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
         with self.db.write() as conn:
             conn.execute(

@@ -154,15 +154,27 @@ def decode_cursor(cursor: str, kinds: tuple[type, ...]) -> list[Any]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         values = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, binascii.Error, UnicodeError):
+    except (ValueError, binascii.Error, UnicodeError, RecursionError):  # RecursionError: deep nesting
         raise ValidationError("Invalid cursor") from None
     if (
         not isinstance(values, list)
         or len(values) != len(kinds)
         or not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(values, kinds, strict=True))
+        or not all(_encodable(v) for v in values)
     ):
         raise ValidationError("Invalid cursor")
     return values
+
+
+def _encodable(value: Any) -> bool:
+    """A text SQLite can bind (``"\\ud800"`` in JSON decodes to a lone surrogate, which it cannot)."""
+    if not isinstance(value, str):
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_limit(limit: int) -> int:

@@ -178,6 +178,16 @@ class SqliteDocumentStore:
         next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if len(rows) > limit else None
         return Page(items=items, cursor=next_cursor)
 
+    def unfinished(self) -> list[tuple[str, str]]:
+        """Every document still ``PENDING``/``PROCESSING``, whatever its workspace, as (owner, id),
+        oldest first: what ``ragchat serve`` resumes at start (one read of the table, at start only)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT owner, id FROM documents WHERE status IN (?, ?) ORDER BY created_at, id",
+                (str(DocumentStatus.PENDING), str(DocumentStatus.PROCESSING)),
+            ).fetchall()
+        return [(r["owner"], r["id"]) for r in rows]
+
     def update_document(self, owner: str, doc_id: str, changes: dict[str, Any]) -> Document | None:
         unknown = set(changes) - _DOC_CHANGEABLE
         if unknown:
