@@ -351,6 +351,12 @@ class BlobStore(Protocol):
         of the local server itself)."""
         ...
 
+    def link(self, key: str, *, content_type: str, expires_in: int) -> str | None:
+        """A URL that reads the object for ``expires_in`` seconds without further credentials,
+        served as ``content_type`` (a presigned GET); ``None`` from a store that gives no such links
+        (the caller reads the bytes with ``get``). Raises ``KeyError`` when absent."""
+        ...
+
     def upload_grant(self, token: str) -> UploadGrant:
         """The grant behind a presigned URL the store serves itself (``/uploads/local/<token>``);
         ``Forbidden`` when forged or expired, ``NotFound`` for a store whose uploads go elsewhere."""

@@ -185,7 +185,13 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
     )
     def get_document(
         document_id: Annotated[str, Path()],
-        include: Annotated[str | None, Query(description="`body` to include the full text.")] = None,
+        include: Annotated[
+            str | None,
+            Query(
+                description="`body` to include the full text: `body` itself, or on AWS `bodyUrl`, a link "
+                "that reads it (text/plain; charset=utf-8) for `bodyExpiresIn` seconds."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         access, _ = container.workspaces.find_document(owner(), document_id)
         who = access.id
@@ -195,7 +201,11 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
             wanted = {part.strip() for part in include.split(",")}
             if not wanted <= {"body"}:
                 raise ValidationError("include: only 'body' is supported")
-            out["body"] = container.document_service.get_body(who, document_id)
+            body = container.document_service.body(who, document_id)
+            if body.url is not None:  # on S3: read it there (any size; Lambda answers at most 6 MB)
+                out["bodyUrl"], out["bodyExpiresIn"] = body.url, body.expires_in
+            else:
+                out["body"] = body.text
         return out
 
 

@@ -87,5 +87,24 @@ class S3BlobStore:
         )
         return PresignedUpload(url=str(resp["url"]), fields={k: str(v) for k, v in resp["fields"].items()})
 
+    def link(self, key: str, *, content_type: str, expires_in: int) -> str:
+        """A presigned GET (``HeadObject`` first: an absent key is ``KeyError``, not a dead link),
+        signed with the caller's credentials (which need ``s3:GetObject`` on the key), answered with
+        ``content_type`` and shown inline. The browser reads it cross-origin: the bucket's CORS allows
+        GET, and the pages' ``connect-src`` names the bucket's origin."""
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in _MISSING:
+                raise KeyError(key) from exc
+            raise
+        params = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "ResponseContentType": content_type,
+            "ResponseContentDisposition": "inline",
+        }
+        return str(self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_in))
+
     def upload_grant(self, token: str) -> UploadGrant:
         raise NotFound("Not found: uploads go straight to S3")
