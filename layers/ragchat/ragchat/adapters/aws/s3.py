@@ -15,8 +15,11 @@ _DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 # Presigned POSTs signed with SigV4 (botocore would default presigning to SigV2) for the bucket's
 # regional virtual-host URL (the global one redirects a young bucket outside us-east-1, and a browser's
 # cross-origin form POST does not survive the redirect).
+# max_pool_connections: the split step writes SPLIT_WRITERS batch files at once (services/ingest_steps.py).
 S3_CLIENT_CONFIG = Config(
-    signature_version="s3v4", s3={"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"}
+    signature_version="s3v4",
+    s3={"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"},
+    max_pool_connections=16,
 )
 
 
