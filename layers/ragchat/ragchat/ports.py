@@ -75,8 +75,9 @@ class DocumentStore(Protocol):
 
     def delete_note(self, owner: str, note_id: str) -> Note | None: ...
 
-    def delete_notes_of_document(self, owner: str, doc_id: str) -> list[str]:
-        """Delete every note of a document; returns their ids."""
+    def delete_notes_of_document(self, owner: str, doc_id: str, *, limit: int | None = None) -> list[str]:
+        """Delete every note of a document (with ``limit``: at most that many, the first in chunk
+        order, so a big document goes a page per call); returns their ids."""
         ...
 
 

@@ -166,7 +166,7 @@ class IngestionRoot(Models):
                 cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
             )
             self._opened(pages.close)
-        return DocumentService(self.documents, self.index, self.blobs, pages)
+        return DocumentService(self.documents, self.index, self.blobs, pages, clock=self.clock)
 
     @cached_property
     def evidence_warmer(self) -> EvidenceWarmer | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+from ragchat.domain.clock import Clock, system_clock
 from ragchat.domain.errors import Conflict, NotFound, ValidationError
 from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 logger = Logger(service="ragchat", child=True)
 
 MAX_PAGE = 200
+DELETE_PAGE = 1000  # notes whose vectors and records one step of a delete removes
 BODY_LINK_SECONDS = 900  # how long a body link reads the text (the viewer follows it at once)
 BODY_CONTENT_TYPE = "text/plain; charset=utf-8"
 _UPDATABLE = ("enabled", "title", "metadata")
@@ -55,7 +57,9 @@ class DocumentService:
         index: VectorIndex,
         blobs: BlobStore,
         pages: PageRenderer | None = None,
+        clock: Clock = system_clock,
     ) -> None:
+        self.clock = clock
         self.documents = documents
         self.index = index
         self.blobs = blobs
@@ -216,18 +220,42 @@ class DocumentService:
         self.index.set_enabled(owner, doc.id, enabled, tags=tags)
 
     def delete(self, owner: str, document_id: str) -> None:
+        self.delete_within(owner, document_id, None)
+
+    def delete_within(self, owner: str, document_id: str, seconds: float | None) -> tuple[int, bool]:
+        """Delete the document: its chunks a page (``DELETE_PAGE`` notes) at a time, each page's
+        vectors before its notes (nothing stays retrievable without its note), then the vectors a
+        crash may have left without a note, the body, work files and the record. With ``seconds``
+        it stops between two pages once they have passed (after one page at least: every call makes
+        progress), so an API request answers inside API Gateway's 29 s whatever the document's size;
+        calling again carries on. Returns ``(notes deleted, finished)``."""
         doc = self.get(owner, document_id)
-        tags = version_tags(note_ids_of(self.documents, owner, document_id), doc.version)
-        self.index.delete_document(owner, document_id, tags=tags)
-        note_ids = self.documents.delete_notes_of_document(owner, document_id)
-        if note_ids:
-            self.index.delete(note_ids)
+        deadline = None if seconds is None else self.clock() + seconds
+        removed = 0
+        tags = set(version_tags((), doc.version))
+        page_size = DELETE_PAGE
+        while True:
+            page = self.documents.list_notes(owner, document_id=document_id, limit=page_size).items
+            if not page:
+                break
+            ids = [n.id for n in page]
+            tags.update(version_tags(ids, doc.version))
+            self.index.delete(ids)
+            self.documents.delete_notes_of_document(owner, document_id, limit=len(ids))
+            removed += len(ids)
+            if len(ids) < page_size:  # that was the last page
+                break
+            if deadline is not None and self.clock() >= deadline:
+                logger.info("documents.delete_paused", extra={"documentId": document_id, "notes": removed})
+                return removed, False
+        self.index.delete_document(owner, document_id, tags=sorted(tags))
         if doc.body_key:
             self.blobs.delete(doc.body_key)
         self.blobs.delete(text_key(owner, document_id))  # a PDF's or HTML page's kept text (any version)
         self.blobs.delete_prefix(work_prefix(document_id))
         self.documents.delete_document(owner, document_id)
-        logger.info("documents.deleted", extra={"documentId": document_id, "notes": len(note_ids)})
+        logger.info("documents.deleted", extra={"documentId": document_id, "notes": removed})
+        return removed, True
 
     # ------------------------------------------------------------------ notes
     def list_notes(
