@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 
 #: how long one DELETE /documents/{id} deletes chunks before answering 202 (API Gateway: 29 s)
 DELETE_SECONDS = 20.0
+INCLUDE_BODY = (
+    "`body` to include the full text: `body` itself, or on AWS `bodyUrl`, a link that reads it"
+    " (text/plain; charset=utf-8) for `bodyExpiresIn` seconds."
+)
 
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
@@ -190,13 +194,7 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
     )
     def get_document(
         document_id: Annotated[str, Path()],
-        include: Annotated[
-            str | None,
-            Query(
-                description="`body` to include the full text: `body` itself, or on AWS `bodyUrl`, a link "
-                "that reads it (text/plain; charset=utf-8) for `bodyExpiresIn` seconds."
-            ),
-        ] = None,
+        include: Annotated[str | None, Query(description=INCLUDE_BODY)] = None,
     ) -> dict[str, Any]:
         access, _ = container.workspaces.find_document(owner(), document_id)
         who = access.id

@@ -15,10 +15,8 @@ k-NN ``filter``, so the top ``k`` are found among the allowed vectors rather tha
 Document ids: a managed domain (``es``) indexes each vector with ``_id = note id``. Serverless vector
 collections take no custom ids (nor upserts), so for ``aoss`` the note id is the ``note_id`` field:
 upserts, deletes and ``set_enabled`` search for the server ids and send deletes and re-indexed
-documents in ``_bulk`` (the domain path uses ``_delete_by_query``/``_update_by_query``). Writes stay
-idempotent across retries: a retried batch whose first write is not yet visible leaves a second copy
-of its chunks (same ``note_id``); ``set_enabled`` (finalize) waits for every note id, then keeps one
-copy of each and deletes the rest, and searches return each note id once.
+documents in ``_bulk`` (the domain path uses ``_delete_by_query``/``_update_by_query``). A retried
+batch may leave a second copy of a chunk there: :mod:`~ragchat.adapters.aws.opensearch_copies`.
 
 Hybrid search: a ``hybrid`` query (``match`` on ``text`` + the filtered ``knn``) through a search
 pipeline with the ``normalization-processor`` (min-max, weighted arithmetic mean: keyword 0.3,
@@ -56,11 +54,11 @@ from ragchat.adapters.aws.opensearch_bulk import (
     MAX_TERMS,
     bulk_failures,
     is_action,
-    ndjson,
     request_actions,
     term_batches,
     too_large,
 )
+from ragchat.adapters.aws.opensearch_copies import flip_units, one_per_note
 from ragchat.adapters.aws.opensearch_searchable import await_searchable, version_query
 from ragchat.adapters.aws.wakeup import WakePolicy
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
@@ -251,8 +249,7 @@ class OpenSearchVectorIndex:
         return term_batches(query, self.max_terms)
 
     def _count_distinct(self, query: dict[str, Any]) -> int:
-        """How many distinct note ids match (a Serverless collection may hold two copies of a chunk
-        whose batch was retried before the first write became visible)."""
+        """How many distinct note ids match (a retried batch may leave two copies: opensearch_copies)."""
         return len({h["_source"]["note_id"] for h in self._scan(query, with_source=False)})
 
     def _count_matching(self, query: dict[str, Any]) -> int:
@@ -314,7 +311,7 @@ class OpenSearchVectorIndex:
         body = {"size": k, "_source": _SOURCE_FIELDS, "query": self._knn(query, flt, k)}
         hits = self._client.search(index=self.index, body=body, **_timeout(timeout))["hits"]["hits"]
         out = []
-        for raw in _one_per_note(hits):
+        for raw in one_per_note(hits):
             cosine = score_to_cosine(float(raw["_score"]))
             out.append(self._hit(raw, cosine, cosine))
         return out
@@ -365,7 +362,7 @@ class OpenSearchVectorIndex:
             }
             params: dict[str, Any] = {"search_pipeline": HYBRID_PIPELINE, **_timeout(timeout)}
             hits = self._client.search(index=self.index, body=body, params=params)["hits"]["hits"]
-            return [self._hit(raw, float(raw["_score"]), similarity(raw)) for raw in _one_per_note(hits)]
+            return [self._hit(raw, float(raw["_score"]), similarity(raw)) for raw in one_per_note(hits)]
 
         # No search pipelines here: run both queries and fuse by reciprocal rank.
         keyword = self._client.search(
@@ -438,14 +435,8 @@ class OpenSearchVectorIndex:
         if wait:  # exactly one copy of each, in the new state (the flip dropped any other copy)
             self._await_visible(version, document_id, int(chunk_count or 0), enabled)
 
-    def _await_visible(
-        self,
-        query: dict[str, Any],
-        label: str,
-        count: int,
-        enabled: bool | None,
-        counter: Callable[[dict[str, Any]], int] | None = None,
-    ) -> None:
+    def _await_visible(self, query: dict[str, Any], label: str, count: int, enabled: bool | None,
+                       counter: Callable[[dict[str, Any]], int] | None = None) -> None:  # fmt: skip
         await_searchable(  # bounded by searchable_wait_s; past it, TransientError (the state machine retries)
             counter or self._count_matching,
             query,
@@ -484,21 +475,7 @@ class OpenSearchVectorIndex:
         (``max_bulk_bytes``), so neither the memory nor a request grows with the document."""
         units: list[list[tuple[str, str | None]]] = []
         size = 0
-        previous: str | None = None  # the scan is sorted by note_id: a chunk's copies come together
-        for hit in self._scan(query, with_source=True):
-            note = hit["_source"].get("note_id")
-            delete = ndjson({"delete": {"_index": self.index, "_id": hit["_id"]}})
-            if note is not None and note == previous:  # a second copy (a retried batch): it goes
-                unit: list[tuple[str, str | None]] = [(delete, None)]
-            elif hit["_source"].get("enabled") == enabled:
-                previous = note
-                continue
-            else:
-                previous = note
-                index = ndjson({"index": {"_index": self.index}}) + ndjson(
-                    {**hit["_source"], "enabled": enabled}
-                )
-                unit = [(delete, None), (index, note)]
+        for unit in flip_units(self._scan(query, with_source=True), self.index, enabled):
             unit_size = sum(len(text.encode()) for text, _ in unit)
             if units and size + unit_size > self.max_bulk_bytes:
                 self._bulk_units(units)
@@ -516,20 +493,6 @@ class OpenSearchVectorIndex:
             return 0
         body = {"query": {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"enabled": True}}]}}}
         return int(self._client.count(index=self.index, body=body, **_timeout(timeout))["count"])
-
-
-def _one_per_note(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The hits, the first (best-ranked) of each note id only: a Serverless collection can briefly
-    hold two copies of a chunk (its batch retried before the first write was visible; finalize
-    drops the extra one)."""
-    seen: set[str] = set()
-    out = []
-    for raw in hits:
-        key = raw.get("_source", {}).get("note_id") or raw["_id"]
-        if key not in seen:
-            seen.add(key)
-            out.append(raw)
-    return out
 
 
 def _timeout(seconds: float | None) -> dict[str, Any]:
