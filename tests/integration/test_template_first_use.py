@@ -253,8 +253,8 @@ def test_the_idle_cost_table_adds_up_what_a_default_deploy_bills_with_no_traffic
     assert (len(keys), len(alarms), metrics) == (1, 5, 8)
     idle = DEPLOY_DOC.split("### Idle cost", 1)[1].split("\n### ", 1)[0]
     assert (
-        "| alarms: 5xx rate, breaker opened, ingestion failed, ingestion runs stopped unfinished, dead letters"
-        f" | {0.10 * metrics:.2f} |" in idle
+        "| alarms: 5xx rate, breaker opened, ingestion failed, ingestion runs stopped unfinished,"
+        f" dead letters | {0.10 * metrics:.2f} |" in idle
     )
     assert f"| **total** | **≈ {1.00 * len(keys) + 0.10 * metrics:.2f}**" in idle
     for resource in res.values():  # nothing warm by default
