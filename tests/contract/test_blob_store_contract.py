@@ -85,3 +85,19 @@ def test_a_presigned_post_stores_exactly_the_signed_key(blob_store):
         response = requests.post(post.url, data=post.fields, files={"file": ("a.md", b"hello")}, timeout=30)
         assert response.status_code == 204, response.text
         assert blob_store.get_with_metadata(key) == (b"hello", {"title": "T"})
+
+
+def test_a_link_reads_the_object_or_the_store_gives_none_and_an_absent_key_is_key_error(blob_store):
+    """``link``: a presigned GET on S3 (fetched here as a browser would), ``None`` locally (the
+    caller sends the bytes); either way an absent key is ``KeyError``, never a dead link."""
+    data = "Ünïcode text\n".encode() * 100
+    blob_store.put("extracted/alice/d1.txt", data, content_type="text/plain; charset=utf-8")
+    url = blob_store.link("extracted/alice/d1.txt", content_type="text/plain; charset=utf-8", expires_in=900)
+    if url is not None:
+        import requests
+
+        got = requests.get(url, timeout=10)
+        assert got.status_code == 200 and got.content == data
+        assert got.headers["Content-Type"] == "text/plain; charset=utf-8"
+    with pytest.raises(KeyError):
+        blob_store.link("nothing/here", content_type="text/plain", expires_in=900)

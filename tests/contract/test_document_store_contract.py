@@ -289,6 +289,20 @@ def test_delete_notes_of_document_returns_their_ids(document_store):
     assert len(document_store.list_notes("alice", document_id=other.id).items) == 1
 
 
+def test_delete_notes_of_document_with_a_limit_goes_a_page_at_a_time_in_chunk_order(document_store):
+    """A big document is deleted a page per call (DELETE /documents/{id} within 29 s, issue 44)."""
+    doc = document_store.create_document(make_doc())
+    notes = make_notes(doc, 7)
+    document_store.put_notes(notes)
+    by_chunk = [n.id for n in sorted(notes, key=lambda n: n.chunk_index)]
+    assert document_store.delete_notes_of_document("alice", doc.id, limit=3) == by_chunk[:3]
+    assert document_store.delete_notes_of_document("alice", doc.id, limit=3) == by_chunk[3:6]
+    left = [n.id for n in document_store.list_notes("alice", document_id=doc.id).items]
+    assert left == by_chunk[6:]
+    assert document_store.delete_notes_of_document("alice", doc.id, limit=3) == by_chunk[6:]
+    assert document_store.delete_notes_of_document("alice", doc.id, limit=3) == []
+
+
 def test_notes_and_documents_in_one_call_skip_missing_and_foreign(document_store):
     doc = document_store.create_document(make_doc())
     other = document_store.create_document(make_doc())

@@ -65,10 +65,14 @@ class FakeChatModel:
 
 
 # ------------------------------------------------------------------------------------------ blob store
+LINK_PREFIX = "https://blobs.example/"
+
+
 class FakeBlobStore:
     """``BlobStore`` in memory: ``objects`` maps key → bytes, ``content_types`` key → content type."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, links: bool = False) -> None:
+        self.links = links  # True: ``link`` gives a URL (as S3 does), read back with ``follow``
         self.objects: dict[str, bytes] = {}
         self.content_types: dict[str, str] = {}
         self.metadata: dict[str, dict[str, str]] = {}  # user metadata, as an S3 upload carries it
@@ -122,6 +126,16 @@ class FakeBlobStore:
 
     def upload_grant(self, token: str) -> UploadGrant:
         return verify_grant(token, b"fake", 0.0)
+
+    def link(self, key: str, *, content_type: str, expires_in: int) -> str | None:
+        with self._lock:
+            if key not in self.objects:
+                raise KeyError(key)
+        return f"{LINK_PREFIX}{key}?expires={expires_in}" if self.links else None
+
+    def follow(self, url: str) -> bytes:
+        """What a GET of a ``link`` URL answers."""
+        return self.get(url.removeprefix(LINK_PREFIX).split("?", 1)[0])
 
 
 # ---------------------------------------------------------------------------------------- launcher

@@ -187,9 +187,10 @@ class FakeDocumentStore:
             del self.notes[note_id]
             return dataclasses.replace(note)
 
-    def delete_notes_of_document(self, owner: str, doc_id: str) -> list[str]:
+    def delete_notes_of_document(self, owner: str, doc_id: str, *, limit: int | None = None) -> list[str]:
         with self._lock:
-            ids = [n.id for n in self.notes.values() if n.owner == owner and n.document_id == doc_id]
+            mine = [n for n in self.notes.values() if n.owner == owner and n.document_id == doc_id]
+            ids = [n.id for n in sorted(mine, key=lambda n: (n.chunk_index, n.id))][:limit]
             for i in ids:
                 del self.notes[i]
             return ids

@@ -50,7 +50,7 @@ TABLES = {"documents": "ragchat-test-documents", "conversations": "ragchat-test-
 COUNTERS = "ragchat-test-counters"
 # the template's names for stage dev in account 123456789012 (tests/aws_contracts/roles.py's stack id)
 BUCKET = "ragchat-dev-documents-123456789012-1b2c3d4e"
-STATE_MACHINE = "ragchat-dev-ingest"
+STATE_MACHINE = "ragchat-dev-1b2c3d4e-ingest"
 STEPS_FUNCTION = "ragchat-test-ingest-steps"
 USER_POOL = "us-east-1_RagchatT1"  # the user pool's id (Cognito is stubbed: botocore Stubber)
 

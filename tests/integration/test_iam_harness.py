@@ -59,7 +59,7 @@ def test_dropping_describe_execution_from_the_template_fails_post_notes(
     assert stack.executions() == []
     (denial,) = {str(d) for d in stack.iam.denials}
     assert denial.startswith("NotesApiFunction: states:DescribeExecution on arn:aws:states:us-east-1:")
-    assert ":execution:ragchat-dev-ingest:" in denial
+    assert ":execution:ragchat-dev-1b2c3d4e-ingest:" in denial
     with pytest.raises(pytest.fail.Exception, match="NotesApiFunction: states:DescribeExecution"):
         stack.iam.assert_all_allowed()  # what the fixture's teardown does: the test fails
     stack.iam.denials.clear()

@@ -197,6 +197,10 @@ def test_alarms_watch_5xx_rate_breaker_ingestion_failures_and_dead_letters_and_n
         "Api5xxRateAlarm": {("AWS/ApiGateway", "5XXError"), ("AWS/ApiGateway", "Count")},
         "BreakerOpenAlarm": {("ragchat", "BreakerOpens")},
         "IngestionFailedAlarm": {("ragchat", "IngestionFailed"), ("AWS/States", "ExecutionsFailed")},
+        "IngestExecutionsStoppedAlarm": {
+            ("AWS/States", "ExecutionsTimedOut"),
+            ("ragchat", "IngestionReconciled"),
+        },
         "S3IngestDeadLetterAlarm": {("AWS/SQS", "ApproximateNumberOfMessagesVisible")},
     }
     for logical_id, alarm in alarms.items():

@@ -250,10 +250,11 @@ def test_the_idle_cost_table_adds_up_what_a_default_deploy_bills_with_no_traffic
     keys = [k for k, v in res.items() if v["Type"] == "AWS::KMS::Key"]
     alarms = [v["Properties"] for v in res.values() if v["Type"] == "AWS::CloudWatch::Alarm"]
     metrics = sum(len([m for m in a.get("Metrics", []) if "MetricStat" in m]) or 1 for a in alarms)
-    assert (len(keys), len(alarms), metrics) == (1, 4, 6)
+    assert (len(keys), len(alarms), metrics) == (1, 5, 8)
     idle = DEPLOY_DOC.split("### Idle cost", 1)[1].split("\n### ", 1)[0]
     assert (
-        f"| alarms: 5xx rate, breaker opened, ingestion failed, dead letters | {0.10 * metrics:.2f} |" in idle
+        "| alarms: 5xx rate, breaker opened, ingestion failed, ingestion runs stopped unfinished,"
+        f" dead letters | {0.10 * metrics:.2f} |" in idle
     )
     assert f"| **total** | **≈ {1.00 * len(keys) + 0.10 * metrics:.2f}**" in idle
     for resource in res.values():  # nothing warm by default

@@ -150,3 +150,37 @@ def test_get_body_and_listing() -> None:
     assert w.service.list_documents("mallory").items == []
     with pytest.raises(ValidationError):
         w.service.list_notes(OWNER, limit=0)
+
+
+class _IndexDown(Exception):
+    pass
+
+
+def test_a_disable_the_index_refuses_changes_nothing_and_the_document_says_what_search_does() -> None:
+    """Issue 44 (4c): disabling wrote the record first, so an index that failed (a Serverless
+    collection waking, a timeout) left the document shown as disabled while its chunks were still
+    retrieved. Index first: a failed disable leaves it enabled, as search still treats it."""
+    w = World()
+    solar = w.ingestion.submit(OWNER, body=SOLAR)
+    real = w.index.set_enabled
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise _IndexDown("the vector store is waking up")
+
+    w.index.set_enabled = down  # type: ignore[method-assign]
+    with pytest.raises(_IndexDown):
+        w.service.update(OWNER, solar.id, enabled=False)
+    assert w.service.get(OWNER, solar.id).enabled is True
+    assert any(i.startswith(solar.id) for i in w.ask("solar panels sunlight electricity"))
+
+    w.index.set_enabled = real  # type: ignore[method-assign]
+    assert w.service.update(OWNER, solar.id, enabled=False).enabled is False
+    assert not any(i.startswith(solar.id) for i in w.ask("solar panels sunlight electricity"))
+
+    # enabling the other way round: the record first, then the index; an index that fails puts the
+    # record back, so the document never says enabled while search leaves it out
+    w.index.set_enabled = down  # type: ignore[method-assign]
+    with pytest.raises(_IndexDown):
+        w.service.update(OWNER, solar.id, enabled=True)
+    assert w.service.get(OWNER, solar.id).enabled is False
+    assert not any(i.startswith(solar.id) for i in w.ask("solar panels sunlight electricity"))

@@ -87,8 +87,9 @@ class DocumentStore(Protocol):
 
     def delete_note(self, owner: str, note_id: str) -> Note | None: ...
 
-    def delete_notes_of_document(self, owner: str, doc_id: str) -> list[str]:
-        """Delete every note of a document; returns their ids."""
+    def delete_notes_of_document(self, owner: str, doc_id: str, *, limit: int | None = None) -> list[str]:
+        """Delete every note of a document (with ``limit``: at most that many, the first in chunk
+        order, so a big document goes a page per call); returns their ids."""
         ...
 
 
@@ -381,6 +382,12 @@ class BlobStore(Protocol):
         content type and ``metadata`` (names without ``x-amz-meta-``) pinned, the size within
         ``[min_bytes, max_bytes]``, valid for ``expires_in`` seconds. The URL may be relative (a route
         of the local server itself)."""
+        ...
+
+    def link(self, key: str, *, content_type: str, expires_in: int) -> str | None:
+        """A URL that reads the object for ``expires_in`` seconds without further credentials,
+        served as ``content_type`` (a presigned GET); ``None`` from a store that gives no such links
+        (the caller reads the bytes with ``get``). Raises ``KeyError`` when absent."""
         ...
 
     def upload_grant(self, token: str) -> UploadGrant:

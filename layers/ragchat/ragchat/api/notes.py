@@ -44,6 +44,15 @@ from ragchat.domain.workspaces import Role
 if TYPE_CHECKING:
     from ragchat.bootstrap import Container
 
+
+#: how long one DELETE /documents/{id} deletes chunks before answering 202 (API Gateway: 29 s)
+DELETE_SECONDS = 20.0
+INCLUDE_BODY = (
+    "`body` to include the full text: `body` itself, or on AWS `bodyUrl`, a link that reads it"
+    " (text/plain; charset=utf-8) for `bodyExpiresIn` seconds."
+)
+
+
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="Opaque cursor from the previous page.")]
 WorkspaceQuery = Annotated[
@@ -192,7 +201,7 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
     )
     def get_document(
         document_id: Annotated[str, Path()],
-        include: Annotated[str | None, Query(description="`body` to include the full text.")] = None,
+        include: Annotated[str | None, Query(description=INCLUDE_BODY)] = None,
     ) -> dict[str, Any]:
         access, _ = container.workspaces.find_document(owner(), document_id)
         who = access.id
@@ -202,7 +211,11 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
             wanted = {part.strip() for part in include.split(",")}
             if not wanted <= {"body"}:
                 raise ValidationError("include: only 'body' is supported")
-            out["body"] = container.document_service.get_body(who, document_id)
+            body = container.document_service.body(who, document_id)
+            if body.url is not None:  # on S3: read it there (any size; Lambda answers at most 6 MB)
+                out["bodyUrl"], out["bodyExpiresIn"] = body.url, body.expires_in
+            else:
+                out["body"] = body.text
         return out
 
 
@@ -245,12 +258,22 @@ def _document_edit_routes(r: APIGatewayRouter, container: Container, owner: Call
     @r.delete(
         "/documents/<document_id>",
         summary="Delete a document, its notes, vectors and body",
+        description=f"204 when done; a document too large for one request ({DELETE_SECONDS:.0f} s) answers"
+        " 202 with the chunks deleted so far: repeat the DELETE to carry on.",
         tags=["documents"],
     )
-    def delete_document(document_id: Annotated[str, Path()]) -> Response[None]:
+    def delete_document(document_id: Annotated[str, Path()]) -> Response[Any]:
         access, _ = container.workspaces.find_document(owner(), document_id, Role.EDITOR)
-        container.document_service.delete(access.id, document_id)
-        return Response(status_code=204, content_type=None, body=None)
+        removed, finished = container.document_service.delete_within(access.id, document_id, DELETE_SECONDS)
+        if finished:
+            return Response(status_code=204, content_type=None, body=None)
+        body = {
+            "id": document_id,
+            "chunksDeleted": removed,
+            "finished": False,
+            "message": f"Deleted {removed} chunk(s) so far: repeat the DELETE to delete the rest",
+        }
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=body)
 
 
 def _ask_route(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:

@@ -194,6 +194,7 @@ class IngestionRoot(Models):
             pages,
             held=self.workspace_bytes,
             attempts=self.ingest_attempts,
+            clock=self.clock,
         )
 
     @cached_property

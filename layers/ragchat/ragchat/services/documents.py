@@ -7,10 +7,12 @@ notes, body, pipeline work files and the record.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+from ragchat.domain.clock import Clock, system_clock
 from ragchat.domain.errors import Conflict, NotFound, ValidationError
 from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
@@ -28,8 +30,20 @@ if TYPE_CHECKING:
 logger = Logger(service="ragchat", child=True)
 
 MAX_PAGE = 200
+DELETE_PAGE = 1000  # notes whose vectors and records one step of a delete removes
+BODY_LINK_SECONDS = 900  # how long a body link reads the text (the viewer follows it at once)
+BODY_CONTENT_TYPE = "text/plain; charset=utf-8"
 _UPDATABLE = ("enabled", "title", "metadata")
 _IN_FLIGHT = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentBody:
+    """A document's text: ``text`` itself, or ``url``, a link that reads it for ``expires_in`` s."""
+
+    text: str | None = None
+    url: str | None = None
+    expires_in: int | None = None
 
 
 def _limit(limit: int) -> int:
@@ -48,7 +62,9 @@ class DocumentService:
         *,
         held: WorkspaceBytes | None = None,
         attempts: IngestAttempts | None = None,
+        clock: Clock = system_clock,
     ) -> None:
+        self.clock = clock
         self.documents = documents
         self.index = index
         self.blobs = blobs
@@ -75,18 +91,39 @@ class DocumentService:
         is parsed here: a PDF's or HTML page's text is the one the split step kept (``text_key``);
         until it has run, 409."""
         doc = self.get(owner, document_id)
-        extracted = doc.content_type in EXTRACTED_TYPES
+        return self._read_text(doc, self._text_key(doc)).decode("utf-8-sig", errors="replace")
+
+    def body(self, owner: str, document_id: str) -> DocumentBody:
+        """The text as ``GET /documents/{id}?include=body`` gives it: a link that reads it where the
+        store gives links (S3: a presigned GET, so a body of any size passes Lambda's 6 MB response
+        limit), else the text itself (``ragchat serve``). Same 404/409 as :meth:`get_body`."""
+        doc = self.get(owner, document_id)
+        key = self._text_key(doc)
         try:
-            data = self.blobs.get(text_key(owner, doc.id) if extracted else doc.body_key)
+            url = self.blobs.link(key, content_type=BODY_CONTENT_TYPE, expires_in=BODY_LINK_SECONDS)
         except KeyError:
-            if not extracted:
+            self._read_text(doc, key)  # 404, 409, or an older document's text extracted and kept now
+            url = self.blobs.link(key, content_type=BODY_CONTENT_TYPE, expires_in=BODY_LINK_SECONDS)
+        if url is not None:
+            return DocumentBody(url=url, expires_in=BODY_LINK_SECONDS)
+        text = self._read_text(doc, key).decode("utf-8-sig", errors="replace")
+        return DocumentBody(text=text)
+
+    @staticmethod
+    def _text_key(doc: Document) -> str:
+        return text_key(doc.owner, doc.id) if doc.content_type in EXTRACTED_TYPES else doc.body_key
+
+    def _read_text(self, doc: Document, key: str) -> bytes:
+        try:
+            return self.blobs.get(key)
+        except KeyError:
+            if doc.content_type not in EXTRACTED_TYPES:
                 raise NotFound("Document body not found") from None
             if doc.status in _IN_FLIGHT:
                 raise Conflict(
                     f"The document's text is not extracted yet ({doc.status}): read it again once it is READY"
                 ) from None
-            data = self._backfill_text(doc)
-        return data.decode("utf-8-sig", errors="replace")
+            return self._backfill_text(doc)
 
     def page_image(self, owner: str, document_id: str, page: int) -> PageImage:
         """Page ``page`` (1-based) of a READY PDF as an image, rendered from the stored original."""
@@ -163,23 +200,62 @@ class DocumentService:
                 raise ValidationError("metadata must be a JSON object")
             clean["metadata"] = validate_metadata(wanted["metadata"])
 
+        if clean.get("enabled") is False:
+            # Index first: a document is retrievable only while both the index and its record say
+            # so, so a disable the index refuses (a collection waking, a timeout) changes nothing,
+            # rather than showing disabled a document whose chunks are still retrieved.
+            self._flip(owner, self.get(owner, document_id), False)
         updated = self.documents.update_document(owner, document_id, clean)
         if updated is None:
             raise NotFound("Document not found")
-        if "enabled" in clean and updated.status not in _IN_FLIGHT:
-            # every version the document's notes hold (after a failed replacement, the previous one's)
-            tags = version_tags(note_ids_of(self.documents, owner, document_id), updated.version)
-            self.index.set_enabled(owner, document_id, updated.enabled, tags=tags)
+        if clean.get("enabled") is True:
+            try:  # the record first: an index that fails puts the record back (never shown enabled
+                self._flip(owner, updated, True)  # while search leaves it out)
+            except Exception:
+                self.documents.update_document(owner, document_id, {"enabled": False})
+                raise
         logger.info("documents.updated", extra={"documentId": document_id, "fields": sorted(clean)})
         return updated
 
+    def _flip(self, owner: str, doc: Document, enabled: bool) -> None:
+        """Switch the document's vectors on or off; one still being ingested is left to the pipeline,
+        which applies the record's flag when it finishes."""
+        if doc.status in _IN_FLIGHT:
+            return
+        # every version the document's notes hold (after a failed replacement, the previous one's)
+        tags = version_tags(note_ids_of(self.documents, owner, doc.id), doc.version)
+        self.index.set_enabled(owner, doc.id, enabled, tags=tags)
+
     def delete(self, owner: str, document_id: str) -> None:
+        self.delete_within(owner, document_id, None)
+
+    def delete_within(self, owner: str, document_id: str, seconds: float | None) -> tuple[int, bool]:
+        """Delete the document: its chunks a page (``DELETE_PAGE`` notes) at a time, each page's
+        vectors before its notes (nothing stays retrievable without its note), then the vectors a
+        crash may have left without a note, the body, work files and the record. With ``seconds``
+        it stops between two pages once they have passed (after one page at least: every call makes
+        progress), so an API request answers inside API Gateway's 29 s whatever the document's size;
+        calling again carries on. Returns ``(notes deleted, finished)``."""
         doc = self.get(owner, document_id)
-        tags = version_tags(note_ids_of(self.documents, owner, document_id), doc.version)
-        self.index.delete_document(owner, document_id, tags=tags)
-        note_ids = self.documents.delete_notes_of_document(owner, document_id)
-        if note_ids:
-            self.index.delete(note_ids)
+        deadline = None if seconds is None else self.clock() + seconds
+        removed = 0
+        tags = set(version_tags((), doc.version))
+        page_size = DELETE_PAGE
+        while True:
+            page = self.documents.list_notes(owner, document_id=document_id, limit=page_size).items
+            if not page:
+                break
+            ids = [n.id for n in page]
+            tags.update(version_tags(ids, doc.version))
+            self.index.delete(ids)
+            self.documents.delete_notes_of_document(owner, document_id, limit=len(ids))
+            removed += len(ids)
+            if len(ids) < page_size:  # that was the last page
+                break
+            if deadline is not None and self.clock() >= deadline:
+                logger.info("documents.delete_paused", extra={"documentId": document_id, "notes": removed})
+                return removed, False
+        self.index.delete_document(owner, document_id, tags=sorted(tags))
         if doc.body_key:
             self.blobs.delete(doc.body_key)
         self.blobs.delete(text_key(owner, document_id))  # a PDF's or HTML page's kept text (any version)
@@ -189,7 +265,8 @@ class DocumentService:
             self.held.release(owner, doc.size or 0)
         if self.attempts is not None:  # deleted mid-run: its count would otherwise stay behind
             self.attempts.end(owner, document_id, doc.version)
-        logger.info("documents.deleted", extra={"documentId": document_id, "notes": len(note_ids)})
+        logger.info("documents.deleted", extra={"documentId": document_id, "notes": removed})
+        return removed, True
 
     # ------------------------------------------------------------------ notes
     def list_notes(

@@ -38,6 +38,7 @@ from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorR
 from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, ParsingInterrupted, parse_document
 from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key, work_prefix
 from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
+from ragchat.services.split_batches import write_batches
 
 if TYPE_CHECKING:
     from ragchat.config import Settings
@@ -281,26 +282,11 @@ class IngestSteps:
         chunks: list[Chunk],
         headers: list[str],
     ) -> list[dict[str, Any]]:
-        prefix = work_prefix(document_id, version)
-        batches: list[dict[str, Any]] = []
-        for n, start in enumerate(range(0, len(chunks), self.batch_size)):
-            if n:  # deleted while its batches are written: stop (the runner then removes what is here)
-                self._document(owner, document_id)
-            key = f"{prefix}batch-{n:05d}.json"
-            payload = {
-                "owner": owner,
-                "documentId": document_id,
-                "version": version,
-                "chunks": [
-                    {"index": i, "text": c.text, "metadata": c.metadata, "header": headers[i]}
-                    for i, c in enumerate(chunks[start : start + self.batch_size], start=start)
-                ],
-            }
-            self.blobs.put(
-                key, json.dumps(payload, ensure_ascii=False).encode("utf-8"), content_type="application/json"
-            )
-            batches.append({"owner": owner, "documentId": document_id, "version": version, "key": key})
-        return batches
+        # deleted while its batches are written: stop (the runner then removes what is here)
+        return write_batches(
+            self.blobs, owner, document_id, version, chunks, headers, self.batch_size,
+            still_there=lambda: self._document(owner, document_id),
+        )  # fmt: skip
 
     def embed_index(
         self, owner: str, document_id: str, key: str, version: str | None = None

@@ -11,6 +11,9 @@ dimension ``service``; ``PhaseLatencyMs`` also ``phase``):
 - ``PhaseLatencyMs`` (Milliseconds, dimension ``phase``): the ``chat.metrics`` phases of a turn.
 - ``IngestionSeconds`` (Seconds): a document from submission to ``READY`` (``ingest.ready``).
 - ``IngestionFailed`` (Count): documents that ended ``FAILED`` (``ingest.failed``).
+- ``IngestionReconciled`` (Count): documents an ingestion execution left unfinished (it failed,
+  timed out or was aborted before its own failure step ran) and the reconciler marked ``FAILED``
+  (``ingest.reconciled``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ BREAKER_OPENS = "BreakerOpens"
 PHASE_LATENCY_MS = "PhaseLatencyMs"
 INGESTION_SECONDS = "IngestionSeconds"
 INGESTION_FAILED = "IngestionFailed"
+INGESTION_RECONCILED = "IngestionReconciled"
 
 PHASES = ("embedding_generation", "vector_search", "ai_completion", "db_read", "db_write")
 

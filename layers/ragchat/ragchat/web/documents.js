@@ -8,6 +8,10 @@ const enc = encodeURIComponent;
 function fail(err) { docError.textContent = describe(err); }
 function button(text, cls) { const b = el('button', text, 'btn small ' + (cls || '')); b.type = 'button'; return b; }
 function when(iso) { const d = new Date(iso || ''); return isNaN(d) ? '' : d.toLocaleString(undefined, {dateStyle: 'medium', timeStyle: 'short'}); }
+// A big document is deleted over several requests (each answers within API Gateway's 29 s): 202 with
+// finished false means "repeat the DELETE to carry on", 204 that it is gone.
+function removeDocument(id) { return api('/documents/' + enc(id), {method: 'DELETE'})
+  .then(r => (r && r.finished === false ? removeDocument(id) : r)); }
 function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
   const view = button('View'), toggle = button(d.enabled ? 'Disable' : 'Enable'), del = button('Delete', 'danger');
   view.setAttribute('aria-label', 'View ' + (d.title || 'Untitled note')); view.setAttribute('aria-haspopup', 'dialog');
@@ -16,8 +20,7 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
     headers: JSON_HEADERS, body: JSON.stringify({enabled: !d.enabled})})
     .then(n => { docError.textContent = ''; tr.replaceWith(row(n)); }).catch(fail);
   del.onclick = () => { if (!confirm('Delete "' + (d.title || 'Untitled note') + '"?')) return;
-    api('/documents/' + enc(d.id), {method: 'DELETE'})
-      .then(() => { docError.textContent = ''; tr.remove(); filter(); }).catch(fail); };
+    removeDocument(d.id).then(() => { docError.textContent = ''; tr.remove(); filter(); }).catch(fail); };
   const actions = el('td'); actions.append(view); if (canEdit()) actions.append(' ', toggle, ' ', del);  // a viewer reads only
   const title = el('td'); title.append(el('span', d.title || 'Untitled note', 'doc-title'));
   if (d.collection) title.append(el('span', d.collection, 'muted small doc-coll'));

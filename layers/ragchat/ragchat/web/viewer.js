@@ -122,12 +122,19 @@ const panel = (() => {
   function download(name, text) { const a = el('a', 'Download text', 'btn small');
     a.href = URL.createObjectURL(new Blob([text], {type: 'text/plain;charset=utf-8'}));
     a.download = (name || 'document').replace(/[\\/:*?"<>|]+/g, '_').replace(/\.(md|txt|html?|pdf)$/i, '') + '.txt'; return a; }
+  // On AWS the text comes as a link (a presigned GET of any size, past Lambda's 6 MB answers): read
+  // it without the user's token, which is for the API only.
+  async function linkedText(url) {
+    const res = await fetch(url, {credentials: 'omit', referrerPolicy: 'no-referrer'});
+    if (!res.ok) throw new Error('The document text could not be read (' + res.status + '): open it again.');
+    return res.text(); }
   async function documentView(id, opts, from) {
     opts = opts || {}; const box = show(opts.title || 'Document', from); box.append(el('p', 'Loading the document…', 'muted'));
     try { const doc = await api('/documents/' + encodeURIComponent(id));
       show(doc.title || 'Untitled note');
       if (doc.contentType === 'application/pdf') return pdfPage(doc, opts.page || 1, opts.cited || [], 0, opts.span);
-      const full = await api('/documents/' + encodeURIComponent(id) + '?include=body'); docText = full.body || '';
+      const full = await api('/documents/' + encodeURIComponent(id) + '?include=body');
+      docText = full.bodyUrl ? await linkedText(full.bodyUrl) : (full.body || '');
       viewer(doc, docText, opts.cited || [], null, null, opts.span);
     } catch (err) { box.replaceChildren(); fail(err); } }
   function viewer(doc, text, cited, pager, image, span) {

@@ -15,7 +15,8 @@ k-NN ``filter``, so the top ``k`` are found among the allowed vectors rather tha
 Document ids: a managed domain (``es``) indexes each vector with ``_id = note id``. Serverless vector
 collections take no custom ids (nor upserts), so for ``aoss`` the note id is the ``note_id`` field:
 upserts, deletes and ``set_enabled`` search for the server ids and send deletes and re-indexed
-documents in ``_bulk`` (the domain path uses ``_delete_by_query``/``_update_by_query``).
+documents in ``_bulk`` (the domain path uses ``_delete_by_query``/``_update_by_query``). A retried
+batch may leave a second copy of a chunk there: :mod:`~ragchat.adapters.aws.opensearch_copies`.
 
 Hybrid search: a ``hybrid`` query (``match`` on ``text`` + the filtered ``knn``) through a search
 pipeline with the ``normalization-processor`` (min-max, weighted arithmetic mean: keyword 0.3,
@@ -38,7 +39,7 @@ READY means searchable: on Serverless (near-real-time) ``set_enabled(…, chunk_
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from ragchat.adapters.aws.opensearch_bodies import (
@@ -53,11 +54,11 @@ from ragchat.adapters.aws.opensearch_bulk import (
     MAX_TERMS,
     bulk_failures,
     is_action,
-    ndjson,
     request_actions,
     term_batches,
     too_large,
 )
+from ragchat.adapters.aws.opensearch_copies import flip_units, one_per_note
 from ragchat.adapters.aws.opensearch_searchable import await_searchable, version_query
 from ragchat.adapters.aws.wakeup import WakePolicy
 from ragchat.domain.models import Hit, SearchFilter, VectorRecord
@@ -247,6 +248,10 @@ class OpenSearchVectorIndex:
     def _term_batches(self, query: dict[str, Any]) -> list[dict[str, Any]]:
         return term_batches(query, self.max_terms)
 
+    def _count_distinct(self, query: dict[str, Any]) -> int:
+        """How many distinct note ids match (a retried batch may leave two copies: opensearch_copies)."""
+        return len({h["_source"]["note_id"] for h in self._scan(query, with_source=False)})
+
     def _count_matching(self, query: dict[str, Any]) -> int:
         return sum(
             int(self._client.count(index=self.index, body={"query": q})["count"])
@@ -306,7 +311,7 @@ class OpenSearchVectorIndex:
         body = {"size": k, "_source": _SOURCE_FIELDS, "query": self._knn(query, flt, k)}
         hits = self._client.search(index=self.index, body=body, **_timeout(timeout))["hits"]["hits"]
         out = []
-        for raw in hits:
+        for raw in one_per_note(hits):
             cosine = score_to_cosine(float(raw["_score"]))
             out.append(self._hit(raw, cosine, cosine))
         return out
@@ -357,7 +362,7 @@ class OpenSearchVectorIndex:
             }
             params: dict[str, Any] = {"search_pipeline": HYBRID_PIPELINE, **_timeout(timeout)}
             hits = self._client.search(index=self.index, body=body, params=params)["hits"]["hits"]
-            return [self._hit(raw, float(raw["_score"]), similarity(raw)) for raw in hits]
+            return [self._hit(raw, float(raw["_score"]), similarity(raw)) for raw in one_per_note(hits)]
 
         # No search pipelines here: run both queries and fuse by reciprocal rank.
         keyword = self._client.search(
@@ -424,15 +429,16 @@ class OpenSearchVectorIndex:
         are, all in the new state (:mod:`~ragchat.adapters.aws.opensearch_searchable`)."""
         wait = chunk_count is not None and not self.refresh
         version = version_query(owned_query(owner, document_id), document_id, int(chunk_count or 0), tags)
-        if wait:
-            self._await_visible(version, document_id, int(chunk_count or 0), None)
+        if wait:  # every chunk visible: a retried batch's second copy counts once (by note id)
+            self._await_visible(version, document_id, int(chunk_count or 0), None, self._count_distinct)
         self._once.run("set_enabled", lambda _: self._set_enabled(owner, document_id, enabled))
-        if wait:
+        if wait:  # exactly one copy of each, in the new state (the flip dropped any other copy)
             self._await_visible(version, document_id, int(chunk_count or 0), enabled)
 
-    def _await_visible(self, query: dict[str, Any], label: str, count: int, enabled: bool | None) -> None:
+    def _await_visible(self, query: dict[str, Any], label: str, count: int, enabled: bool | None,
+                       counter: Callable[[dict[str, Any]], int] | None = None) -> None:  # fmt: skip
         await_searchable(  # bounded by searchable_wait_s; past it, TransientError (the state machine retries)
-            self._count_matching,
+            counter or self._count_matching,
             query,
             label,
             count,
@@ -469,16 +475,12 @@ class OpenSearchVectorIndex:
         (``max_bulk_bytes``), so neither the memory nor a request grows with the document."""
         units: list[list[tuple[str, str | None]]] = []
         size = 0
-        for hit in self._scan(query, with_source=True):
-            if hit["_source"].get("enabled") == enabled:
-                continue
-            delete = ndjson({"delete": {"_index": self.index, "_id": hit["_id"]}})
-            index = ndjson({"index": {"_index": self.index}}) + ndjson({**hit["_source"], "enabled": enabled})
-            unit_size = len(delete.encode()) + len(index.encode())
+        for unit in flip_units(self._scan(query, with_source=True), self.index, enabled):
+            unit_size = sum(len(text.encode()) for text, _ in unit)
             if units and size + unit_size > self.max_bulk_bytes:
                 self._bulk_units(units)
                 units, size = [], 0
-            units.append([(delete, None), (index, hit["_source"].get("note_id"))])
+            units.append(unit)
             size += unit_size
         if units:
             self._bulk_units(units)

@@ -15,8 +15,11 @@ _DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 # Presigned POSTs signed with SigV4 (botocore would default presigning to SigV2) for the bucket's
 # regional virtual-host URL (the global one redirects a young bucket outside us-east-1, and a browser's
 # cross-origin form POST does not survive the redirect).
+# max_pool_connections: the split step writes SPLIT_WRITERS batch files at once (services/ingest_steps.py).
 S3_CLIENT_CONFIG = Config(
-    signature_version="s3v4", s3={"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"}
+    signature_version="s3v4",
+    s3={"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"},
+    max_pool_connections=16,
 )
 
 
@@ -86,6 +89,25 @@ class S3BlobStore:
             Bucket=self.bucket, Key=key, Fields=fields, Conditions=conditions, ExpiresIn=expires_in
         )
         return PresignedUpload(url=str(resp["url"]), fields={k: str(v) for k, v in resp["fields"].items()})
+
+    def link(self, key: str, *, content_type: str, expires_in: int) -> str:
+        """A presigned GET (``HeadObject`` first: an absent key is ``KeyError``, not a dead link),
+        signed with the caller's credentials (which need ``s3:GetObject`` on the key), answered with
+        ``content_type`` and shown inline. The browser reads it cross-origin: the bucket's CORS allows
+        GET, and the pages' ``connect-src`` names the bucket's origin."""
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in _MISSING:
+                raise KeyError(key) from exc
+            raise
+        params = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "ResponseContentType": content_type,
+            "ResponseContentDisposition": "inline",
+        }
+        return str(self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_in))
 
     def upload_grant(self, token: str) -> UploadGrant:
         raise NotFound("Not found: uploads go straight to S3")

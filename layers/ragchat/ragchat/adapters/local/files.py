@@ -186,6 +186,12 @@ class FileBlobStore:
         self._prune(directory)
         return deleted
 
+    def link(self, key: str, *, content_type: str, expires_in: int) -> None:
+        """No links: ``ragchat serve`` has no response size limit and sends a body inline."""
+        if not self._path(key).is_file():
+            raise KeyError(key)
+        return None
+
     def presign_post(
         self,
         key: str,

@@ -8,6 +8,7 @@ extra item so the last page really has ``cursor=None``.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import fields
@@ -389,14 +390,13 @@ class DynamoDocumentStore(TableStore):
         )
         return self._note(resp["Attributes"]) if "Attributes" in resp else None
 
-    def delete_notes_of_document(self, owner: str, doc_id: str) -> list[str]:
-        found = list(
-            self._t.query_all(
-                IndexName="gsi2",
-                KeyConditionExpression="gsi2pk = :pk",
-                ExpressionAttributeValues={":pk": {"S": f"DOCNOTES#{owner}#{doc_id}"}},
-                ProjectionExpression="pk, sk, id",
-            )
-        )
+    def delete_notes_of_document(self, owner: str, doc_id: str, *, limit: int | None = None) -> list[str]:
+        query = {
+            "IndexName": "gsi2",
+            "KeyConditionExpression": "gsi2pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"DOCNOTES#{owner}#{doc_id}"}},
+            "ProjectionExpression": "pk, sk, id",
+        }
+        found = list(itertools.islice(self._t.query_all(**query), limit))
         self._t.delete_keys({"pk": i["pk"], "sk": i["sk"]} for i in found)
         return [i["id"]["S"] for i in found]

@@ -349,14 +349,18 @@ class SqliteDocumentStore:
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
         return _row_to_note(row)
 
-    def delete_notes_of_document(self, owner: str, doc_id: str) -> list[str]:
+    def delete_notes_of_document(self, owner: str, doc_id: str, *, limit: int | None = None) -> list[str]:
         with self.db.write() as conn:
             ids = [
                 r["id"]
                 for r in conn.execute(
-                    "SELECT id FROM notes WHERE owner = ? AND document_id = ? ORDER BY chunk_index, id",
-                    (owner, doc_id),
+                    "SELECT id FROM notes WHERE owner = ? AND document_id = ?"
+                    " ORDER BY chunk_index, id LIMIT ?",
+                    (owner, doc_id, -1 if limit is None else limit),
                 )
             ]
-            conn.execute("DELETE FROM notes WHERE owner = ? AND document_id = ?", (owner, doc_id))
+            if limit is None:
+                conn.execute("DELETE FROM notes WHERE owner = ? AND document_id = ?", (owner, doc_id))
+            else:
+                conn.executemany("DELETE FROM notes WHERE id = ?", [(i,) for i in ids])
         return ids

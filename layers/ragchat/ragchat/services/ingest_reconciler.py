@@ -1,0 +1,89 @@
+"""The reconciler: an ingestion execution that ended without finishing its document (docs/ingestion.md).
+
+The state machine marks its document ``FAILED`` itself (``MarkFailed``) on every failure it catches.
+What it cannot catch: an execution that times out, is aborted (a console stop, a quota), or fails
+in ``MarkFailed`` itself (Lambda throttling past its retries on a new account's 10 concurrent
+executions). Its document would stay ``PROCESSING`` for good. EventBridge sends every such end
+(``Step Functions Execution Status Change``, status ``FAILED``, ``TIMED_OUT`` or ``ABORTED``, this
+state machine only) to the ingest steps function, which hands it here.
+
+Idempotent and careful: the document is marked ``FAILED`` with the execution's reason, through the
+pipeline's own ``fail`` step (what the run wrote goes, a previous version stays searchable), only
+when it is still ``PENDING`` or ``PROCESSING`` *for the execution's content version*. A document
+already ``READY`` or ``FAILED``, one re-uploaded since (the launcher aborts the older run: a newer
+version is under way), or one deleted, is left alone. A second delivery of the event finds the
+document ``FAILED`` and does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from ragchat.domain.models import DocumentStatus
+from ragchat.services.metrics import INGESTION_RECONCILED
+
+if TYPE_CHECKING:
+    from ragchat.services.ingest_steps import IngestSteps
+
+logger = Logger(service="ragchat", child=True)
+
+DETAIL_TYPE = "Step Functions Execution Status Change"
+ENDED = {"FAILED": "failed", "TIMED_OUT": "timed out", "ABORTED": "was stopped"}
+
+
+def is_status_change(event: Any) -> bool:
+    """Whether a Lambda event is an EventBridge execution status change (not a state machine step)."""
+    return (
+        isinstance(event, dict)
+        and event.get("source") == "aws.states"
+        and event.get("detail-type") == DETAIL_TYPE
+    )
+
+
+def execution_reason(status: str, error: str | None, cause: str | None) -> str:
+    """What the document's error says: how the run ended, and why when the event tells."""
+    why = (cause or "").strip() or (error or "").strip()
+    ended = f"Ingestion {ENDED.get(status, status.lower())}"
+    return f"{ended}: {why}" if why else f"{ended} before it finished; upload the document again."
+
+
+def reconcile(steps: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
+    """Mark the execution's document ``FAILED`` when the run left it unfinished. The run's input
+    (owner, document id, version) is in the event's ``detail.input``: EventBridge includes an input
+    up to 248 KB, and ingestion's is a few hundred bytes."""
+    detail = event.get("detail") or {}
+    status = str(detail.get("status") or "")
+    if status not in ENDED:
+        return {"status": "IGNORED"}
+    try:
+        run = json.loads(detail["input"]) if isinstance(detail.get("input"), str) else {}
+    except ValueError:
+        run = {}
+    owner, document_id = str(run.get("owner") or ""), str(run.get("documentId") or "")
+    version = str(run["version"]) if run.get("version") else None
+    if not owner or not document_id:  # a Distributed Map child or a hand-started run: not a document's
+        return {"status": "IGNORED"}
+    doc = steps.documents.get_document(owner, document_id)
+    unfinished = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+    if (
+        doc is None
+        or doc.status not in unfinished
+        or (version is not None and doc.version not in (None, version))
+    ):
+        logger.info(
+            "ingest.reconcile_skipped",
+            extra={"documentId": document_id, "execution": detail.get("name"), "status": status,
+                   "document": None if doc is None else str(doc.status)},
+        )  # fmt: skip
+        return {"status": "UNCHANGED"}
+    reason = execution_reason(status, detail.get("error"), detail.get("cause"))
+    result = steps.fail(owner, document_id, reason, version)
+    steps.metrics.add(INGESTION_RECONCILED)
+    logger.warning(
+        "ingest.reconciled",
+        extra={"documentId": document_id, "execution": detail.get("name"), "status": status, "error": reason},
+    )
+    return result
