@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
-
-if TYPE_CHECKING:
-    from ragchat.domain.read_answers import Found
+from typing import Any, Generic, Literal, TypeVar
 
 T = TypeVar("T")
 
@@ -272,8 +269,10 @@ class ModelRequest:
     # The retrieved notes' document titles (document id → title), when retrieval read them: the
     # extractive answerer compares a table row by meaning with its document's title in front.
     source_titles: dict[str, str] | None = None
-    # ``READER=on``: the answer span the reader found (the extractive answerer quotes its sentences)
-    found: Found | None = None
+    # ``READER=on``: the answer span the reader found, a ``ragchat.domain.read_answers.Found`` (the
+    # extractive answerer quotes its sentences); typed loosely so that this module, which
+    # read_answers builds on, does not import it back
+    found: object | None = None
 
 
 @dataclass(slots=True)

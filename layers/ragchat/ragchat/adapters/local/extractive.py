@@ -64,8 +64,9 @@ class ExtractiveChatModel:
         from ragchat.domain.extractive import extractive_answer
 
         if request.found is not None:  # READER=on: the sentence(s) holding the reader's span
-            from ragchat.domain.read_answers import reader_answer
+            from ragchat.domain.read_answers import Found, reader_answer
 
+            assert isinstance(request.found, Found)
             return Completion(text=reader_answer(request.found), model=self.model_id)
         question, hits, titles = request.question, request.sources, request.source_titles or {}
         if self.relevance_vectors is not None:
