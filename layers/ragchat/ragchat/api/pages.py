@@ -353,10 +353,15 @@ def router(container: Container) -> APIGatewayRouter:
 
     @r.get("/favicon.ico", summary="The pages' icon", tags=["ui"], include_in_schema=False)
     def favicon() -> Response[str]:
-        # Browsers ask for it on every page load: answered (no principal, as the shells), never a 401.
-        # The SVG icon under the name browsers ask for (Chromium and Firefox read it by its type).
-        ctype, text = static_file("favicon.svg") or ("image/svg+xml", "")
-        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
-        return Response(status_code=200, content_type=ctype, body=text, headers=headers)
+        return favicon_response()
 
     return r
+
+
+def favicon_response() -> Response[str]:
+    """Browsers ask for ``/favicon.ico`` on every page load: answered (no principal, as the shells),
+    never a 401. The SVG icon under the name browsers ask for (Chromium and Firefox read it by its
+    type)."""
+    ctype, text = static_file("favicon.svg") or ("image/svg+xml", "")
+    headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
+    return Response(status_code=200, content_type=ctype, body=text, headers=headers)

@@ -99,9 +99,7 @@ def build_chat(
 
 def _chat_limiter(counters: Counters, clock: Clock, settings: Settings) -> ChatLimits | None:
     """The chat's limits over the one limiter, when rate limiting is on."""
-    if not settings.enable_rate_limiting:
-        return None
-    return ChatLimits(RequestLimiter.of(settings, counters, clock))
+    return ChatLimits(RequestLimiter.of(settings, counters, clock)) if settings.enable_rate_limiting else None
 
 
 class ChatRoot(CalibrationRoot, WorkspaceRoot):
