@@ -295,6 +295,8 @@ $('conv-search').onkeydown = e => { if (e.key === 'Escape' && e.target.value) { 
 // before, or to the start page); a reload or a shared link opens it again.
 function convPath(id) { return base + (id ? '/ui/c/' + enc(id) : '/ui'); }
 function addressed() { const m = location.pathname.match(/\/ui\/c\/([^/]+)$/); return m ? decodeURIComponent(m[1]) : null; }
+// The icon's address is relative to the page's: made whole once, so /ui/c/<id> asks for the same file.
+for (const icon of document.querySelectorAll('link[rel~=icon]')) icon.setAttribute('href', icon.href);
 function go(id, how) { if (how === 'none' || location.pathname === convPath(id)) return;
   history[how === 'replace' ? 'replaceState' : 'pushState']({conv: id || null}, '', convPath(id)); }
 function open(id, draft, how) { if (busy && busy.convId !== id) stop(); return api('/chat/conversations/' + enc(id)).then(c => {

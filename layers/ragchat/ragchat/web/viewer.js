@@ -49,7 +49,11 @@ const panel = (() => {
 
   // ---------------------------------------------------------------- text as blocks, cited sentences marked
   // Markdown marks are read, not shown: **strong**, *emphasis*, _emphasis_, `code`, [links](…), bullets.
-  function clean(line) { return line.replace(/\*\*|__|`/g, '').replace(/^\s*[-*+]\s+/, '• ')
+  // Only marks that pair up are read (as CommonMark does): an underscore inside a word or an identifier
+  // (snake_case, window.__name) and a lone ** or ` stay as written.
+  function clean(line) { return line.replace(/\*\*(?=\S)([^\n]*?\S)\*\*/g, '$1')
+    .replace(/(^|[^\p{L}\p{N}_\\])__(?=\S)([^\n]*?\S)__(?![\p{L}\p{N}_])/gu, '$1$2')
+    .replace(/`([^`\n]+)`/g, '$1').replace(/^\s*[-*+]\s+/, '• ')
     .replace(/(^|[^\p{L}\p{N}*_\\])[*_](?=\S)([^*_\n]*?\S)[*_](?![\p{L}\p{N}])/gu, '$1$2')
     .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1'); }
   const TABLE_RULE = /^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/;
