@@ -90,6 +90,8 @@ CASES: dict[str, tuple[str, Check]] = {
     "ingest_embed_index.json": ("IngestStepsFunction", error("NotFound")),
     "ingest_finalize.json": ("IngestStepsFunction", error("NotFound")),
     "ingest_fail.json": ("IngestStepsFunction", result(status="FAILED", error="Bedrock embedding failed")),
+    # the reconciler (EventBridge: a run ended TIMED_OUT); its document is not in the empty store
+    "ingest_execution_timed_out.json": ("IngestStepsFunction", result(status="UNCHANGED")),
     # The local backend reads uploads from its file store: in a fresh container the object is not
     # there, so the trigger reports it rejected (a permanent problem: no retry) and ingests nothing.
     "s3_upload_put.json": ("S3IngestFunction", result("no longer exists", accepted=[])),

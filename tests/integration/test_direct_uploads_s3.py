@@ -112,7 +112,9 @@ def test_a_replayed_presigned_post_is_refused_and_the_original_stays(stack: Stac
     read = api_event("GET", f"/documents/{ticket['documentId']}")
     read["queryStringParameters"] = {"include": "body"}
     doc = json.loads(notes(read, None)["body"])
-    assert doc["status"] == "READY" and "The original plan." in doc["body"]
+    # on S3 the text comes as ``bodyUrl``, a presigned GET of the stored body
+    text = requests.get(doc["bodyUrl"], timeout=30).text
+    assert doc["status"] == "READY" and "The original plan." in text
 
 
 def test_a_bad_upload_request_is_400_and_signs_nothing(stack: Stack) -> None:

@@ -30,7 +30,7 @@ HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
 # the web_ui function's pages and documents: browser-facing, not for API-key machine clients
 BROWSER_ONLY = {("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/swagger"), ("GET", "/ui"),
                 ("GET", "/ui/c/{}"), ("GET", "/write"), ("GET", "/documents/ui"),
-                ("GET", "/static/{}")}  # fmt: skip
+                ("GET", "/static/{}"), ("GET", "/favicon.ico")}  # fmt: skip
 STREAMED = ("POST", "/chat/conversations/{}/messages")
 FUNCTIONS = {"NotesApiFunction", "ChatApiFunction", "ChatStreamFunction", "WebUiFunction",
              "IngestStepsFunction", "S3IngestFunction"}  # fmt: skip
@@ -227,9 +227,10 @@ def test_machine_clients_get_every_data_route_but_no_browser_pages() -> None:
 # -------------------------------------------------------------------------------------------- auth
 
 
-# no user data behind these: /health and the HTML page shells (the page signs in with Cognito itself)
+# no user data behind these: /health, the HTML page shells (the page signs in with Cognito itself) and
+# their static assets (/static/*, the /favicon.ico browsers ask for on every page load)
 OPEN_ROUTES = {("GET", "/health"), ("GET", "/ui"), ("GET", "/ui/c/{}"), ("GET", "/write"),
-               ("GET", "/documents/ui"), ("GET", "/static/{}")}  # fmt: skip
+               ("GET", "/documents/ui"), ("GET", "/static/{}"), ("GET", "/favicon.ico")}  # fmt: skip
 
 
 def test_the_cognito_api_needs_a_user_token_everywhere_but_health_and_the_pages_never_an_api_key() -> None:

@@ -260,5 +260,12 @@ def test_the_idle_cost_table_adds_up_what_a_default_deploy_bills_with_no_traffic
     for resource in res.values():  # nothing warm by default
         props = resource.get("Properties", {})
         assert "ProvisionedConcurrencyConfig" not in props and "SnapStart" not in props
-    limits = res["VectorCollectionGroup"]["Properties"]["CapacityLimits"]
+    # the default vector store is S3 Vectors: storage-priced, no compute and no collection group
+    types = {v["Type"] for v in res.values()}
+    assert {"AWS::S3Vectors::VectorBucket", "AWS::S3Vectors::Index"} <= types
+    assert "VectorCollectionGroup" not in res
+    assert "| S3 Vectors bucket and index (default) | 0 + $0.06/GB stored |" in idle
+    # the OpenSearch option, chosen, still idles at 0 OCU
+    group = effective(VectorStore="opensearch-nextgen")["VectorCollectionGroup"]
+    limits = group["Properties"]["CapacityLimits"]
     assert limits["MinIndexingCapacityInOcu"] == limits["MinSearchCapacityInOcu"] == 0
