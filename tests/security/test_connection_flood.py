@@ -223,8 +223,8 @@ def test_a_flood_of_refusals_logs_one_line_per_interval(caplog: pytest.LogCaptur
 
 def test_the_cap_leaves_the_servers_own_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(connections, "fd_limits", lambda: (1024, 1024))
-    # 1024 - (64 + 4 x 128 workers + 64 accepted per wake-up) = 384
-    assert connections.connection_cap(1024, 128, 64) == 384
+    # 1024 - (64 + 4 x 128 workers + 3 batches in flight x 64 accepted per wake-up) = 256
+    assert connections.connection_cap(1024, 128, 64) == 256
     assert connections.connection_cap(100, 128, 64) == 100  # the setting, when lower
     monkeypatch.setattr(connections, "fd_limits", lambda: (256, 256))
     assert connections.connection_cap(1024, 128, 64) == connections.MIN_CONNECTIONS

@@ -37,6 +37,10 @@ from typing import Any, Protocol
 FD_BASE_RESERVE = 64  # descriptors of the process itself: listening socket, database, model, logs…
 FD_PER_WORKER = 4  # a worker thread's own: its SQLite connection (database, -wal, -shm) and a spare
 FD_TARGET = 65536  # the soft limit asked for at start (or the hard limit, if lower)
+# Accept batches whose sockets may be open before the connections they push out are closed: asyncio
+# accepts a batch in one loop iteration, calls ``connection_made`` (where the gate evicts) in a later
+# one, and closes an evicted socket in the one after (``connection_lost``), accepting a batch in each.
+ACCEPT_BATCHES_IN_FLIGHT = 3
 MIN_CONNECTIONS = 16
 BUSY_MESSAGE = "Server busy: too many open connections; retry in 1 s"
 CONNECTION_KEY = "ragchat.connection"  # in the ASGI scope: the request's connection (``promote``)
@@ -201,11 +205,12 @@ def raise_fd_limit(target: int = FD_TARGET) -> tuple[int, int] | None:
 
 def connection_cap(max_connections: int, max_concurrency: int, accept_batch: int) -> int:
     """How many connections the server may hold: ``max_connections``, but no more than the descriptor
-    soft limit leaves once the process's own files, each worker thread's and one accept batch (the
-    sockets accepted before any can be closed) are set aside."""
+    soft limit leaves once the process's own files, each worker thread's and the accept batches in
+    flight (``ACCEPT_BATCHES_IN_FLIGHT``: sockets accepted before those they push out are closed) are
+    set aside."""
     limits = fd_limits()
     soft = limits[0] if limits is not None else -1
     if soft < 0:  # RLIM_INFINITY, or no limits at all
         return max_connections
-    reserve = FD_BASE_RESERVE + FD_PER_WORKER * max_concurrency + accept_batch
+    reserve = FD_BASE_RESERVE + FD_PER_WORKER * max_concurrency + ACCEPT_BATCHES_IN_FLIGHT * accept_batch
     return max(MIN_CONNECTIONS, min(max_connections, soft - reserve))
