@@ -55,12 +55,12 @@ from tests.integration.moto_stack import (
     load_function,
 )
 
-STATE_MACHINE = "ragchat-dev-ingest"  # the template's name (stage dev)
+STATE_MACHINE = "ragchat-dev-1b2c3d4e-ingest"  # the template's name (stage dev, the stack id's first part)
 COLLECTION_ID = "k3xq7v9rragchat01"
 COLLECTION_ENDPOINT = f"https://{COLLECTION_ID}.{REGION}.aoss.amazonaws.com"
 DOMAIN_ENDPOINT = f"https://search-ragchat-notes-abc123.{REGION}.es.amazonaws.com"
 DOMAIN_ARN = f"arn:aws:es:{REGION}:{ACCOUNT}:domain/ragchat-notes"
-ANSWERABILITY = "/ragchat/dev/answerability"
+ANSWERABILITY = "/ragchat/dev-1b2c3d4e/answerability"  # the template's name
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,9 @@ class Deployment:
 
 
 DEPLOYMENTS = (
-    # the defaults: OpenSearch Serverless NextGen, Titan, Claude through the Region's geography profile
-    Deployment("default", {}),
+    # the defaults (Titan, Claude through the Region's geography profile) on OpenSearch Serverless
+    # NextGen (the default store is S3 Vectors, which the next deployment covers)
+    Deployment("default", {"VectorStore": "opensearch-nextgen"}),
     # S3 Vectors, Cohere Embed, Claude through a global profile (the Region-less model ARN too)
     Deployment(
         "s3vectors-cohere-global",
@@ -188,7 +189,7 @@ class StreamClient:
 
 
 def _physical(deployment: Deployment, machine_arn: str, user_pool: str) -> dict[str, str]:
-    vectors = f"arn:aws:s3vectors:{REGION}:{ACCOUNT}:bucket/ragchat-dev-vectors-{ACCOUNT}"
+    vectors = f"arn:aws:s3vectors:{REGION}:{ACCOUNT}:bucket/ragchat-dev-1b2c3d4e-vectors-{ACCOUNT}"
     return {
         "DocumentsTable": TABLES["documents"],
         "ConversationsTable": TABLES["conversations"],
