@@ -20,6 +20,9 @@ from ragchat.domain.models import Chunk
 # Content types whose extracted pages the split step keeps (PDF, HTML, Office, e-books, RTF: their
 # text is not their bytes).
 KEEP_PAGES = EXTRACTED_TYPES
+# Content types whose reading may take long (a parser of their format, not a text split): the local
+# worker reads them apart from text, so a note never waits for a PDF being read (issue 43).
+READ_APART = EXTRACTED_TYPES
 
 
 class ParsingInterrupted(RuntimeError):
