@@ -16,7 +16,7 @@ from ragchat.config import load_settings
 from ragchat.domain.content_types import PDF
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.models import DocumentStatus
-from ragchat.domain.parsing import READ_APART, InProcessParser, Parsed, ParseJob
+from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, reads_apart
 from ragchat.services.documents import DocumentService
 from ragchat.services.ingest_lane import ReadingLane
 from ragchat.services.ingest_runner import SlicedRunner
@@ -288,12 +288,13 @@ class GatedParser(InProcessParser):
         self.read = threading.Event()
 
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
-        if job.content_type not in READ_APART:
-            return super().parse(body, job)
+        data = body()
+        if not reads_apart(job.content_type, len(data)):
+            return super().parse(lambda: data, job)
         self.reading.set()
         try:
             self.gate.wait(WAIT)  # (on the old worker: the round waits here, the note behind it)
-            return super().parse(body, job)
+            return super().parse(lambda: data, job)
         finally:
             self.read.set()
 
@@ -352,6 +353,25 @@ def test_another_owners_note_is_ready_while_a_pdf_is_being_read() -> None:
     assert {w.status_of(ALICE, d) for d in heavy} == {DocumentStatus.READY}
 
 
+def test_another_owners_note_is_ready_while_a_large_text_is_being_read() -> None:
+    """A text over a megabyte is read apart too (a 500 MiB one took tens of seconds to split)."""
+    w = Gated()
+    large = w.ingestion.submit(ALICE, body="A long manual line about ferns.\n" * 40_000).id  # 1.3 MB
+    runner = SlicedRunner(coalesce_texts=8, lane=ReadingLane())
+    try:
+        runner.add([(ALICE, large)])
+        runner.round(w.steps)
+        assert w.parser.reading.wait(WAIT)
+        note = w.ingestion.submit(BOB, body=NOTE).id
+        runner.add([(BOB, note)])
+        assert (BOB, note) in runner.round(w.steps)
+        assert w.status_of(BOB, note) == DocumentStatus.READY
+        assert not w.parser.read.is_set()
+    finally:
+        w.parser.gate.set()
+        runner.close()
+
+
 def test_the_worker_makes_another_owners_note_ready_while_a_pdf_is_being_read() -> None:
     w = Gated()
     runner = SlicedRunner(coalesce_texts=8, lane=ReadingLane())
@@ -377,7 +397,7 @@ def test_the_worker_makes_another_owners_note_ready_while_a_pdf_is_being_read() 
 
 class Unreadable(InProcessParser):
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
-        if job.content_type in READ_APART:
+        if reads_apart(job.content_type, 0):
             raise ValidationError("Could not read PDF: its page tree is broken")
         return super().parse(body, job)
 

@@ -1,5 +1,6 @@
 """The reading lane: the split step of documents that may take long to read (a PDF, an HTML page,
-an Office file, an e-book), run on a thread of its own beside the local ingestion worker.
+an Office file, an e-book, a text over a megabyte), run on a thread of its own beside the local
+ingestion worker.
 
 Issue 43: a PDF being read held the worker, so another user's one-line note waited behind it (29.5 s
 in ``bench/bench_fair_ingestion.py``, up to ``PARSE_CPU_SECONDS``). The worker now hands such a

@@ -15,12 +15,13 @@ hand first, at most one per owner per pass, and stops splitting once its splits 
 ``split_budget_s`` (the rest wait for the next round: one owner's slow PDFs never sit between another
 owner's note and its embedding); batches are taken one per *owner* per pass (then one per document
 of that owner), so an owner with three big documents gets the same share of a round as an owner
-with one. The split of a document that may take long to read (a PDF, an HTML page, an Office file:
-:data:`~ragchat.domain.parsing.READ_APART`) runs on the reading lane
+with one. The split of a document that may take long to read (a PDF, an HTML page, an Office file, a
+text over a megabyte: :func:`~ragchat.domain.parsing.reads_apart`) runs on the reading lane
 (:class:`~ragchat.services.ingest_lane.ReadingLane`), one at a time, the owner with the least in hand
 first: the rounds go on meanwhile, so another owner's note never waits for a PDF being read (it
 waited up to the split's own limits, ``PARSE_CPU_SECONDS``: 29.5 s in the benchmark). A document
-read on the lane takes its batches in the rounds after, in its owner's turn.
+read on the lane takes its batches in the rounds after, in its owner's turn. Without a lane (rounds
+run by hand: tests, ``tests.fakes.run_to_end``) a round reads one such document after its embedding.
 
 A document deleted while it is ingested is noticed at its next slice: its job ends, and whatever
 notes, vectors or batch files it had are removed (nothing more is embedded for it). One re-uploaded
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound, RagchatError
-from ragchat.domain.parsing import READ_APART, ParsingInterrupted
+from ragchat.domain.parsing import ParsingInterrupted, reads_apart
 from ragchat.services.ingest_pipeline import EMBED_INDEX, FINALIZE, SPLIT, Stage, failure_message
 from ragchat.services.ingest_steps import embedding_texts
 
@@ -97,7 +98,7 @@ def _heavy(steps: IngestSteps, job: _Job) -> bool:
             doc = steps.documents.get_document(*job.key)
         except Exception:  # its split will say what is wrong
             doc = None
-        job.heavy = doc is not None and str(doc.content_type) in READ_APART
+        job.heavy = doc is not None and reads_apart(str(doc.content_type), doc.size or 0)
     return job.heavy
 
 
@@ -141,9 +142,9 @@ class SlicedRunner:
         lane: ReadingLane | None = None,
     ) -> None:
         """``clock``: monotonic seconds, for the split budget (tests pass a fake one). ``lane``: where
-        the splits of :data:`~ragchat.domain.parsing.READ_APART` documents run (``ragchat serve``'s
-        worker); without one they run in the round, one per round after its embedding (rounds run by
-        hand: ``ragchat ingest``, tests)."""
+        the documents read apart (:func:`~ragchat.domain.parsing.reads_apart`) are split (``ragchat
+        serve``'s worker); without one, in the round, one per round after its embedding (rounds run
+        by hand: tests)."""
         self._coalesce = max(1, int(coalesce_texts))
         self._max_new = max(1, int(max_new_per_round))
         self._split_budget = split_budget_s
@@ -199,7 +200,7 @@ class SlicedRunner:
     def round(self, steps: IngestSteps, arrived: Callable[[], bool] = lambda: False) -> list[Key]:
         """One round (see the module docstring). Returns the documents it finished: READY,
         FAILED or deleted meanwhile. ``arrived`` tells whether new documents are waiting: if they
-        came while this round was splitting (a big PDF's extraction takes a while), the round ends
+        came while this round was splitting (a long text takes a while to split), the round ends
         after its splits so that they are split and embedded next, before any batch of the rest."""
         self._take_read(steps)
         fresh = self._split_fairly(steps, heavy=False, split=self._split)

@@ -286,19 +286,21 @@ class ProcessParser:
 
 class LanedParser:
     """The ingestion's ``DocumentParser`` for ``ragchat serve``: two :class:`ProcessParser` children
-    under the same limits, one for the documents read apart (PDF, HTML, Office, e-book, RTF:
-    ``domain.parsing.READ_APART``, read on the worker's reading lane) and one for text, so a note is
-    never queued behind a PDF being read (issue 43). Each child starts with the first document of
-    its kind; a text-only server never starts the second."""
+    under the same limits, one for the documents read apart (PDF, HTML, Office, e-book, RTF, text over
+    a megabyte: ``domain.parsing.reads_apart``, read on the worker's reading lane) and one for short
+    text, so a note is never queued behind a PDF being read (issue 43). Each child starts with the
+    first document of its kind; a server that only gets notes never starts the second."""
 
     def __init__(self, make: Callable[[], ProcessParser]) -> None:
         self.text = make()
         self.apart = make()
 
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
-        from ragchat.domain.parsing import READ_APART
+        from ragchat.domain.parsing import reads_apart
 
-        return (self.apart if job.content_type in READ_APART else self.text).parse(body, job)
+        held = [body()]  # its size decides the child; handed over once, not held here while read
+        child = self.apart if reads_apart(job.content_type, len(held[0])) else self.text
+        return child.parse(held.pop, job)
 
     @property
     def started(self) -> int:
