@@ -12,9 +12,10 @@ read for real: ``--isolation off`` (default) in this process (``PARSE_ISOLATION=
 lane's thread shares the interpreter with the worker), ``--isolation on`` in the parsing children
 ``ragchat serve`` uses (``LanedParser``). Median of ``RUNS``.
 
-``python bench/bench_fair_ingestion.py [--label before|after] [--isolation on|off]`` writes
-``bench/results/fair_ingestion.json`` (one entry per label, kept across runs) and ``.md``. For the
-"before" row, run it with ``PYTHONPATH`` pointing at an older checkout's ``layers/ragchat``.
+``python bench/bench_fair_ingestion.py [--label NAME] [--isolation on|off]`` (default label: "reading
+lane") writes ``bench/results/fair_ingestion.json`` (one entry per label, kept across runs) and
+``.md``. For the "before" row, run it with ``PYTHONPATH`` pointing at an older checkout's
+``layers/ragchat``.
 ``RAGCHAT_BENCH_SMOKE=1``: one smaller run.
 """
 
@@ -118,7 +119,7 @@ def one_run(draws: int, isolation: str = "off") -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--label", default="after")
+    parser.add_argument("--label", default="reading lane")
     parser.add_argument("--isolation", choices=("on", "off"), default="off")
     args = parser.parse_args()
     runs, draws = (1, 1) if smoke() else (3, DRAWS)
