@@ -146,3 +146,34 @@ def test_a_local_store_removes_counters_by_prefix(counters) -> None:
     assert counters.reset_prefix("turn_") == 1
     left = counters.get_many(["turn:conv:a", "turn:conv:b", "turn:convX", "stream:conv:a"], now=0.0)
     assert left == {"turn:conv:a": 0, "turn:conv:b": 0, "turn:convX": 1, "stream:conv:a": 1}
+
+
+def test_put_new_writes_only_where_no_live_counter_is(counters):
+    assert counters.put_new("ws-bytes:ws_a", 500, ttl_seconds=10, now=T0) is True
+    assert counters.put_new("ws-bytes:ws_a", 7, ttl_seconds=10, now=T0 + 1) is False  # live: untouched
+    assert counters.get("ws-bytes:ws_a", now=T0 + 1) == 500
+    assert counters.put_new("ws-bytes:ws_a", 7, ttl_seconds=10, now=T0 + 10) is True  # expired: replaced
+    assert counters.get("ws-bytes:ws_a", now=T0 + 19) == 7
+    counters.reset("ws-bytes:ws_a")
+    assert counters.put_new("ws-bytes:ws_a", 0, ttl_seconds=10, now=T0 + 19) is True
+
+
+def test_of_concurrent_put_new_exactly_one_writes(counters):
+    threads = 6
+    won: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def worker(value: int) -> None:
+        start.wait()
+        if counters.put_new("first", value, ttl_seconds=60, now=T0):
+            with lock:
+                won.append(value)
+
+    pool = [threading.Thread(target=worker, args=(v,)) for v in range(1, threads + 1)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(30)
+    assert len(won) == 1
+    assert counters.get("first", now=T0) == won[0]

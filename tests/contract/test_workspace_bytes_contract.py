@@ -5,14 +5,18 @@ the workspace and then wrote, so 8 concurrent 150 KB uploads under 200,000 bytes
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from ragchat.domain.errors import PayloadTooLarge
 from ragchat.domain.ids import new_id
 from ragchat.domain.models import Document, DocumentStatus
-from ragchat.services.storage_ceiling import WorkspaceBytes
+from ragchat.services.documents import DocumentService
+from ragchat.services.storage_ceiling import SEED_CLAIM_TTL_S, WorkspaceBytes
+from ragchat.services.workspaces import WorkspaceService
 
-from tests.fakes import FakeClock, FakeDocumentStore
+from tests.fakes import FakeBlobStore, FakeClock, FakeDocumentStore, FakeVectorIndex, FakeWorkspaceStore
 
 CAP = 200_000
 SIZE = 150_000
@@ -88,3 +92,61 @@ def test_without_a_ceiling_the_bytes_are_still_counted(counters) -> None:
     with pytest.raises(PayloadTooLarge, match=f"holds {10**9 + 10} bytes"):
         capped.reserve("ana", 11)
     capped.reserve("ana", 10)
+
+
+LEDGER_KEYS = ("ws-bytes:{}", "ws-bytes-seeded:{}", "ws-bytes-seeding:{}")
+
+
+def test_a_deleted_workspace_leaves_no_ledger_counter_behind(counters) -> None:
+    """Its ``ws-bytes:<workspace>`` counters (held, seeded, the seeding claim) went with it; they
+    stayed for ever (a century-long TTL) before."""
+    clock = FakeClock()
+    documents, index, blobs = FakeDocumentStore(), FakeVectorIndex(dimension=4), FakeBlobStore()
+    ledger = WorkspaceBytes(counters, documents, CAP, clock)
+    deleter = DocumentService(documents, index, blobs, held=ledger)
+    service = WorkspaceService(FakeWorkspaceStore(), documents, deleter, blobs, held=ledger)
+    team = service.create("ana", "Team")
+    ledger.reserve(team.id, 1_000)  # an upload
+    stored(documents, team.id, 1_000)
+    assert ledger.held(team.id) == 1_000
+
+    service.delete("ana", team.id)
+
+    for key in (k.format(team.id) for k in LEDGER_KEYS):  # nothing live under any of them
+        assert counters.put_new(key, 0, ttl_seconds=60, now=clock()), f"{key} was left behind"
+
+
+def test_a_seeder_whose_claim_ran_out_never_writes_over_the_ledger(counters) -> None:
+    """The first count of a workspace is written only where no ledger is yet: a slow seeder (its claim
+    expired while it listed) used to overwrite the ledger another request had seeded since, and
+    the bytes reserved in it meanwhile were forgotten (room for more than ``MAX_WORKSPACE_BYTES``)."""
+    clock = FakeClock()
+    documents = FakeDocumentStore()
+    stored(documents, "ana", 100_000)
+    ledger = WorkspaceBytes(counters, documents, CAP, clock)
+
+    def meanwhile() -> None:  # while the slow seeder lists: its claim runs out, another upload comes
+        clock.advance(SEED_CLAIM_TTL_S + 1)
+        ledger.reserve("ana", 60_000)  # seeds again (100,000) and reserves: 160,000
+
+    slow_ledger = WorkspaceBytes(counters, SlowList(documents, meanwhile), CAP, clock)
+    slow_ledger.reserve("ana", 30_000)  # its count (100,000) is not written: 190,000 held
+
+    assert ledger.held("ana") == 190_000
+    with pytest.raises(PayloadTooLarge):
+        ledger.reserve("ana", 20_000)
+
+
+class SlowList:
+    """A document store whose first listing runs ``meanwhile`` before it answers (a slow count)."""
+
+    def __init__(self, documents: FakeDocumentStore, meanwhile: Callable[[], None]) -> None:
+        self._documents = documents
+        self._meanwhile: Callable[[], None] | None = meanwhile
+
+    def list_documents(self, owner: str, **kwargs: Any) -> Any:
+        page = self._documents.list_documents(owner, **kwargs)
+        if self._meanwhile is not None:
+            meanwhile, self._meanwhile = self._meanwhile, None
+            meanwhile()
+        return page

@@ -381,6 +381,13 @@ class FakeCounters:
         with self._lock:
             self.values[key] = (int(value), now + ttl_seconds)
 
+    def put_new(self, key: str, value: int, *, ttl_seconds: float, now: float) -> bool:
+        with self._lock:
+            if self.values.get(key, (0, 0.0))[1] > now:
+                return False
+            self.values[key] = (int(value), now + ttl_seconds)
+            return True
+
     def reset_prefix(self, prefix: str) -> int:
         with self._lock:
             gone = [k for k in self.values if k.startswith(prefix)]

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from ragchat.adapters.local.pipeline import InlineIngestionLauncher
 from ragchat.config import load_settings
+from ragchat.domain.content_types import PDF
+from ragchat.domain.errors import ValidationError
 from ragchat.domain.models import DocumentStatus
+from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, reads_apart
 from ragchat.services.documents import DocumentService
+from ragchat.services.ingest_lane import ReadingLane
 from ragchat.services.ingest_runner import SlicedRunner
 from ragchat.services.ingestion import IngestionService, IngestSteps
 
 from tests.fakes import FakeBlobStore, FakeDocumentStore, FakeEmbedder, FakeLauncher, FakeVectorIndex
+from tests.pdfs import make_pdf
 
 OWNER = "alice"
 WAIT = 10.0  # upper bound for waiting on the worker; never reached when things work
@@ -252,9 +257,10 @@ def _html(chunks: int) -> str:
     return "<html><body>" + "".join(f"<p>{p}</p>" for p in big_text(chunks).split("\n\n")) + "</body></html>"
 
 
-def test_one_owners_slow_uploads_do_not_hold_another_owners_note_back() -> None:
+def test_rounds_by_hand_read_one_owners_slow_uploads_after_another_owners_note() -> None:
     """Issue 43: three small PDFs from one user, each expanding to thousands of chunks, held another
-    user's one-line note back 178 s (their splits ran first, in order of arrival)."""
+    user's one-line note back 178 s (their splits ran first, in order of arrival). Without a reading
+    lane (rounds run by hand) a round reads one of them after its embedding."""
     w = World()
     clock = Timed(w, slow=ALICE, cost=50.0)
     heavy = [w.ingestion.submit(ALICE, body=_html(120), content_type="text/html").id for _ in range(3)]
@@ -270,6 +276,149 @@ def test_one_owners_slow_uploads_do_not_hold_another_owners_note_back() -> None:
     while runner.active():
         runner.round(w.steps)
     assert {w.docs.get_document(ALICE, d).status for d in heavy} == {DocumentStatus.READY}  # type: ignore[union-attr]
+
+
+class GatedParser(InProcessParser):
+    """Reads text at once; a PDF (any type read apart) only once the test opens ``gate``: it says
+    so on ``reading`` first, and sets ``read`` when its reading has ended."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.reading = threading.Event()
+        self.read = threading.Event()
+
+    def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
+        data = body()
+        if not reads_apart(job.content_type, len(data)):
+            return super().parse(lambda: data, job)
+        self.reading.set()
+        try:
+            self.gate.wait(WAIT)  # (on the old worker: the round waits here, the note behind it)
+            return super().parse(lambda: data, job)
+        finally:
+            self.read.set()
+
+
+class Gated(World):
+    """A world whose PDFs are read only when the test says so; ``ready`` is set when bob's note is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parser = GatedParser()
+        self.steps.parser = self.parser
+        self.ready = threading.Event()
+        finalize = self.steps.finalize
+
+        def watched(owner: str, document_id: str, *args: object, **kwargs: object) -> object:
+            result = finalize(owner, document_id, *args, **kwargs)  # type: ignore[arg-type]
+            if owner == BOB:
+                self.ready.set()
+            return result
+
+        self.steps.finalize = watched  # type: ignore[method-assign,assignment]
+
+    def pdfs(self, owner: str, n: int) -> list[str]:
+        pages = [[f"Manual {i}, page {p}: " + big_text(8) for p in range(3)] for i in range(n)]
+        return [self.ingestion.submit(owner, body=make_pdf(p), content_type=PDF).id for p in pages]
+
+    def status_of(self, owner: str, doc_id: str) -> DocumentStatus | None:
+        doc = self.docs.get_document(owner, doc_id)
+        return None if doc is None else doc.status
+
+
+def test_another_owners_note_is_ready_while_a_pdf_is_being_read() -> None:
+    """Issue 43: a PDF already being read held the worker, so another user's one-line note waited
+    for the whole reading (29.5 s in the benchmark); the PDF is read on a lane of its own now."""
+    w = Gated()
+    heavy = w.pdfs(ALICE, 3)
+    runner = SlicedRunner(coalesce_texts=8, lane=ReadingLane())
+    runner.add([(ALICE, d) for d in heavy])
+    runner.round(w.steps)  # the first PDF goes to the lane
+    assert w.parser.reading.wait(WAIT)
+
+    note = w.ingestion.submit(BOB, body=NOTE).id  # while alice's PDF is being read
+    runner.add([(BOB, note)])
+    assert (BOB, note) in runner.round(w.steps)
+    assert w.status_of(BOB, note) == DocumentStatus.READY
+    assert not w.parser.read.is_set()  # alice's PDF is still being read
+    assert {w.status_of(ALICE, d) for d in heavy} <= {DocumentStatus.PENDING, DocumentStatus.PROCESSING}
+
+    w.parser.gate.set()
+    try:
+        while runner.active():
+            runner.round(w.steps)
+            assert runner.wait(WAIT)
+    finally:
+        runner.close()
+    assert {w.status_of(ALICE, d) for d in heavy} == {DocumentStatus.READY}
+
+
+def test_another_owners_note_is_ready_while_a_large_text_is_being_read() -> None:
+    """A text over a megabyte is read apart too (a 500 MiB one took tens of seconds to split)."""
+    w = Gated()
+    large = w.ingestion.submit(ALICE, body="A long manual line about ferns.\n" * 40_000).id  # 1.3 MB
+    runner = SlicedRunner(coalesce_texts=8, lane=ReadingLane())
+    try:
+        runner.add([(ALICE, large)])
+        runner.round(w.steps)
+        assert w.parser.reading.wait(WAIT)
+        note = w.ingestion.submit(BOB, body=NOTE).id
+        runner.add([(BOB, note)])
+        assert (BOB, note) in runner.round(w.steps)
+        assert w.status_of(BOB, note) == DocumentStatus.READY
+        assert not w.parser.read.is_set()
+    finally:
+        w.parser.gate.set()
+        runner.close()
+
+
+def test_the_worker_makes_another_owners_note_ready_while_a_pdf_is_being_read() -> None:
+    w = Gated()
+    runner = SlicedRunner(coalesce_texts=8, lane=ReadingLane())
+    launcher = InlineIngestionLauncher(lambda: w.steps, runner=runner)
+    service = IngestionService(w.docs, w.blobs, launcher, w.settings)
+    try:
+        w.ingestion = service
+        heavy = w.pdfs(ALICE, 3)
+        assert w.parser.reading.wait(WAIT)  # the worker has started reading alice's first PDF
+
+        note = service.submit(BOB, body=NOTE).id
+        assert w.ready.wait(WAIT), "bob's note waited for alice's PDF"
+        assert w.status_of(BOB, note) == DocumentStatus.READY
+        assert not w.parser.read.is_set()
+
+        w.parser.gate.set()
+        assert launcher.wait_idle(WAIT)
+        assert {w.status_of(ALICE, d) for d in heavy} == {DocumentStatus.READY}
+    finally:
+        w.parser.gate.set()
+        launcher.close(timeout=WAIT)
+
+
+class Unreadable(InProcessParser):
+    def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
+        if reads_apart(job.content_type, 0):
+            raise ValidationError("Could not read PDF: its page tree is broken")
+        return super().parse(body, job)
+
+
+def test_a_pdf_that_cannot_be_read_on_the_lane_fails_on_its_own() -> None:
+    w = Gated()
+    w.steps.parser = Unreadable()
+    (bad,) = w.pdfs(ALICE, 1)
+    note = w.ingestion.submit(BOB, body=NOTE).id
+    runner = SlicedRunner(lane=ReadingLane())
+    runner.add([(ALICE, bad), (BOB, note)])
+    try:
+        while runner.active():
+            runner.round(w.steps)
+            assert runner.wait(WAIT)
+    finally:
+        runner.close()
+    doc = w.docs.get_document(ALICE, bad)
+    assert doc is not None and doc.status == DocumentStatus.FAILED
+    assert "its page tree is broken" in str(doc.error)
+    assert w.status_of(BOB, note) == DocumentStatus.READY
 
 
 def test_an_owner_with_three_big_documents_gets_the_share_of_one() -> None:

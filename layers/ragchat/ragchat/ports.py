@@ -203,9 +203,8 @@ class Counters(Protocol):
     """Expiring integer counters (rate limits, flood detection, circuit breaker). Atomic."""
 
     def increment(self, key: str, *, amount: int = 1, ttl_seconds: float, now: float) -> int:
-        """Add ``amount`` and return the new value. A counter that does not exist or has expired
-        (``expires_at <= now``) starts from 0 with ``expires_at = now + ttl_seconds``; a live
-        counter keeps its expiry."""
+        """Add ``amount``, return the new value. A missing or expired (``expires_at <= now``) counter
+        starts from 0 with ``expires_at = now + ttl_seconds``; a live one keeps its expiry."""
         ...
 
     def get(self, key: str, *, now: float) -> int:
@@ -215,9 +214,8 @@ class Counters(Protocol):
     def increment_up_to(
         self, key: str, *, limit: int, amount: int = 1, ttl_seconds: float, now: float
     ) -> int | None:
-        """``increment``, but only when the live value would then be at most ``limit``: returns the
-        new value, or ``None`` and changes nothing (a refused request is not counted). Atomic: of
-        many concurrent calls exactly as many succeed as fit under ``limit``."""
+        """``increment`` only when the live value would then be at most ``limit``: the new value, or
+        ``None``, nothing changed. Atomic: of concurrent calls exactly as many succeed as fit."""
         ...
 
     def get_many(self, keys: Sequence[str], *, now: float) -> dict[str, int]: ...
@@ -225,9 +223,11 @@ class Counters(Protocol):
     def reset(self, key: str) -> None: ...
 
     def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
-        """Set ``value`` with ``expires_at = now + ttl_seconds``, replacing any counter (a flag, e.g.
-        the stop flag of a conversation's answer in flight)."""
+        """Set ``value``, ``expires_at = now + ttl_seconds``, replacing any counter (a flag)."""
         ...
+
+    def put_new(self, key: str, value: int, *, ttl_seconds: float, now: float) -> bool:
+        """:meth:`put` only where no live counter is (True: written). Atomic: one of concurrent calls."""
 
 
 @runtime_checkable

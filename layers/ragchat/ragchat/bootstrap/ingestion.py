@@ -32,10 +32,12 @@ class IngestionRoot(Models):
             arn = required(self.settings.state_machine_arn, "STATE_MACHINE_ARN")
             return StepFunctionsLauncher(arn, self._client("stepfunctions"))
         from ragchat.adapters.local.pipeline import MAX_DOCUMENTS_PER_RUN, InlineIngestionLauncher
+        from ragchat.services.ingest_lane import ReadingLane
         from ragchat.services.ingest_runner import SlicedRunner
 
         self.parser  # noqa: B018 - made first, so it is closed after the worker (closers run newest first)
-        runner = SlicedRunner(max_new_per_round=MAX_DOCUMENTS_PER_RUN)
+        # PDFs, pages and Office files are read on a lane of their own: the rounds go on meanwhile
+        runner = SlicedRunner(max_new_per_round=MAX_DOCUMENTS_PER_RUN, lane=ReadingLane())
         launcher = InlineIngestionLauncher(
             lambda: self.ingest_steps, runner=runner, warmer=self.evidence_warmer
         )
@@ -64,19 +66,23 @@ class IngestionRoot(Models):
 
     @cached_property
     def parser(self) -> DocumentParser:
-        """Reads uploads: locally in a child process under the ``PARSE_*`` limits (a hostile document
-        cannot hold the server); in a Lambda (its own process, bounded by its timeout) or with
+        """Reads uploads: locally in child processes under the ``PARSE_*`` limits (a hostile document
+        cannot hold the server; text and PDF/HTML/Office each in a child of their own, so a note
+        never waits for a PDF being read); in a Lambda (its own process, bounded by its timeout) or with
         ``PARSE_ISOLATION=off``, in this process."""
         s = self.settings
         if s.backend == "aws" or s.parse_isolation == "off":
             from ragchat.domain.parsing import InProcessParser
 
             return InProcessParser()
-        from ragchat.adapters.local.parse_process import ProcessParser
+        from ragchat.adapters.local.parse_process import LanedParser, ProcessParser
 
-        parser = ProcessParser(
-            cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
-        )
+        def child() -> ProcessParser:
+            return ProcessParser(
+                cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
+            )
+
+        parser = LanedParser(child)  # text and the documents read apart: a child each
         self._opened(parser.close)
         return parser
 

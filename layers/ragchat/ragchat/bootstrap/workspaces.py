@@ -33,7 +33,12 @@ class WorkspaceRoot(Backends):
             return self.user_directory.resolve(who)
 
         return WorkspaceService(
-            self.workspace_store, self.documents, deleter, self.blobs, resolve_member=resolve_member
+            self.workspace_store,
+            self.documents,
+            deleter,
+            self.blobs,
+            resolve_member=resolve_member,
+            held=self.workspace_bytes,
         )
 
     def conversation_scope(self, conv: Conversation) -> dict[str, str]:

@@ -20,6 +20,18 @@ from ragchat.domain.models import Chunk
 # Content types whose extracted pages the split step keeps (PDF, HTML, Office, e-books, RTF: their
 # text is not their bytes).
 KEEP_PAGES = EXTRACTED_TYPES
+# Content types whose reading may take long (a parser of their format, not a text split): the local
+# worker reads them apart from text, so a note never waits for a PDF being read (issue 43).
+READ_APART = EXTRACTED_TYPES
+# A text file larger than this is read apart too (splitting takes up to ~0.25 s of CPU per MB: a
+# 500 MiB upload held the worker for tens of seconds).
+APART_BYTES = 1_000_000
+
+
+def reads_apart(content_type: str, size: int) -> bool:
+    """Whether a document of this type and size (bytes) is read apart from short text: a PDF, a
+    page, an Office file, an e-book, RTF, or a text over :data:`APART_BYTES`."""
+    return content_type in READ_APART or size > APART_BYTES
 
 
 class ParsingInterrupted(RuntimeError):

@@ -15,8 +15,13 @@ hand first, at most one per owner per pass, and stops splitting once its splits 
 ``split_budget_s`` (the rest wait for the next round: one owner's slow PDFs never sit between another
 owner's note and its embedding); batches are taken one per *owner* per pass (then one per document
 of that owner), so an owner with three big documents gets the same share of a round as an owner
-with one. A split already running is not interrupted: another owner's note may wait for it, at most
-the split's own limits (``PARSE_CPU_SECONDS``, ``MAX_CHUNKS_PER_DOCUMENT``).
+with one. The split of a document that may take long to read (a PDF, an HTML page, an Office file, a
+text over a megabyte: :func:`~ragchat.domain.parsing.reads_apart`) runs on the reading lane
+(:class:`~ragchat.services.ingest_lane.ReadingLane`), one at a time, the owner with the least in hand
+first: the rounds go on meanwhile, so another owner's note never waits for a PDF being read (it
+waited up to the split's own limits, ``PARSE_CPU_SECONDS``: 29.5 s in the benchmark). A document
+read on the lane takes its batches in the rounds after, in its owner's turn. Without a lane (rounds
+run by hand: tests, ``tests.fakes.run_to_end``) a round reads one such document after its embedding.
 
 A document deleted while it is ingested is noticed at its next slice: its job ends, and whatever
 notes, vectors or batch files it had are removed (nothing more is embedded for it). One re-uploaded
@@ -41,12 +46,13 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import NotFound, RagchatError
-from ragchat.domain.parsing import ParsingInterrupted
+from ragchat.domain.parsing import ParsingInterrupted, reads_apart
 from ragchat.services.ingest_pipeline import EMBED_INDEX, FINALIZE, SPLIT, Stage, failure_message
 from ragchat.services.ingest_steps import embedding_texts
 
 if TYPE_CHECKING:
     from ragchat.domain.models import Document
+    from ragchat.services.ingest_lane import ReadingLane
     from ragchat.services.ingest_steps import IngestSteps
 
 logger = Logger(service="ragchat", child=True)
@@ -62,7 +68,7 @@ MAX_NEW_PER_ROUND = 128
 SPLIT_BUDGET_S = 1.0
 
 
-@dataclass
+@dataclass(eq=False)  # one per document: compared (and hashed by the lane) as itself
 class _Job:
     key: Key
     plan: dict[str, Any] | None = None
@@ -85,9 +91,6 @@ class _Slice:
     vectors: list[list[float]] | None = field(default=None)
 
 
-HEAVY_TYPES = ("application/pdf", "text/html")  # read by a parser that may take long (split last)
-
-
 def _heavy(steps: IngestSteps, job: _Job) -> bool:
     """Whether ``job``'s document is read by a parser that may take long (looked up once)."""
     if job.heavy is None:
@@ -95,7 +98,7 @@ def _heavy(steps: IngestSteps, job: _Job) -> bool:
             doc = steps.documents.get_document(*job.key)
         except Exception:  # its split will say what is wrong
             doc = None
-        job.heavy = doc is not None and str(doc.content_type) in HEAVY_TYPES
+        job.heavy = doc is not None and reads_apart(str(doc.content_type), doc.size or 0)
     return job.heavy
 
 
@@ -136,12 +139,17 @@ class SlicedRunner:
         max_new_per_round: int = MAX_NEW_PER_ROUND,
         split_budget_s: float = SPLIT_BUDGET_S,
         clock: Callable[[], float] = time.monotonic,
+        lane: ReadingLane | None = None,
     ) -> None:
-        """``clock``: monotonic seconds, for the split budget (tests pass a fake one)."""
+        """``clock``: monotonic seconds, for the split budget (tests pass a fake one). ``lane``: where
+        the documents read apart (:func:`~ragchat.domain.parsing.reads_apart`) are split (``ragchat
+        serve``'s worker); without one, in the round, one per round after its embedding (rounds run
+        by hand: tests)."""
         self._coalesce = max(1, int(coalesce_texts))
         self._max_new = max(1, int(max_new_per_round))
         self._split_budget = split_budget_s
         self._clock = clock
+        self.lane = lane
         self._jobs: dict[Key, _Job] = {}  # insertion order is the round-robin order
         self._fresh_only = False  # whether the last round embedded only documents split in it
         self._cut_short = False  # whether the last round ended after its splits
@@ -152,7 +160,35 @@ class SlicedRunner:
                 self._jobs[key] = _Job(key)
 
     def active(self) -> bool:
+        """Whether documents are in hand (some may only be waiting for the reading lane)."""
         return bool(self._jobs)
+
+    def runnable(self) -> bool:
+        """Whether a round now has something to do: not only wait for a document being read on the
+        lane (the launcher's worker sleeps meanwhile; ``lane.on_done`` wakes it)."""
+        lane = self.lane
+        if lane is None or lane.ready():
+            return bool(self._jobs) or lane is not None
+        free = lane.free()
+        for job in self._jobs.values():
+            if job.done or job.plan is not None:
+                return True
+            if not lane.holds(job) and (job.heavy is not True or free):
+                return True
+        return False
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a round has something to do (at most ``timeout`` seconds), for callers that
+        run rounds by hand (tests). False when it timed out with documents only being read."""
+        if self.lane is None or self.runnable() or not self._jobs:
+            return True
+        self.lane.wait(timeout)
+        return self.runnable()
+
+    def close(self) -> None:
+        """Stop the reading lane (the server is stopping; a document being read is left as it is)."""
+        if self.lane is not None:
+            self.lane.close()
 
     def keys(self) -> set[Key]:
         return set(self._jobs)
@@ -164,12 +200,12 @@ class SlicedRunner:
     def round(self, steps: IngestSteps, arrived: Callable[[], bool] = lambda: False) -> list[Key]:
         """One round (see the module docstring). Returns the documents it finished: READY,
         FAILED or deleted meanwhile. ``arrived`` tells whether new documents are waiting: if they
-        came while this round was splitting (a big PDF's extraction takes a while), the round ends
+        came while this round was splitting (a long text takes a while to split), the round ends
         after its splits so that they are split and embedded next, before any batch of the rest."""
-        fresh = self._split_fairly(steps, heavy=False)
-        light = bool(fresh)
-        if not light:
-            fresh = self._split_fairly(steps, heavy=True, most=1)
+        self._take_read(steps)
+        fresh = self._split_fairly(steps, heavy=False, split=self._split)
+        if self.lane is not None and self.lane.free():  # the next PDF or page is read while this round embeds
+            self._split_fairly(steps, heavy=True, most=1, split=self._read_apart)
         cut_short, self._cut_short = self._cut_short, False
         if fresh and not cut_short and arrived():  # never twice in a row: embedding goes on
             self._cut_short = True
@@ -182,8 +218,8 @@ class SlicedRunner:
         served: list[_Job] = []
         slices = self._take(steps, order, served)
         self._store(steps, slices)
-        if light:  # the notes split this round are embedded: now one PDF or page (for the next round)
-            self._split_fairly(steps, heavy=True, most=1)
+        if self.lane is None:  # the round's notes are embedded: now one PDF or page, for the next round
+            self._split_fairly(steps, heavy=True, most=1, split=self._split)
         return self._collect(served)
 
     def _collect(self, served: list[_Job]) -> list[Key]:
@@ -198,17 +234,25 @@ class SlicedRunner:
         return finished
 
     # ---------------------------------------------------------------- slices
-    def _split_fairly(self, steps: IngestSteps, *, heavy: bool, most: int | None = None) -> list[_Job]:
-        """Split fresh documents of one kind (``heavy``: PDF or HTML, whose reading may take long;
-        else text): the owner with the fewest documents in hand first, one per owner per pass, until
-        ``most`` (``max_new_per_round``) or the split budget is spent (at least one). The jobs split."""
+    def _split_fairly(
+        self,
+        steps: IngestSteps,
+        *,
+        heavy: bool,
+        split: Callable[[IngestSteps, _Job], None],
+        most: int | None = None,
+    ) -> list[_Job]:
+        """Split fresh documents of one kind (``heavy``: read apart, whose reading may take long;
+        else text) with ``split``: the owner with the fewest documents in hand first, one per owner
+        per pass, until ``most`` (``max_new_per_round``) or the split budget is spent (at least
+        one). The jobs split (or handed to the lane)."""
         most = self._max_new if most is None else most
         waiting: dict[str, list[_Job]] = {}
         load: dict[str, int] = {}
         for job in self._jobs.values():
             owner = job.key[0]
             load[owner] = load.get(owner, 0) + 1
-            if job.plan is None and not job.done and _heavy(steps, job) is heavy:
+            if job.plan is None and not job.done and not self._reading(job) and _heavy(steps, job) is heavy:
                 waiting.setdefault(owner, []).append(job)
         owners = sorted(waiting, key=lambda o: load[o])  # stable: ties in order of arrival
         started = self._clock()
@@ -218,23 +262,49 @@ class SlicedRunner:
                 job = waiting[owner].pop(0)
                 if not waiting[owner]:
                     owners.remove(owner)
-                self._split(steps, job)
+                split(steps, job)
                 done.append(job)
                 if len(done) >= most or self._clock() - started >= self._split_budget:
                     return done
         return done
 
     def _split(self, steps: IngestSteps, job: _Job) -> None:
-        owner, document_id = job.key
         try:
-            job.plan = steps.split(owner, document_id)
-        except ParsingInterrupted:  # the server is stopping: left PROCESSING, resumed at its next start
+            plan = steps.split(*job.key)
+        except Exception as exc:
+            self._planned(steps, job, None, exc)
+        else:
+            self._planned(steps, job, plan, None)
+
+    def _read_apart(self, steps: IngestSteps, job: _Job) -> None:
+        """Hand ``job``'s split to the reading lane (taken back by :meth:`_take_read`)."""
+        owner, document_id = job.key
+        assert self.lane is not None
+        self.lane.submit(job, lambda: steps.split(owner, document_id))
+
+    def _reading(self, job: _Job) -> bool:
+        return self.lane is not None and self.lane.holds(job)
+
+    def _take_read(self, steps: IngestSteps) -> None:
+        """The splits the lane ended since the last round: their jobs take their batches from now on
+        (a job dropped meanwhile, ``clear``, is forgotten)."""
+        for job, plan, error in self.lane.take() if self.lane is not None else []:
+            assert isinstance(job, _Job)
+            if self._jobs.get(job.key) is job:
+                self._planned(steps, job, plan, error)
+
+    def _planned(
+        self, steps: IngestSteps, job: _Job, plan: dict[str, Any] | None, exc: Exception | None
+    ) -> None:
+        """A split ended: its plan, or the error it raised."""
+        if isinstance(exc, ParsingInterrupted):  # the server is stopping: left PROCESSING, resumed later
             job.done = True
             return
-        except Exception as exc:
-            self._end(steps, job, SPLIT, exc)
+        if exc is not None or plan is None:
+            self._end(steps, job, SPLIT, exc or RuntimeError("the split returned no plan"))
             return
-        if not job.plan["batches"]:  # superseded while splitting: finalize stands down and ends it
+        job.plan = plan
+        if not plan["batches"]:  # superseded while splitting: finalize stands down and ends it
             self._finalize(steps, job)
 
     def _take(self, steps: IngestSteps, order: list[_Job], served: list[_Job]) -> list[_Slice]:

@@ -13,8 +13,11 @@ when it is deleted; a new version reserves (or gives back) only the difference.
 The ledger is kept whether a ceiling is set or not, so setting one later starts from the truth.
 It is *seeded* once per workspace, on first use: one request claims the seeding (a conditional
 counter), lists the workspace's documents once and writes their sum; concurrent uploads wait
-(bounded) until it is done. No upload lists a workspace after that. A ledger never expires (its
-counter has a century-long TTL).
+(bounded) until it is done. No upload lists a workspace after that. The sum is written only where no
+ledger is yet (``Counters.put_new``: a conditional write on both stores), so a seeder whose claim
+ran out while it was listing (a slow count) never writes over a ledger another one seeded and
+uploads have reserved in since. A ledger never expires (its counter has a century-long TTL); it
+goes with its workspace (:meth:`WorkspaceBytes.forget`, when a shared workspace is deleted).
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ class WorkspaceBytes:
     def _seeded_key(workspace: str) -> str:
         return f"ws-bytes-seeded:{workspace}"
 
+    @staticmethod
+    def _claim_key(workspace: str) -> str:
+        return f"ws-bytes-seeding:{workspace}"
+
     def held(self, workspace: str) -> int:
         """What ``workspace`` holds now (its ledger)."""
         self._seed(workspace)
@@ -99,9 +106,10 @@ class WorkspaceBytes:
         )
 
     def forget(self, workspace: str) -> None:
-        """The workspace is gone: drop its ledger."""
+        """The workspace is gone: drop its ledger (its counters, none left behind)."""
         self.counters.reset(self._held_key(workspace))
         self.counters.reset(self._seeded_key(workspace))
+        self.counters.reset(self._claim_key(workspace))
 
     # ------------------------------------------------------------------ seeding
     def _is_seeded(self, workspace: str) -> bool:
@@ -111,7 +119,7 @@ class WorkspaceBytes:
         """Make sure the ledger counts what the workspace held before it existed (once)."""
         polls = int(SEED_WAIT_S / SEED_POLL_S)
         while not self._is_seeded(workspace):
-            claim = f"ws-bytes-seeding:{workspace}"
+            claim = self._claim_key(workspace)
             if self.counters.increment_up_to(claim, limit=1, ttl_seconds=SEED_CLAIM_TTL_S, now=self.clock()):
                 # seeded by another request between the look and the claim: counting again would
                 # overwrite what was reserved since
@@ -136,6 +144,9 @@ class WorkspaceBytes:
             if not (cursor := page.cursor):
                 break
         now = self.clock()
-        self.counters.put(self._held_key(workspace), held, ttl_seconds=HELD_TTL_S, now=now)
+        # only where no ledger is yet: another seeder may have written one (this claim ran out while
+        # listing) and uploads reserved in it since; it is the one that counts
+        first = self.counters.put_new(self._held_key(workspace), held, ttl_seconds=HELD_TTL_S, now=now)
         self.counters.put(self._seeded_key(workspace), 1, ttl_seconds=HELD_TTL_S, now=now)
-        logger.info("workspace.bytes_counted", extra={"workspace": workspace, "bytes": held})
+        event = "workspace.bytes_counted" if first else "workspace.bytes_already_counted"
+        logger.info(event, extra={"workspace": workspace, "bytes": held})

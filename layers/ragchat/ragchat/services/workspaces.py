@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ragchat.domain.models import Document, Note
     from ragchat.ports import BlobStore, DocumentStore, WorkspaceStore
     from ragchat.services.documents import DocumentService
+    from ragchat.services.storage_ceiling import WorkspaceBytes
 
 logger = Logger(service="ragchat", child=True)
 
@@ -85,18 +86,21 @@ class WorkspaceService:
         *,
         resolve_member: Callable[[str], str | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        held: WorkspaceBytes | None = None,
     ) -> None:
         """``resolve_member``: the user id a member identifier names, or ``None`` for nobody (the
         user directory: Cognito on AWS, the users file of ``ragchat serve``). A member added is
         looked up, so a misspelt id or name is a 404, not access kept for whoever gets it later; a
         member removed is looked up only when given by e-mail (a deleted user can still be removed).
-        ``None``: members are given by user id. ``clock``: seconds, for :meth:`delete_within`."""
+        ``None``: members are given by user id. ``clock``: seconds, for :meth:`delete_within`.
+        ``held``: the workspaces' byte ledgers (a deleted workspace's goes with it)."""
         self.clock = clock
         self.store = store
         self.documents = documents
         self.deleter = deleter
         self.blobs = blobs
         self.resolve_member = resolve_member
+        self.held = held
 
     # ------------------------------------------------------------------ access
     def personal(self, user: str) -> Access:
@@ -209,6 +213,8 @@ class WorkspaceService:
         for prefix in ("documents", "extracted", "uploads"):
             self.blobs.delete_prefix(f"{prefix}/{blob_segment(access.id)}/")
         self.store.delete_workspace(access.id)
+        if self.held is not None:  # its byte ledger (ws-bytes:<id>) is not left behind
+            self.held.forget(access.id)
         logger.info("workspaces.deleted", extra={"workspaceId": access.id, "documents": removed})
         return removed, True
 

@@ -108,6 +108,8 @@ Counters table
 - get / get_many: GetItem / BatchGetItem with ConsistentRead.
 - put (a flag: ``stream:conv:…`` an answer in flight, ``stop:conv:…`` its stop request): PutItem,
   replacing the item with the new value and expiry.
+- put_new (a workspace byte ledger's first count, ``ws-bytes:…``): PutItem conditioned on "missing
+  or expires_at <= now"; a failed condition writes nothing (another count is already there).
 """
 
 from __future__ import annotations

@@ -284,6 +284,34 @@ class ProcessParser:
                 self._lock.release()
 
 
+class LanedParser:
+    """The ingestion's ``DocumentParser`` for ``ragchat serve``: two :class:`ProcessParser` children
+    under the same limits, one for the documents read apart (PDF, HTML, Office, e-book, RTF, text over
+    a megabyte: ``domain.parsing.reads_apart``, read on the worker's reading lane) and one for short
+    text, so a note is never queued behind a PDF being read (issue 43). Each child starts with the
+    first document of its kind; a server that only gets notes never starts the second."""
+
+    def __init__(self, make: Callable[[], ProcessParser]) -> None:
+        self.text = make()
+        self.apart = make()
+
+    def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
+        from ragchat.domain.parsing import reads_apart
+
+        held = [body()]  # its size decides the child; handed over once, not held here while read
+        child = self.apart if reads_apart(job.content_type, len(held[0])) else self.text
+        return child.parse(held.pop, job)
+
+    @property
+    def started(self) -> int:
+        """Child processes started, both kinds together."""
+        return self.text.started + self.apart.started
+
+    def close(self) -> None:
+        self.apart.close()
+        self.text.close()
+
+
 class ProcessPdfCheck:
     """The PDF check before the 202 (``extraction.check_pdf``: a PDF up to 5 MiB is opened to its
     first page with text) in a child process of its own, under ``cpu_seconds`` of CPU and

@@ -5,7 +5,8 @@ background worker thread, so ``POST /notes`` answers 202 at once and the documen
 The worker is fair: it runs the documents in hand round by round, a slice of each per round
 (:class:`~ragchat.services.ingest_runner.SlicedRunner`), so a short note posted while a big
 document is processing is READY a round or two later instead of after the big one; a document
-deleted meanwhile is dropped at its next slice.
+deleted meanwhile is dropped at its next slice. A PDF, page or Office file is read on the runner's
+reading lane, beside the worker: the rounds go on while it is read.
 
 With a ``warmer`` (:class:`~ragchat.services.evidence.EvidenceWarmer`), a document that finished is
 queued for its evidence vectors, which the worker embeds only when no ingestion is waiting: the
@@ -72,6 +73,8 @@ class InlineIngestionLauncher:
         self.completed = 0  # runs finished (for tests and the CLI's progress)
         self._arrivals = 0  # documents started so far (to tell those that came during a round)
         self._seen = 0
+        if runner.lane is not None:
+            runner.lane.on_done(self._wake)  # a document read apart is taken up at once
 
     # ------------------------------------------------------------------ IngestionLauncher
     def start(self, owner: str, document_id: str, *, version: str | None = None) -> None:
@@ -159,6 +162,7 @@ class InlineIngestionLauncher:
             self._warm.clear()
             self._cond.notify_all()
             thread = self._thread
+        self._runner.close()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
@@ -171,7 +175,13 @@ class InlineIngestionLauncher:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._runner.active() and not self._closed and not self._warm:
+                # (documents only waiting for the reading lane: nothing to do until it wakes us)
+                while (
+                    not self._queue
+                    and not self._runner.runnable()
+                    and not self._closed
+                    and not (self._warm and not self._runner.active())
+                ):
                     self._cond.wait()
                 if self._closed:
                     self._running.clear()  # left PENDING/PROCESSING: ``resume`` takes them up
@@ -205,6 +215,10 @@ class InlineIngestionLauncher:
         steps = self._steps_factory()
         self._runner.add(keys)
         return self._runner.round(steps, arrived=self._arrived)
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
 
     def _arrived(self) -> bool:
         """Whether a document was started since this round took its work."""

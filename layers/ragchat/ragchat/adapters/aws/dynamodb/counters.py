@@ -119,6 +119,25 @@ class DynamoCounters:
     def reset(self, key: str) -> None:
         self._t.call("delete_item", TableName=self._t.name, Key={"pk": {"S": key}})
 
+    def put_new(self, key: str, value: int, *, ttl_seconds: float, now: float) -> bool:
+        """One conditional ``PutItem``: written only when the item is missing or expired."""
+        expires_at = now + ttl_seconds
+        try:
+            self._t.call(
+                "put_item",
+                TableName=self._t.name,
+                Item=to_item(
+                    {"pk": key, "value": int(value), "expires_at": expires_at, "ttl": int(expires_at) + 1}
+                ),
+                ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+                ExpressionAttributeValues=to_item({":now": now}),
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return False
+        return True
+
     def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
         expires_at = now + ttl_seconds
         self._t.call(

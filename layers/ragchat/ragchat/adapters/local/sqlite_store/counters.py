@@ -85,6 +85,22 @@ class SqliteCounters:
             cur = conn.execute("DELETE FROM counters WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",))
             return int(cur.rowcount)
 
+    def put_new(self, key: str, value: int, *, ttl_seconds: float, now: float) -> bool:
+        with self.db.write() as conn:
+            # one statement: a live row is left as it is (the upsert's WHERE), an expired one replaced
+            row = conn.execute(
+                "INSERT INTO counters (key, value, expires_at) VALUES (:key, :value, :expires) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at "
+                "WHERE counters.expires_at <= :now RETURNING value",
+                {
+                    "key": key,
+                    "value": int(value),
+                    "expires": float(now) + float(ttl_seconds),
+                    "now": float(now),
+                },
+            ).fetchone()
+        return row is not None
+
     def put(self, key: str, value: int, *, ttl_seconds: float, now: float) -> None:
         with self.db.write() as conn:
             conn.execute(
