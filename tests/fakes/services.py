@@ -165,8 +165,9 @@ class FakeLauncher:
 
 def run_to_end(steps: IngestSteps | OneBatchSteps, keys: Sequence[tuple[str, str]]) -> None:
     """Run documents (``(owner, document_id)``) to the end in this thread, as the local launcher's
-    rounds do: each ends ``READY``, ``FAILED``, or removed when deleted meanwhile."""
-    runner = SlicedRunner()
+    rounds do: each ends ``READY``, ``FAILED``, or removed when deleted meanwhile. The split budget's
+    clock stands still, so a round's splits never depend on how busy the machine is."""
+    runner = SlicedRunner(clock=lambda: 0.0)
     runner.add(keys)
     while runner.active():
         runner.round(steps)  # type: ignore[arg-type]
