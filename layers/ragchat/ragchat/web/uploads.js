@@ -65,7 +65,7 @@ const uploads = (() => {
     try { const r = await upload(file, collection, bar); bar.value = 100; bar.hidden = true;
       if (r.duplicate && r.otherDocument) show(out, r.message, 'ok');  // the same content, added before by another door
       else if (r.duplicate) show(out, 'Already uploaded, unchanged: “' + (r.title || file.name) + '” (' + r.status + ').', 'ok');
-      else follow(r.documentId, out, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : '', r.until);
+      else { announceDocument(); follow(r.documentId, out, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : '', r.until); }
     } catch (err) { refuse(describe(err)); } }
   return {one, follow, show, megabytes, LIMIT};
 })();
