@@ -190,3 +190,40 @@ def test_the_documents_page_reads_the_list_again_only_when_something_may_have_ch
         docs.clock.run_for(61_000)
         expect(docs.locator("#rows tr").filter(has_text="Buoy colours")).to_have_count(1, timeout=WAIT_MS)
         assert len(lists) == settled + 1
+
+
+# ----------------------------------------------------------------------------- a conversation's link
+OTHER_MEMBERS = (
+    "That conversation belongs to another member of “Harbour team”: conversations are private to the "
+    "person who started them."
+)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_conversation_link_says_whose_it_is_to_a_member_and_nothing_to_a_stranger(
+    browser: Any, team: Any, width: int
+) -> None:
+    expect = _expect()
+    server, tokens, ws = team
+    made = server.request("POST", "/chat/conversations", body={"workspace": ws}, token=tokens["ana"])
+    assert made.status == 201, made.body
+    conv = made.json()["id"]
+    # over HTTP: a member gets 403 in words, a stranger the plain 404 (as for an id never used)
+    vic = server.request("GET", f"/chat/conversations/{conv}", token=tokens["vic"])
+    assert (vic.status, vic.json()) == (403, {"error": OTHER_MEMBERS})
+    zed = server.request("GET", f"/chat/conversations/{conv}", token=tokens["zed"])
+    nope = server.request("GET", "/chat/conversations/01NOPE0000000000000000000", token=tokens["zed"])
+    assert (zed.status, zed.body) == (nope.status, nope.body) == (404, b'{"error": "Conversation not found"}')
+
+    with _context(browser, server, tokens["vic"], width) as context:
+        page = context.new_page()
+        page.goto(f"/ui/c/{conv}")
+        expect(page.locator("#chat-error")).to_have_text(OTHER_MEMBERS, timeout=WAIT_MS)
+        expect(page).to_have_url(re.compile(r"/ui$"))
+        _shot(page, f"conversation-of-another-member-{width}.png")
+    with _context(browser, server, tokens["zed"], width) as context:
+        page = context.new_page()
+        page.goto(f"/ui/c/{conv}")
+        expect(page.locator("#chat-error")).to_have_text(
+            "That conversation was not found: it may have been deleted.", timeout=WAIT_MS
+        )

@@ -110,6 +110,11 @@ class ConversationStore(Protocol):
 
     def get_conversation(self, owner: str, conv_id: str) -> Conversation | None: ...
 
+    def find_conversation(self, conv_id: str) -> Conversation | None:
+        """The conversation with this id, whoever started it (one keyed read). Never shown to a
+        caller: it only tells a member of its workspace that the conversation is another member's."""
+        ...
+
     def list_conversations(
         self, owner: str, *, limit: int = 50, cursor: str | None = None
     ) -> Page[Conversation]:

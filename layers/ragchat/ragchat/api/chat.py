@@ -195,6 +195,8 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.get(
         "/chat/conversations/<conversation_id>",
         summary="A conversation and its messages (ascending, with summaries and sources)",
+        description="Conversations are private to whoever started them: another member of a workspace "
+        "holding it gets 403 saying so; anyone else 404, as for an id never used.",
         tags=["chat"],
     )
     def get_conversation(
@@ -203,7 +205,9 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
         cursor: Cursor = None,
     ) -> dict[str, Any]:
         who = _owner(r)
-        conv = container.chat.conversations.get(who, conversation_id)
+        # a link opened by another member of its workspace: 403 saying so; anyone else: the plain 404
+        shared_home = container.workspaces.shared_home
+        conv = container.chat.conversations.get(who, conversation_id, shared_home=shared_home)
         page = container.chat.conversations.messages(who, conversation_id, limit=limit, cursor=cursor)
         return {
             **conversation_json(conv),
