@@ -227,3 +227,64 @@ def test_a_conversation_link_says_whose_it_is_to_a_member_and_nothing_to_a_stran
         expect(page.locator("#chat-error")).to_have_text(
             "That conversation was not found: it may have been deleted.", timeout=WAIT_MS
         )
+
+
+# ------------------------------------------------------------------- the cited span, on the image
+GUIDE_PAGES = [
+    "The Quillon observatory guide.\nVisitors enter through the west gate.",
+    "The great telescope of the Quillon observatory\nwas ground by the optician Mara Venn in 1911.\n"
+    "The dome turns on twelve bronze wheels.",
+]
+BOX_ON_IMAGE = """([img, box]) => { const i = img.getBoundingClientRect(), b = box.getBoundingClientRect();
+  return {x: (b.left - i.left) / i.width, y: (b.top - i.top) / i.height,
+          w: b.width / i.width, h: b.height / i.height}; }"""
+
+
+def baseline(line: int) -> float:
+    """Line ``line``'s baseline as a fraction of a make_pdf page from its top (14 pt apart from 720)."""
+    return (792 - (720 - 14 * (line - 1))) / 792
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_pdf_citation_boxes_the_cited_sentence_on_the_page_image(
+    browser: Any, team: Any, width: int
+) -> None:
+    from tests.pdfs import make_pdf
+
+    expect = _expect()
+    server, tokens, _ = team
+    posted = server.request(
+        "POST", "/documents?filename=quillon.pdf&title=Quillon%20guide", data=make_pdf(GUIDE_PAGES),
+        headers={"Content-Type": "application/pdf"}, token=tokens["ana"],
+    )  # fmt: skip
+    assert posted.status in (200, 202), posted.body  # 200: the other width's run added it
+    _wait_ready(server, tokens["ana"], posted.json()["documentId"])
+    with _context(browser, server, tokens["ana"], width) as context:
+        page = context.new_page()
+        page.goto("/ui")
+        message = page.get_by_label("Message", exact=True)
+        message.fill("Who ground the great telescope of the Quillon observatory?")
+        message.press("Enter")
+        answer = page.locator(".msg.assistant").last
+        expect(answer.locator(".content")).to_contain_text("Mara Venn", timeout=WAIT_MS)
+        answer.locator(".sources .chip").filter(has_text="Quillon guide · p. 2").click()
+        panel = page.get_by_role("dialog")
+        panel.get_by_role("button", name="Open document").click()
+        expect(panel.locator(".page-no")).to_have_text("Page 2 of 2", timeout=WAIT_MS)
+        image = panel.get_by_role("img", name="Page 2 of Quillon guide")
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+        marks = panel.locator(".pdf-page .page-mark")
+        expect(marks.first).to_be_visible()
+        expect(panel.locator(".doc-text mark").first).to_contain_text("Mara Venn")
+        boxes = [
+            page.evaluate(BOX_ON_IMAGE, [image.element_handle(), m.element_handle()]) for m in marks.all()
+        ]
+        # the cited sentence's line (line 2 of page 2) is boxed, from the page's margin; line 3 is not
+        assert any(b["y"] < baseline(2) < b["y"] + b["h"] and abs(b["x"] - 72 / 612) < 0.01 for b in boxes), (
+            boxes
+        )
+        assert all(b["y"] + b["h"] < baseline(3) - 0.004 for b in boxes), boxes
+        _shot(page, f"pdf-citation-box-{width}.png")
+        image.click()  # zoomed: the box stays on its words
+        zoomed = page.evaluate(BOX_ON_IMAGE, [image.element_handle(), marks.last.element_handle()])
+        assert abs(zoomed["y"] - boxes[-1]["y"]) < 0.002 and abs(zoomed["x"] - boxes[-1]["x"]) < 0.002

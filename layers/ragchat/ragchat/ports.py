@@ -351,7 +351,9 @@ class PageRenderer(Protocol):
     """A PDF's page as an image (the document viewer). Raises ``NotFound`` for a page past the end,
     ``ValidationError`` for bytes that are no readable PDF."""
 
-    def render(self, pdf: bytes, page: int, width: int) -> PageImage: ...
+    def render(self, pdf: bytes, page: int, width: int, find: Sequence[str] = ()) -> PageImage:
+        """``find``: passages to box on the image (``PageImage.marks``; one not on the page: none)."""
+        ...
 
 
 @runtime_checkable
