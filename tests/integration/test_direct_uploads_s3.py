@@ -147,6 +147,11 @@ def test_a_pdf_page_is_rendered_from_its_original_in_s3(stack: Stack) -> None:
     assert png.startswith(b"\x89PNG") and page["width"] >= 890
     past = notes(api_event("GET", f"/documents/{ticket['documentId']}/pages/3"), None)
     assert past["statusCode"] == 404
+    # the cited sentence boxed on the image (issue 45), in the function's own process: line 1 of page 2
+    find = api_event("GET", f"/documents/{ticket['documentId']}/pages/2")
+    find["queryStringParameters"] = {"find": "Swimming in the harbour is forbidden."}
+    (mark,) = json.loads(notes(find, None)["body"])["marks"]
+    assert mark["y"] < (792 - 720) / 792 < mark["y"] + mark["height"] and abs(mark["x"] - 72 / 612) < 0.005
 
 
 def test_bytes_already_there_are_named_when_the_upload_is_asked_for_not_after_s3(stack: Stack) -> None:
@@ -172,7 +177,11 @@ def test_bytes_already_there_are_named_when_the_upload_is_asked_for_not_after_s3
     assert reply["statusCode"] == 200, reply
     said = json.loads(reply["body"])
     assert said["duplicate"] is True and said["otherDocument"] is True
-    assert (said["documentId"], said["title"], said["status"]) == (ticket["documentId"], "Harbour fees", "READY")
+    assert (said["documentId"], said["title"], said["status"]) == (
+        ticket["documentId"],
+        "Harbour fees",
+        "READY",
+    )
     assert said["message"].startswith("Already there: “Harbour fees”")
     assert "url" not in said and "fields" not in said  # nothing to send
     assert bucket_keys(stack) == [f"documents/{SUB}/{ticket['documentId']}/body.md"]

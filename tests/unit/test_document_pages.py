@@ -196,3 +196,36 @@ def test_passages_are_found_by_their_words_or_their_longest_piece() -> None:
     (piece,) = find_passages(text, ["Moorings are free: it closes at noon."])
     assert text[piece[0] : piece[1] + 1] == "it closes at noon"
     assert find_passages(text, ["market open"]) == []  # whole words only
+
+
+def turned(rotate: int) -> bytes:
+    """One page turned by ``rotate`` degrees with a media box that does not start at 0, 0."""
+    from tests.pdfs import pdf_of
+
+    stream = (
+        b"BT /F1 12 Tf 14 TL 72 720 Td (The fuel dock opens at seven.) Tj T* (Swimming is forbidden.) Tj ET"
+    )
+    return pdf_of(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [50 100 612 792] /Rotate %d " % rotate
+            + b"/Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>",
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        ]
+    )
+
+
+def test_the_box_follows_the_page_as_drawn_turned_and_cropped() -> None:
+    """The boxes are placed the way PDFium draws the page (its rotation, its media box's origin)."""
+    from ragchat.adapters.local.pdf_pages import PdfiumPages
+
+    for rotate in (0, 90, 180, 270):
+        shown = PdfiumPages().render(turned(rotate), 1, PAGE_WIDTH, ["Swimming is forbidden."])
+        (m,) = shown.marks
+        box = {"x": m.x, "y": m.y, "width": m.width, "height": m.height}
+        image = "data:image/png;base64," + base64.b64encode(shown.png).decode("ascii")
+        pixels_in = m.width * shown.width * m.height * shown.height
+        assert dark_in(image, box) > 0.12 * pixels_in, rotate  # over the drawn words (~22% ink)
+        assert (m.height > m.width) == (rotate in (90, 270)), rotate  # a turned line stands upright
