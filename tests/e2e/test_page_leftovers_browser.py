@@ -126,6 +126,9 @@ def test_an_upload_asks_no_openapi_and_a_copy_sent_to_s3_says_already_there(brow
         )
         assert sent == []  # nothing was sent
         _shot(page, "upload-already-there-1280.png")
+        page.set_viewport_size({"width": 390, "height": 844})
+        _shot(page, "upload-already-there-390.png")
+        page.set_viewport_size({"width": 1280, "height": 860})
 
         # A new file S3 took: 404 until the bucket's trigger has read it; waited for, not "not found".
         page.locator("#file").set_input_files(
@@ -179,6 +182,9 @@ def test_the_documents_page_reads_the_list_again_only_when_something_may_have_ch
             docs.clock.run_for(1000)  # the indexing document, read again every second
             docs.wait_for_timeout(250)  # the reply's real time (the server is not on the page's clock)
         expect(row.locator(".badge")).to_have_text("READY")
+        _shot(docs, "documents-new-from-another-tab-1280.png")
+        docs.set_viewport_size({"width": 390, "height": 844})
+        _shot(docs, "documents-new-from-another-tab-390.png")
         settled = len(lists)
         docs.clock.run_for(30_000)
         assert len(lists) == settled  # settled: the list is not read on a timer

@@ -152,10 +152,12 @@ const panel = (() => {
       go.onclick = () => first.scrollIntoView({block: 'center'}); bar.append(go); }
     else if (first) first.scrollIntoView({block: 'center'});
     return marked(page); }
-  // The passages marked in a page's text (at most 8, 1800 characters: the page image's ``find``).
-  function marked(page) { const out = []; let room = 1800;
+  // The passages marked in a page's text: the page image's ``find`` (at most 8 and 1800 characters, in
+  // at most 4000 bytes of the address: API Gateway takes 10 KB of request line and headers).
+  function marked(page) { const out = []; let room = 1800, bytes = 4000;
     for (const m of page.querySelectorAll('mark, tr.cited')) { const t = m.textContent.replace(/\s+/g, ' ').trim();
-      if (t && t.length <= room && out.length < 8) { out.push(t); room -= t.length + 1; } }
+      const size = encodeURIComponent(t).length + 3;
+      if (t && t.length < room && size <= bytes && out.length < 8) { out.push(t); room -= t.length + 1; bytes -= size; } }
     return out; }
   // A PDF page as the reader sees it (rendered by the server: GET /documents/{id}/pages/{n}), and its
   // text below, with the cited sentences highlighted (findable and selectable), and boxed on the image
@@ -163,8 +165,10 @@ const panel = (() => {
   function pageImage(doc, n) { const fig = el('figure', null, 'pdf-page'), frame = el('div', null, 'page-frame'), img = el('img');
     img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); frame.append(img); fig.append(frame); wide(true);
     img.title = 'Click to zoom'; img.onclick = () => fig.classList.toggle('zoomed');
-    const load = find => api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n +
-      (find.length ? '?find=' + encodeURIComponent(find.join('\n')) : '')).then(r => {
+    const fetchPage = find => api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n +
+      (find.length ? '?find=' + encodeURIComponent(find.join('\n')) : ''));
+    // the boxes are a help: a refusal of what was asked to find still shows the page
+    const load = find => fetchPage(find).catch(err => (find.length && [400, 413, 414].includes(err.status) ? fetchPage([]) : Promise.reject(err))).then(r => {
       img.width = r.width; img.height = r.height; img.src = r.image;
       for (const m of r.marks || []) { const box = el('div', null, 'page-mark'); box.setAttribute('aria-hidden', 'true');
         Object.assign(box.style, {left: 100 * m.x + '%', top: 100 * m.y + '%', width: 100 * m.width + '%', height: 100 * m.height + '%'});
