@@ -153,7 +153,7 @@ const panel = (() => {
     else if (first) first.scrollIntoView({block: 'center'});
     return marked(page); }
   // The passages marked in a page's text: the page image's ``find`` (at most 8 and 1800 characters, in
-  // at most 4000 bytes of the address: API Gateway takes 10 KB of request line and headers).
+  // at most 4000 characters of the address: API Gateway takes URLs of 8192 characters, edge-optimized).
   function marked(page) { const out = []; let room = 1800, bytes = 4000;
     for (const m of page.querySelectorAll('mark, tr.cited')) { const t = m.textContent.replace(/\s+/g, ' ').trim();
       const size = encodeURIComponent(t).length + 3;
