@@ -337,3 +337,16 @@ def test_feedback_is_stored_on_the_message_and_can_be_changed_or_cleared(
     conversation_store.delete_messages_after("alice", conv.id, question.id)
     assert conversation_store.set_feedback("alice", conv.id, answer.id, "up") is None
     assert conversation_store.get_message("alice", conv.id, answer.id) is None
+
+
+def test_a_conversation_is_found_by_its_id_alone_until_it_is_deleted(conversation_store):
+    """Only to tell a member of its workspace whose it is (GET /chat/conversations/{id})."""
+    conv = new_conv(conversation_store, owner="alice", workspace="ws_team", title="Fees")
+    found = conversation_store.find_conversation(conv.id)
+    assert (found.owner, found.workspace, found.title) == ("alice", "ws_team", "Fees")
+    assert conversation_store.find_conversation("01NOPE0000000000000000000") is None
+    with pytest.raises(Conflict):  # the id stays alice's
+        conversation_store.create_conversation(Conversation(id=conv.id, owner="bob"))
+    assert conversation_store.find_conversation(conv.id).owner == "alice"
+    assert conversation_store.delete_conversation("alice", conv.id) is True
+    assert conversation_store.find_conversation(conv.id) is None

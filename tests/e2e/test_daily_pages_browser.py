@@ -344,8 +344,7 @@ def test_a_conversation_has_an_address_that_reload_back_and_forward_restore(
 
         page.goto("/ui/c/NOPE0000")  # gone (or never there): said, and the start page
         expect(page.locator("#chat-error")).to_have_text(
-            "That conversation is not in your list: it was deleted, or someone else started it "
-            "(conversations stay private to whoever started them, also in a shared workspace)."
+            "That conversation was not found: it may have been deleted."
         )
         expect(page).to_have_url(re.compile(r"/ui$"))
 

@@ -63,6 +63,9 @@ def test_the_documents_tab_shows_a_new_document_and_its_progress_without_reload(
 
     res = server.request("POST", "/notes", body={"title": "Harbour logbook", "text": big_text()})
     assert res.status == 202, res.body
+    # added elsewhere (as `ragchat ingest` would): shown when the tab is shown again (or within a
+    # minute; the page no longer re-reads the list every 3 s: test_page_leftovers_browser.py)
+    page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
     row = page.locator("#rows tr").filter(has_text="Harbour logbook")
     expect(row).to_have_count(1, timeout=WAIT_MS)  # appeared: nobody reloaded the page
     progress = row.locator(".doc-progress")

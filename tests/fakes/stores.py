@@ -235,6 +235,11 @@ class FakeConversationStore:
                 return None
             return dataclasses.replace(conv, message_count=len(self._msgs(owner, conv_id)))
 
+    def find_conversation(self, conv_id: str) -> Conversation | None:
+        with self._lock:
+            conv = self.conversations.get(conv_id)
+        return None if conv is None else self.get_conversation(conv.owner, conv_id)
+
     def list_conversations(
         self, owner: str, *, limit: int = 50, cursor: str | None = None
     ) -> Page[Conversation]:

@@ -147,3 +147,47 @@ def test_a_pdf_page_is_rendered_from_its_original_in_s3(stack: Stack) -> None:
     assert png.startswith(b"\x89PNG") and page["width"] >= 890
     past = notes(api_event("GET", f"/documents/{ticket['documentId']}/pages/3"), None)
     assert past["statusCode"] == 404
+    # the cited sentence boxed on the image (issue 45), in the function's own process: line 1 of page 2
+    find = api_event("GET", f"/documents/{ticket['documentId']}/pages/2")
+    find["queryStringParameters"] = {"find": "Swimming in the harbour is forbidden."}
+    (mark,) = json.loads(notes(find, None)["body"])["marks"]
+    assert mark["y"] < (792 - 720) / 792 < mark["y"] + mark["height"] and abs(mark["x"] - 72 / 612) < 0.005
+
+
+def test_bytes_already_there_are_named_when_the_upload_is_asked_for_not_after_s3(stack: Stack) -> None:
+    """Issue 45: S3's reply to the form POST is S3's own, and a duplicate found by the trigger leaves
+    the grant's ``documentId`` a 404 (the page read "not found"). With the file's SHA-256 the grant
+    itself says the bytes are already there, with the existing document's title, and nothing is
+    signed or sent."""
+    import hashlib
+
+    notes, trigger = stack.handler("notes_api"), stack.handler("s3_ingest")
+    text = b"# Harbour\n\nThe mooring fee is twelve crowns a night.\n"
+    first = {"filename": "harbour.md", "title": "Harbour fees"}
+    ticket = json.loads(notes(api_event("POST", "/uploads", first), None)["body"])
+    files = {"file": ("harbour.md", text)}
+    assert requests.post(ticket["url"], data=ticket["fields"], files=files, timeout=30).status_code == 204
+    assert trigger(s3_event(ticket["key"]), None)["accepted"]
+    (execution,) = stack.wait_for_all(1)
+    assert execution["status"] == "SUCCEEDED", execution
+
+    digest = hashlib.sha256(text).hexdigest()
+    again = {"filename": "copy of harbour.md", "collection": "travel", "sha256": digest.upper()}
+    reply = notes(api_event("POST", "/uploads", again), None)
+    assert reply["statusCode"] == 200, reply
+    said = json.loads(reply["body"])
+    assert said["duplicate"] is True and said["otherDocument"] is True
+    assert (said["documentId"], said["title"], said["status"]) == (
+        ticket["documentId"],
+        "Harbour fees",
+        "READY",
+    )
+    assert said["message"].startswith("Already there: “Harbour fees”")
+    assert "url" not in said and "fields" not in said  # nothing to send
+    assert bucket_keys(stack) == [f"documents/{SUB}/{ticket['documentId']}/body.md"]
+
+    other = {"filename": "other.md", "sha256": hashlib.sha256(b"other bytes").hexdigest()}
+    granted = notes(api_event("POST", "/uploads", other), None)
+    assert granted["statusCode"] == 201 and "url" in json.loads(granted["body"])
+    bad = notes(api_event("POST", "/uploads", {"filename": "x.md", "sha256": "not-a-hash"}), None)
+    assert bad["statusCode"] == 400 and "sha256" in json.loads(bad["body"])["error"]

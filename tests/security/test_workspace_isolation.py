@@ -268,7 +268,9 @@ def test_conversations_stay_private_in_a_shared_workspace(team: Team):
     )  # fmt: skip
     assert {s["documentId"] for s in answer["sources"]} == {team.handbook_doc}
     for user in ("alice", "carol"):
-        assert team.status("GET", f"/chat/conversations/{conv['id']}", user) == 404
+        # the link opened by another member: said as it is (issue 45), and nothing of it is shown
+        opened = team.call("GET", f"/chat/conversations/{conv['id']}", user)
+        assert (opened["statusCode"], json_body(opened)) == (403, {"error": OTHER_MEMBERS})
         assert team.status("GET", f"/chat/conversations/{conv['id']}/export", user) == 404
         posted = team.call("POST", f"/chat/conversations/{conv['id']}/messages", user, body={"content": "hi"})
         assert posted["statusCode"] == 404
@@ -280,6 +282,35 @@ def test_conversations_stay_private_in_a_shared_workspace(team: Team):
     )
     assert res["statusCode"] == 404
     assert len(team.ok("GET", f"/chat/conversations/{conv['id']}", "bob")["messages"]) == 2
+
+
+OTHER_MEMBERS = (
+    "That conversation belongs to another member of “Handbook”: conversations are private to the "
+    "person who started them."
+)
+NOT_FOUND = {"error": "Conversation not found"}
+
+
+def test_a_conversation_link_tells_a_member_whose_it_is_and_anyone_else_nothing(team: Team):
+    pinned = team.ok("POST", "/chat/conversations", "bob", body={"workspace": team.handbook})["id"]
+    unpinned = team.ok("POST", "/chat/conversations", "bob", body={})["id"]  # every workspace of bob's
+    secret = team.ok("POST", "/chat/conversations", "bob", body={"workspace": team.secret})["id"]
+    personal = team.ok("POST", "/chat/conversations", "carol", body={"workspace": "carol"})["id"]
+
+    def opened(conv_id: str, user: str) -> tuple[int, Any]:
+        res = team.call("GET", f"/chat/conversations/{conv_id}", user)
+        return int(res["statusCode"]), json_body(res)
+
+    for conv_id in (pinned, unpinned):  # carol and bob share Handbook
+        assert opened(conv_id, "carol") == (403, {"error": OTHER_MEMBERS})
+        assert opened(conv_id, "alice") == (403, {"error": OTHER_MEMBERS})
+        assert opened(conv_id, "mallory") == (404, NOT_FOUND)  # in no workspace of bob's
+    assert opened(secret, "alice") == (404, NOT_FOUND)  # Secret is bob's alone
+    assert opened(personal, "bob") == (404, NOT_FOUND)  # a personal workspace has no other member
+    assert opened("01NOPE0000000000000000000", "alice") == (404, NOT_FOUND)
+    assert opened(pinned, "bob")[0] == 200
+    team.ok("DELETE", f"/workspaces/{team.handbook}/members/carol", "alice")
+    assert opened(pinned, "carol") == (404, NOT_FOUND)  # no longer a member: nothing
 
 
 def test_an_unpinned_conversation_searches_every_workspace_of_its_user(team: Team):

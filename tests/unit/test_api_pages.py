@@ -108,7 +108,7 @@ def test_pages_load_without_a_principal_and_carry_the_sign_in_config(mode: str):
         assert res["statusCode"] == 200, path
         shown = page_config_of(res["body"])
         assert shown.pop("maxUploadBytes") == str(api.container.uploads.max_bytes), path
-        assert shown.pop("features").split() == ["rename"], path
+        assert shown.pop("features").split() == ["rename", "uploads"], path
         assert shown == expected, path
         # the same shell for everyone: nothing depends on who asks
         assert api.call("GET", path, principal="alice")["body"] == res["body"], path

@@ -1,8 +1,6 @@
-"""Ports: every outside dependency the services use, as ``typing.Protocol``.
-
-Adapters for the local embedded default live in ``ragchat.adapters.local`` and for AWS in
-``ragchat.adapters.aws``; the same contract tests (``tests/contract``) run against both.
-"""
+"""Ports: every outside dependency the services use, as ``typing.Protocol``. Adapters for the local
+embedded default live in ``ragchat.adapters.local`` and for AWS in ``ragchat.adapters.aws``; the same
+contract tests (``tests/contract``) run against both."""
 
 from __future__ import annotations
 
@@ -109,6 +107,8 @@ class ConversationStore(Protocol):
     def create_conversation(self, conv: Conversation) -> Conversation: ...
 
     def get_conversation(self, owner: str, conv_id: str) -> Conversation | None: ...
+
+    def find_conversation(self, conv_id: str) -> Conversation | None: ...  # whoever's (never shown: see API)
 
     def list_conversations(
         self, owner: str, *, limit: int = 50, cursor: str | None = None
@@ -343,10 +343,10 @@ class Summarizer(Protocol):
 
 
 class PageRenderer(Protocol):
-    """A PDF's page as an image (the document viewer). Raises ``NotFound`` for a page past the end,
-    ``ValidationError`` for bytes that are no readable PDF."""
+    """A PDF's page as an image (the document viewer), the passages ``find`` boxed on it (``marks``).
+    Raises ``NotFound`` for a page past the end, ``ValidationError`` for bytes that are no readable PDF."""
 
-    def render(self, pdf: bytes, page: int, width: int) -> PageImage: ...
+    def render(self, pdf: bytes, page: int, width: int, find: Sequence[str] = ()) -> PageImage: ...
 
 
 @runtime_checkable

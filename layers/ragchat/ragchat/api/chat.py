@@ -195,6 +195,8 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     @r.get(
         "/chat/conversations/<conversation_id>",
         summary="A conversation and its messages (ascending, with summaries and sources)",
+        description="Conversations are private to whoever started them: another member of a workspace "
+        "holding it gets 403 saying so; anyone else 404, as for an id never used.",
         tags=["chat"],
     )
     def get_conversation(
@@ -202,14 +204,7 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
         limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
-        who = _owner(r)
-        conv = container.chat.conversations.get(who, conversation_id)
-        page = container.chat.conversations.messages(who, conversation_id, limit=limit, cursor=cursor)
-        return {
-            **conversation_json(conv),
-            "messages": [message_json(m) for m in page.items],
-            "cursor": page.cursor,
-        }
+        return _conversation_read(container, _owner(r), conversation_id, limit=limit, cursor=cursor)
 
     @r.patch("/chat/conversations/<conversation_id>", summary="Rename a conversation", tags=["chat"])
     def rename_conversation(
@@ -223,6 +218,21 @@ def _conversation_routes(r: APIGatewayRouter, container: Container) -> None:
     def delete_conversation(conversation_id: Annotated[str, Path()]) -> Response[str]:
         container.chat.conversations.delete(_owner(r), conversation_id)
         return Response(status_code=204, content_type=None, body="")
+
+
+def _conversation_read(
+    container: Container, who: str, conversation_id: str, *, limit: int, cursor: str | None
+) -> dict[str, Any]:
+    """``who``'s conversation and a page of its messages. A link opened by another member of a
+    workspace holding it is a 403 saying so; anyone else gets the plain 404."""
+    shared_home = container.workspaces.shared_home
+    conv = container.chat.conversations.get(who, conversation_id, shared_home=shared_home)
+    page = container.chat.conversations.messages(who, conversation_id, limit=limit, cursor=cursor)
+    return {
+        **conversation_json(conv),
+        "messages": [message_json(m) for m in page.items],
+        "cursor": page.cursor,
+    }
 
 
 def _message_routes(r: APIGatewayRouter, container: Container) -> None:

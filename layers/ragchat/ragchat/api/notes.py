@@ -38,6 +38,7 @@ from ragchat.domain.extraction import (
 from ragchat.domain.file_errors import EMPTY_FILE, unsupported_type
 from ragchat.domain.ids import named_document_id, stable_document_id
 from ragchat.domain.labels import MAX_TITLE_CHARS, validate_collection
+from ragchat.domain.page_images import MAX_FIND, MAX_FIND_CHARS
 from ragchat.domain.uploads import safe_filename
 from ragchat.domain.workspaces import Role
 
@@ -223,16 +224,24 @@ def _document_page_route(r: APIGatewayRouter, container: Container, owner: Calla
     @r.get(
         "/documents/<document_id>/pages/<page>",
         summary="A PDF's page as an image (the document viewer)",
-        description="`image` is a PNG data URL, at most 900 pixels wide; `pages` is the page count.",
+        description="`image` is a PNG data URL, at most 900 pixels wide; `pages` is the page count. "
+        "`find`: passages to mark on the image (the cited sentences), one per line: `marks` are boxes over "
+        "where they stand on the page (`x`, `y`, `width`, `height` as fractions of the image from its top "
+        "left), found by their words; none for a passage not on the page.",
         tags=["documents"],
     )
     def get_document_page(
-        document_id: Annotated[str, Path()], page: Annotated[str, Path()]
+        document_id: Annotated[str, Path()],
+        page: Annotated[str, Path()],
+        find: Annotated[str | None, Query(max_length=MAX_FIND_CHARS)] = None,
     ) -> dict[str, Any]:
         if not page.isascii() or not page.isdigit() or len(page) > 6:
             raise ValidationError("page must be a positive integer (the first page is 1)")
+        wanted = [line for line in (find or "").splitlines() if line.strip()]
+        if len(wanted) > MAX_FIND:
+            raise ValidationError(f"find: at most {MAX_FIND} passages, one per line")
         access, _ = container.workspaces.find_document(owner(), document_id)
-        shown = container.document_service.page_image(access.id, document_id, int(page))
+        shown = container.document_service.page_image(access.id, document_id, int(page), wanted)
         return {
             "documentId": document_id,
             "page": shown.page,
@@ -240,6 +249,7 @@ def _document_page_route(r: APIGatewayRouter, container: Container, owner: Calla
             "width": shown.width,
             "height": shown.height,
             "image": "data:image/png;base64," + base64.b64encode(shown.png).decode("ascii"),
+            "marks": [{"x": m.x, "y": m.y, "width": m.width, "height": m.height} for m in shown.marks],
         }
 
 

@@ -166,7 +166,7 @@ WEB = Path(__file__).resolve().parent.parent / "web"
 PageAuth = Literal["cognito", "token", "none"]
 # The routes a page adapts to, named in its config (``features``, space-separated) so it never fetches
 # /openapi.json to find out (issue 45). The API of this version has each of them.
-FEATURES = "rename"
+FEATURES = "rename uploads"
 
 
 def page_config(auth: PageAuth, *, client_id: str | None = None, region: str | None = None) -> dict[str, str]:
@@ -307,7 +307,8 @@ def router(container: Container) -> APIGatewayRouter:
         )
         # the size limit the Add page states before anything is sent (the upload grant's limit)
         # and what the API offers that a page would otherwise look up in /openapi.json (67 KB, on the
-        # first visit): renaming a conversation (PATCH /chat/conversations/{id})
+        # first visit): renaming a conversation (PATCH /chat/conversations/{id}), presigned uploads
+        # (POST /uploads)
         return {**shown, "maxUploadBytes": str(container.uploads.max_bytes), "features": FEATURES}
 
     def page(name: str, up: str | None = None) -> Response[str]:

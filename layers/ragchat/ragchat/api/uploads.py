@@ -2,8 +2,10 @@
 on ``POST /uploads/local/{token}`` (the stand-in for S3, reached through ``ragchat serve``).
 
 Client contract (the same in the cloud and locally):
-1. ``POST /uploads`` ``{filename, contentType?, title?, collection?}`` → 201
-   ``{documentId, key, url, fields, contentType, maxBytes, expiresAt}``.
+1. ``POST /uploads`` ``{filename, contentType?, title?, collection?, sha256?}`` → 201
+   ``{documentId, key, url, fields, contentType, maxBytes, expiresAt}``; or, when ``sha256`` names
+   bytes the workspace already holds, 200 ``{documentId, status, duplicate: true, title, message,
+   otherDocument}`` (``POST /documents``' duplicate reply) and nothing to send.
 2. ``POST url`` as ``multipart/form-data``: every entry of ``fields`` first, the file last (field
    name ``file``), no ``Authorization`` header. S3 answers 204; the local route 201.
 3. Poll ``GET /documents/{documentId}``: 404 until the upload has landed and been accepted, then
@@ -46,18 +48,42 @@ class UploadIn(BaseModel):
     workspace: str | None = Field(
         None, max_length=256, description="The workspace to add it to (editor); default: your personal one."
     )
+    sha256: str | None = Field(
+        None,
+        pattern="^[0-9a-fA-F]{64}$",
+        description="The file's SHA-256 (hex). When the workspace already holds these bytes, the answer is "
+        "200 with `duplicate: true` (as `POST /documents` answers) and no upload is granted.",
+    )
 
 
 def router(container: Container) -> APIGatewayRouter:
     r = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
-    @r.post("/uploads", status_code=201, summary="Get a presigned POST for a large file", tags=["documents"])
+    @r.post(
+        "/uploads",
+        status_code=201,
+        summary="Get a presigned POST for a large file (200 when its bytes are already a document)",
+        tags=["documents"],
+    )
     def post_upload(upload: Annotated[UploadIn, Body()]) -> Response[dict[str, Any]]:
         rate_limit(container, "uploads", r.current_event)
         user = principal(r.current_event)
         # The caller is the uploader (their key segment, their daily ceilings); the workspace is
         # where the document goes (their personal one: the key layout before workspaces).
         workspace = container.workspaces.require(user, upload.workspace, Role.EDITOR).id
+        if upload.sha256 is not None:
+            already = container.uploads.already_there(
+                user,
+                upload.sha256,
+                filename=upload.filename,
+                content_type=upload.content_type,
+                title=upload.title,
+                collection=upload.collection,
+                workspace=workspace,
+            )
+            if already is not None:  # nothing to send: said now, not after S3's reply (which cannot)
+                status, body = accepted_json(already)
+                return _json(status, body)
         ticket = container.uploads.presign(
             user,
             filename=upload.filename,

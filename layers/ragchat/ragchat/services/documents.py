@@ -7,6 +7,7 @@ notes, body, pipeline work files and the record.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,8 +126,9 @@ class DocumentService:
                 ) from None
             return self._backfill_text(doc)
 
-    def page_image(self, owner: str, document_id: str, page: int) -> PageImage:
-        """Page ``page`` (1-based) of a READY PDF as an image, rendered from the stored original."""
+    def page_image(self, owner: str, document_id: str, page: int, find: Sequence[str] = ()) -> PageImage:
+        """Page ``page`` (1-based) of a READY PDF as an image, rendered from the stored original, with
+        boxes over the passages ``find`` (the viewer's cited sentences) where they stand on it."""
         from ragchat.domain.page_images import MAX_PNG_BYTES, PAGE_WIDTH
 
         if page < 1:
@@ -143,10 +145,10 @@ class DocumentService:
         except KeyError:
             raise NotFound("Document body not found") from None
         for width in (PAGE_WIDTH, PAGE_WIDTH // 2):
-            shown = self.pages.render(pdf, page, width)
+            shown = self.pages.render(pdf, page, width, find)
             if len(shown.png) <= MAX_PNG_BYTES:
                 return shown
-        return self.pages.render(pdf, page, PAGE_WIDTH // 4)  # at most 225 x 900 pixels: ~0.6 MB
+        return self.pages.render(pdf, page, PAGE_WIDTH // 4, find)  # at most 225 x 900 pixels: ~0.6 MB
 
     def _backfill_text(self, doc: Document) -> bytes:
         """A document ingested before its extracted text was kept: extract it this once (the same

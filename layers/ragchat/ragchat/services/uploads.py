@@ -49,7 +49,7 @@ from ragchat.domain.errors import (
 )
 from ragchat.domain.file_errors import EMPTY_FILE, too_large
 from ragchat.domain.ids import new_id
-from ragchat.domain.models import Document
+from ragchat.domain.models import Document, DocumentStatus
 from ragchat.domain.uploads import (
     PresignedUpload,
     UploadGrant,
@@ -145,6 +145,39 @@ class UploadService:
             max_bytes=self.max_bytes,
             expires_at=utc_iso(self.clock() + self.expires_in),
         )
+
+    def already_there(
+        self,
+        owner: str,
+        sha256: str,
+        *,
+        filename: object,
+        content_type: object = None,
+        title: object = None,
+        collection: object = None,
+        workspace: str | None = None,
+    ) -> Accepted | None:
+        """The document these bytes already are in the target workspace (``sha256``: the file's, as
+        the client computed it), asked before granting an upload, so a duplicate is said in the
+        reply (S3's answer to the form POST is S3's own: it cannot say so, and a duplicate found by
+        the trigger leaves the grant's ``documentId`` a 404). The same rule as every other door
+        (:meth:`IngestionService.accept`): any document of the workspace with these bytes, except
+        a FAILED one; the document this file's name would be, given another title, is a new
+        version (``None``). A wrong hash only costs its sender: the caller may write here, so may
+        list these documents anyway."""
+        from ragchat.services.ingestion import Accepted
+
+        req = validate_upload_request(filename, content_type, title, collection)
+        same = self.ingestion.documents.find_by_content(workspace or owner, sha256.lower())
+        if same is None or same.status == DocumentStatus.FAILED:
+            return None
+        named = document_id_for_key(
+            upload_key(owner, new_id(), req.filename, workspace=workspace), req.collection
+        )
+        if same.id == named and req.title is not None and req.title != same.title:
+            return None
+        logger.info("upload.duplicate", extra={"documentId": same.id, "status": str(same.status)})
+        return Accepted(same, duplicate=True, elsewhere=same.id != named)
 
     def ingest_stored(self, key: str, *, data: bytes, metadata: dict[str, str], source: str) -> Document:
         """Accept an object stored under ``uploads/<owner>/…`` as a document. The owner comes from the

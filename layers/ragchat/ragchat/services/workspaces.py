@@ -31,7 +31,7 @@ from ragchat.domain.workspaces import (
 from ragchat.services.blob_keys import blob_segment
 
 if TYPE_CHECKING:
-    from ragchat.domain.models import Document, Note
+    from ragchat.domain.models import Conversation, Document, Note
     from ragchat.ports import BlobStore, DocumentStore, WorkspaceStore
     from ragchat.services.documents import DocumentService
     from ragchat.services.storage_ceiling import WorkspaceBytes
@@ -130,6 +130,24 @@ class WorkspaceService:
         if member is None:
             return self._checked(self._named(user, ws), need)
         return self._checked(Access(ws, member.workspace_name, member.role), need)
+
+    def shared_home(self, viewer: str, conv: Conversation) -> str | None:
+        """The name of a shared workspace ``viewer`` is a member of that holds another user's
+        conversation ``conv``: the one it is pinned to, or (a conversation over all of its owner's
+        workspaces) one both are members of; ``None`` otherwise (a personal one, a stranger's)."""
+        if conv.workspace:
+            member = self.store.membership(conv.workspace, viewer) if is_shared(conv.workspace) else None
+            return self._name_of(member) if member is not None else None
+        for member in self.store.memberships(viewer):
+            if self.store.membership(member.workspace_id, conv.owner) is not None:
+                return self._name_of(member)
+        return None
+
+    def _name_of(self, member: Membership) -> str:
+        if member.workspace_name:
+            return member.workspace_name
+        found = self.store.get_workspace(member.workspace_id)
+        return found.name if found is not None and found.name else member.workspace_id
 
     def _named(self, user: str, name: str) -> Access:
         """The caller's workspace called ``name`` (only the caller's are looked at: nothing is said

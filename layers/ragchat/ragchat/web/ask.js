@@ -303,12 +303,12 @@ function open(id, draft, how) { if (busy && busy.convId !== id) stop(); return a
   current = c.id; go(c.id, how); if (!draft) chatError.textContent = ''; showTitle(c); closeSidebar(); hidePanel();
   $('welcome').hidden = true; messages.replaceChildren(emptyNote(c)); for (const m of c.messages) addMessage(m);
   input.focus(); toBottom(); return loadConversations(); }).catch(err => {
-    if (err.status === 404) { home('replace'); chatError.textContent = NOT_YOURS; }
+    // another member's (403: the API says whose, in words) or, for anyone else, not found
+    if (err.status === 404 || err.status === 403) { home('replace'); chatError.textContent = err.status === 403 ? err.message : GONE; }
     else fail(err); }); }
-// What is true of a conversation address that is not the caller's (no lookup tells whose it is: that
-// would tell a stranger it exists): deleted, or another member's, which stays private to them.
-const NOT_YOURS = 'That conversation is not in your list: it was deleted, or someone else started it ' +
-  '(conversations stay private to whoever started them, also in a shared workspace).';
+// A conversation address that is nobody's the caller shares a workspace with: the API tells a stranger
+// nothing (deleted, never there and someone else's read the same).
+const GONE = 'That conversation was not found: it may have been deleted.';
 function emptyNote(c) { const p = el('p', 'Ask anything about your notes' +
   (c.collection ? ' in “' + c.collection + '”' : '') + '.', 'muted lead'); p.id = 'empty'; return p; }
 function home(how) { if (busy) stop(); current = null; $('export').hidden = true; go(null, how); messages.replaceChildren(); $('welcome').hidden = false;

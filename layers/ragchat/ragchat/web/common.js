@@ -128,5 +128,8 @@ function mountWorkspaces(onChange, opts) { return api('/workspaces').then(r => {
     return; }
   return workspacesScript().then(([mount]) => mount(items, onChange, opts)); })
   .catch(err => { if (err.status !== 401) $('app').prepend(el('p', describe(err), 'error')); }); }
+// Tabs of this site say "a document was added" to each other (the Documents page shows it at once).
+const DOCUMENTS_CHANNEL = 'ragchat.documents';
+function announceDocument() { try { const c = new BroadcastChannel(DOCUMENTS_CHANNEL); c.postMessage('added'); c.close(); } catch (err) { /* an old browser */ } }
 function hidePanel() { if (lazy['viewer.js']) lazy['viewer.js'].then(p => p.hide(), () => {}); }
 for (const a of document.querySelectorAll('a[data-p]')) a.href = base + a.dataset.p;

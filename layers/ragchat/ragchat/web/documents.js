@@ -1,5 +1,6 @@
 // The Documents page (loaded after common.js; viewer.js when a document is first viewed): your documents, newest first, with their
-// status followed live (polled while any is PENDING or PROCESSING, not once all are settled), a
+// status followed live (polled while any is PENDING or PROCESSING, not once all are settled; new ones
+// shown when another tab adds one, when the tab is shown again, and once a minute), a
 // viewer (the side panel), a title search and a collection filter.
 let cursor = null, timer = null;
 const rows = $('rows'), more = $('more'), docError = $('doc-error'), search = $('doc-search'), pick = $('doc-collection');
@@ -55,14 +56,20 @@ function follow() { const busy = [...rows.querySelectorAll('tr')].filter(tr => t
   timer = setTimeout(() => Promise.all(busy.map(tr => api('/documents/' + enc(tr.dataset.id))
     .then(d => { if (tr.isConnected) tr.replaceWith(row(d)); }).catch(err => { if (err.status === 404) tr.remove(); else throw err; })))
     .catch(fail).finally(() => { timer = null; follow(); }), POLL_MS); }
-// New documents (added on another page, by the CLI, by another member) appear at the top without a
-// reload: the first page is read again every NEW_MS while this page is shown.
-const NEW_MS = 3000; let watching = null;
+// New documents (added in another tab, by the CLI, by another member) appear at the top without a
+// reload, and nothing is re-read on a timer while nothing changes: the first page is read again when
+// another tab of this site adds something (uploads.js and write.js say so on a BroadcastChannel), when
+// this tab is shown again, and every SLOW_MS while it is shown (the CLI, another member).
+const SLOW_MS = 60000; let watching = null, watched = false;
 function listQuery() { return '/documents?limit=50' + workspaceQuery('&') + (pick.value ? '&collection=' + enc(pick.value) : ''); }
-function watchNew() { clearTimeout(watching); watching = setTimeout(() => { if (document.hidden) return watchNew();
+function checkNew() { clearTimeout(watching);
   api(listQuery()).then(p => { const have = new Set([...rows.querySelectorAll('tr')].map(tr => tr.dataset.id));
     const fresh = p.items.filter(d => !have.has(d.id)).map(row);
-    if (fresh.length) { rows.prepend(...fresh); filter(); follow(); } }).catch(() => {}).finally(watchNew); }, NEW_MS); }
+    if (fresh.length) { rows.prepend(...fresh); filter(); follow(); } }).catch(() => {}).finally(watchNew); }
+function watchNew() { watched = true; clearTimeout(watching);
+  watching = setTimeout(() => (document.hidden ? watchNew() : checkNew()), SLOW_MS); }
+document.addEventListener('visibilitychange', () => { if (watched && !document.hidden) checkNew(); });
+if (window.BroadcastChannel) new BroadcastChannel(DOCUMENTS_CHANNEL).onmessage = () => { if (watched) checkNew(); };
 function load(reset) { if (reset) cursor = null;
   api(listQuery() + (cursor ? '&cursor=' + enc(cursor) : '')).then(p => {
     if (reset) rows.replaceChildren(); docError.textContent = '';

@@ -1,7 +1,7 @@
 // The side panel (fetched by common.js's viewer() on the Chat and Documents pages when first opened): a cited passage whole,
 // with the answer span the reader found in it highlighted (a source's `highlight`: a table's cell, not the
 // table), else the sentences the answer took from it, and the document viewer (its text; a PDF
-// one page at a time: the page's image, with the page number, and its text). Text from documents is shown with textContent only.
+// one page at a time: the page's image, the cited sentences boxed on it, with the page number, and its text). Text from documents is shown with textContent only.
 const panel = (() => {
   let invoker = null, docText = '';
   const root = el('aside', null, 'panel'); root.id = 'panel'; root.hidden = true;
@@ -141,6 +141,7 @@ const panel = (() => {
       docText = full.bodyUrl ? await linkedText(full.bodyUrl) : (full.body || '');
       viewer(doc, docText, opts.cited || [], null, null, opts.span);
     } catch (err) { box.replaceChildren(); fail(err); } }
+  // The text shown (a page's, with ``image`` above it); returns what it marked (the passages to box on the image).
   function viewer(doc, text, cited, pager, image, span) {
     const box = body; box.replaceChildren();
     const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
@@ -149,16 +150,32 @@ const panel = (() => {
     box.append(page);
     if (first && image) { const go = el('button', 'Cited text ↓', 'btn small'); go.type = 'button';
       go.onclick = () => first.scrollIntoView({block: 'center'}); bar.append(go); }
-    else if (first) first.scrollIntoView({block: 'center'}); }
+    else if (first) first.scrollIntoView({block: 'center'});
+    return marked(page); }
+  // The passages marked in a page's text: the page image's ``find`` (at most 8 and 1800 characters, in
+  // at most 4000 characters of the address: API Gateway takes URLs of 8192 characters, edge-optimized).
+  function marked(page) { const out = []; let room = 1800, bytes = 4000;
+    for (const m of page.querySelectorAll('mark, tr.cited')) { const t = m.textContent.replace(/\s+/g, ' ').trim();
+      const size = encodeURIComponent(t).length + 3;
+      if (t && t.length < room && size <= bytes && out.length < 8) { out.push(t); room -= t.length + 1; bytes -= size; } }
+    return out; }
   // A PDF page as the reader sees it (rendered by the server: GET /documents/{id}/pages/{n}), and its
-  // text below, with the cited sentences highlighted (findable and selectable).
-  function pageImage(doc, n) { const fig = el('figure', null, 'pdf-page'), img = el('img');
-    img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); fig.append(img); wide(true);
+  // text below, with the cited sentences highlighted (findable and selectable), and boxed on the image
+  // where the page has them (the server finds them in the page's own text: ``find`` → ``marks``).
+  function pageImage(doc, n) { const fig = el('figure', null, 'pdf-page'), frame = el('div', null, 'page-frame'), img = el('img');
+    img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); frame.append(img); fig.append(frame); wide(true);
     img.title = 'Click to zoom'; img.onclick = () => fig.classList.toggle('zoomed');
-    const ready = api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n).then(r => {
-      img.width = r.width; img.height = r.height; img.src = r.image; return r.pages; })
+    const fetchPage = find => api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n +
+      (find.length ? '?find=' + encodeURIComponent(find.join('\n')) : ''));
+    // the boxes are a help: a refusal of what was asked to find still shows the page
+    const load = find => fetchPage(find).catch(err => (find.length && [400, 413, 414].includes(err.status) ? fetchPage([]) : Promise.reject(err))).then(r => {
+      img.width = r.width; img.height = r.height; img.src = r.image;
+      for (const m of r.marks || []) { const box = el('div', null, 'page-mark'); box.setAttribute('aria-hidden', 'true');
+        Object.assign(box.style, {left: 100 * m.x + '%', top: 100 * m.y + '%', width: 100 * m.width + '%', height: 100 * m.height + '%'});
+        frame.append(box); }
+      return r.pages; })
       .catch(err => { fig.replaceChildren(el('p', 'The page image could not be shown. ' + describe(err), 'muted small')); return 0; });
-    return {fig, ready}; }
+    return {fig, load}; }
   async function pdfPage(doc, n, cited, count, span) {
     const notes = await notesOf(doc.id), known = [...new Set(notes.map(x => (x.metadata || {}).page).filter(Boolean))];
     let last = Math.max(1, count || 0, ...known); n = Math.min(Math.max(1, n || 1), last);
@@ -167,9 +184,9 @@ const panel = (() => {
     prev.type = next.type = 'button'; prev.disabled = n <= 1; next.disabled = n >= last;
     prev.onclick = () => pdfPage(doc, n - 1, cited, last, span); next.onclick = () => pdfPage(doc, n + 1, cited, last, span);
     const where = el('strong', 'Page ' + n + ' of ' + last, 'page-no');
-    pager.append(prev, where, next); viewer(doc, text || '(No text on this page.)', cited, pager, shown.fig, span);
+    pager.append(prev, where, next); const find = viewer(doc, text || '(No text on this page.)', cited, pager, shown.fig, span);
     // the page count from the PDF itself (pages with no text have no notes)
-    shown.ready.then(pages => { if (pages > last) { last = pages; where.textContent = 'Page ' + n + ' of ' + pages;
+    shown.load(find).then(pages => { if (pages > last) { last = pages; where.textContent = 'Page ' + n + ' of ' + pages;
       next.disabled = n >= pages; } }); }
   return {passage, documentView, hide};
 })();

@@ -10,7 +10,7 @@ $('f').onsubmit = e => { e.preventDefault();
   uploads.show(status, 'Adding the note…');
   api('/notes', {method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(withWorkspace(body))})
     .then(r => { $('text').value = ''; $('title').value = '';  // added: a second click adds nothing twice
-      if (r.duplicate) uploads.show(status, r.message, 'ok'); else uploads.follow(r.documentId, status); })
+      if (r.duplicate) uploads.show(status, r.message, 'ok'); else { announceDocument(); uploads.follow(r.documentId, status); } })
     .catch(err => uploads.show(status, describe(err), 'error')); };
 if (uploads.LIMIT) $('file-limit').textContent = 'Files up to ' + uploads.megabytes(uploads.LIMIT) + ' each; choose or drop several at once.';
 async function uploadAll(files) { if (!files.length) { uploads.show(status, 'Choose a file first.', 'error'); return; }

@@ -77,6 +77,9 @@ Items:
 - Message: ``CONV#<owner>#<conv id>`` / ``MSG#<seq, 12 digits>``.
 - Message-id pointer: ``CONV#<owner>#<conv id>`` / ``MID#<message id>`` (holds ``seq``).
 - Client-id marker: ``CONV#<owner>#<conv id>`` / ``CMID#<client id>#<role>`` (``seq``, ``message_id``).
+- Conversation-id pointer: ``CONVID#<conv id>`` / ``CONVID`` (``owner``), written before the
+  conversation (conditioned on being new) and deleted with it (conversations created before it
+  existed have none: they are found by their owner only).
 
 ``seq`` is a per-conversation counter (``UpdateItem ADD seq 1``) so messages sort by creation even
 when two share a millisecond.
@@ -94,7 +97,10 @@ Access patterns:
 - messages of a client message id: Query ``begins_with(sk, "CMID#<client id>#")`` → BatchGetItem.
 - delete messages after one (edit): GetItem ``MID#id`` → Query ``sk BETWEEN MSG#<seq+1> AND MSG#~``
   → BatchWriteItem deletes (messages, pointers, markers).
-- delete a conversation: DeleteItem + Query ``pk = CONV#o#c`` (the item collection) + BatchWriteItem.
+- a conversation by id alone (to tell a member of its workspace that it is another member's):
+  GetItem ``CONVID#c`` then GetItem the conversation.
+- delete a conversation: DeleteItem + Query ``pk = CONV#o#c`` (the item collection) + BatchWriteItem,
+  then DeleteItem its id pointer.
 
 Counters table
 ==============

@@ -11,18 +11,18 @@ its timeout.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.extraction import ExtractionError
-from ragchat.domain.page_images import MAX_HEIGHT, PageImage, png
+from ragchat.domain.page_images import MAX_HEIGHT, MAX_MARKS, Mark, PageImage, find_passages, png
 
 if TYPE_CHECKING:
     from ragchat.adapters.local.parse_process import ProcessParser
 
-#: what the child runs: (the PDF's bytes, (page, width)) -> the page's image
-Render = Callable[[bytes, tuple[int, int]], PageImage]
+#: what the child runs: (the PDF's bytes, (page, width, passages to mark)) -> the page's image
+Render = Callable[[bytes, tuple[int, int, tuple[str, ...]]], PageImage]
 
 _LOCK = threading.Lock()
 
@@ -30,7 +30,7 @@ _LOCK = threading.Lock()
 class PdfiumPages:
     """:class:`ragchat.ports.PageRenderer` with PDFium."""
 
-    def render(self, pdf: bytes, page: int, width: int) -> PageImage:
+    def render(self, pdf: bytes, page: int, width: int, find: Sequence[str] = ()) -> PageImage:
         import pypdfium2 as pdfium
 
         with _LOCK:
@@ -54,6 +54,7 @@ class PdfiumPages:
                     width=bitmap.width,
                     height=bitmap.height,
                     png=png(bitmap.width, bitmap.height, bytes(bitmap.buffer), bitmap.stride),
+                    marks=marks_on(pdf_page, find) if find else (),
                 )
                 bitmap.close()
                 pdf_page.close()
@@ -62,10 +63,52 @@ class PdfiumPages:
                 doc.close()
 
 
-def render_page(pdf: bytes, job: tuple[int, int]) -> PageImage:
+#: device units per page side for PDFium's page-to-image mapping (fractions to 1e-6)
+_SCALE = 1_000_000
+
+
+def marks_on(pdf_page: Any, find: Sequence[str]) -> tuple[Mark, ...]:
+    """Boxes over the passages ``find`` on ``pdf_page``: found in the page's text by their words
+    (:func:`ragchat.domain.page_images.find_passages`), each character range's line boxes taken
+    from PDFium (``FPDFText_CountRects``) and mapped the way the page is drawn (crop box and
+    rotation: ``FPDF_PageToDevice``), as fractions of the image."""
+    import ctypes
+
+    import pypdfium2.raw as raw
+
+    text_page = pdf_page.get_textpage()
+    try:
+        count = text_page.count_chars()
+        text = "".join(chr(raw.FPDFText_GetUnicode(text_page.raw, i)) for i in range(count))
+        marks: list[Mark] = []
+        for first, last in find_passages(text, find):
+            for i in range(text_page.count_rects(first, last - first + 1)):
+                left, bottom, right, top = text_page.get_rect(i)
+                corners = []
+                for px, py in ((left, top), (right, bottom)):
+                    dx, dy = ctypes.c_int(), ctypes.c_int()
+                    raw.FPDF_PageToDevice(
+                        pdf_page.raw, 0, 0, _SCALE, _SCALE, 0, px, py, ctypes.byref(dx), ctypes.byref(dy)
+                    )
+                    corners.append((dx.value / _SCALE, dy.value / _SCALE))
+                (x0, y0), (x1, y1) = corners
+                box = Mark(
+                    x=round(max(0.0, min(x0, x1)), 4),
+                    y=round(max(0.0, min(y0, y1)), 4),
+                    width=round(abs(x1 - x0), 4),
+                    height=round(abs(y1 - y0), 4),
+                )
+                if box.width > 0 and box.height > 0 and len(marks) < MAX_MARKS:
+                    marks.append(box)
+        return tuple(marks)
+    finally:
+        text_page.close()
+
+
+def render_page(pdf: bytes, job: tuple[int, int] | tuple[int, int, tuple[str, ...]]) -> PageImage:
     """One page, in the child process (importable by name for ``spawn``)."""
-    page, width = job
-    return PdfiumPages().render(pdf, page, width)
+    page, width, *rest = job
+    return PdfiumPages().render(pdf, page, width, rest[0] if rest else ())
 
 
 class ProcessPages:
@@ -82,9 +125,9 @@ class ProcessPages:
             cpu_seconds=cpu_seconds, memory_bytes=memory_bytes, wall_seconds=wall_seconds, parse=render
         )
 
-    def render(self, pdf: bytes, page: int, width: int) -> PageImage:
+    def render(self, pdf: bytes, page: int, width: int, find: Sequence[str] = ()) -> PageImage:
         try:
-            image = self.child.call(lambda: pdf, (page, width))
+            image = self.child.call(lambda: pdf, (page, width, tuple(find)))
         except ExtractionError as exc:  # over a limit, or no readable PDF: the reason as it is
             raise ValidationError(exc.message) from None
         assert isinstance(image, PageImage)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.errors import NotFound, ValidationError
+from ragchat.domain.errors import Forbidden, NotFound, ValidationError
 from ragchat.domain.ids import new_id
 from ragchat.domain.labels import clean_title, validate_title
 from ragchat.domain.messages import make_title
@@ -105,11 +105,28 @@ class Conversations:
         hay = hay.casefold()
         return all(word in hay for word in words)
 
-    def get(self, owner: str, conv_id: str) -> Conversation:
+    def get(
+        self,
+        owner: str,
+        conv_id: str,
+        *,
+        shared_home: Callable[[str, Conversation], str | None] | None = None,
+    ) -> Conversation:
+        """``owner``'s conversation. Another user's is ``NotFound``, as a missing one is, unless
+        ``shared_home(owner, conversation)`` names a workspace ``owner`` is a member of that holds it:
+        then ``Forbidden`` saying it is another member's (conversations stay private to whoever
+        started them). A non-member learns nothing: the same 404 as for an id never used."""
         conv = self.store.get_conversation(owner, conv_id)
-        if conv is None:
-            raise NotFound("Conversation not found")
-        return conv
+        if conv is not None:
+            return conv
+        other = self.store.find_conversation(conv_id) if shared_home is not None else None
+        where = shared_home(owner, other) if shared_home is not None and other is not None else None
+        if other is not None and other.owner != owner and where:
+            raise Forbidden(
+                f"That conversation belongs to another member of “{where}”: conversations are private "
+                "to the person who started them."
+            )
+        raise NotFound("Conversation not found")
 
     def messages(
         self, owner: str, conv_id: str, *, limit: int = 1000, cursor: str | None = None

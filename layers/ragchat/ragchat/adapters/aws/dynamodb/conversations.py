@@ -30,6 +30,11 @@ from ragchat.domain.models import Conversation, Feedback, Message, Page, source_
 _CONV_MUTABLE = {"title", "collection", "document_id", "persona", "summary_cursor", "last_summary_id"}
 
 
+def _id_pk(conv_id: str) -> str:
+    """The conversation-id pointer's key (``find_conversation``)."""
+    return f"CONVID#{conv_id}"
+
+
 def _conv_pk(owner: str, conv_id: str) -> str:
     return f"CONV#{owner}#{conv_id}"
 
@@ -95,11 +100,20 @@ class DynamoConversationStore(TableStore):
                 **{f.name: getattr(stored, f.name) for f in fields(Conversation)},
             }
         )
+        # the id pointer first (an id already taken is a Conflict before anything is written), then
+        # the conversation; a conversation that cannot be written takes its pointer back
+        pointer = to_item({"pk": _id_pk(conv.id), "sk": "CONVID", "owner": conv.owner})
+        new_only = "attribute_not_exists(pk)"
         try:
-            self._t.call(
-                "put_item", TableName=self._t.name, Item=item, ConditionExpression="attribute_not_exists(pk)"
-            )
+            self._t.call("put_item", TableName=self._t.name, Item=pointer, ConditionExpression=new_only)
         except ClientError as exc:
+            if condition_failed(exc):
+                raise Conflict(f"conversation {conv.id} already exists") from exc
+            raise
+        try:
+            self._t.call("put_item", TableName=self._t.name, Item=item, ConditionExpression=new_only)
+        except ClientError as exc:
+            self._t.call("delete_item", TableName=self._t.name, Key=item_key(_id_pk(conv.id), "CONVID"))
             if condition_failed(exc):
                 raise Conflict(f"conversation {conv.id} already exists") from exc
             raise
@@ -113,6 +127,14 @@ class DynamoConversationStore(TableStore):
             ConsistentRead=True,
         )
         return self._conv(resp["Item"]) if "Item" in resp else None
+
+    def find_conversation(self, conv_id: str) -> Conversation | None:
+        resp = self._t.call(
+            "get_item", TableName=self._t.name, Key=item_key(_id_pk(conv_id), "CONVID"), ConsistentRead=True
+        )
+        if "Item" not in resp:  # none, or a conversation created before pointers were written
+            return None
+        return self.get_conversation(str(from_item(resp["Item"])["owner"]), conv_id)
 
     def list_conversations(
         self, owner: str, *, limit: int = 50, cursor: str | None = None
@@ -177,6 +199,8 @@ class DynamoConversationStore(TableStore):
             ConsistentRead=True,
         )
         self._t.delete_keys(list(children))
+        if "Attributes" in resp:
+            self._t.call("delete_item", TableName=self._t.name, Key=item_key(_id_pk(conv_id), "CONVID"))
         return "Attributes" in resp
 
     # -- messages

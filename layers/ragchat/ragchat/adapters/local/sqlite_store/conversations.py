@@ -117,6 +117,13 @@ class SqliteConversationStore:
         with self.db.read() as conn:
             return self._get(conn, owner, conv_id)
 
+    def find_conversation(self, conv_id: str) -> Conversation | None:
+        with self.db.read() as conn:
+            row = conn.execute(
+                f"SELECT {_CONV_COLUMNS}, {_COUNT} FROM conversations c WHERE id = ?", (conv_id,)
+            ).fetchone()
+        return _row_to_conversation(row) if row else None
+
     def list_conversations(
         self, owner: str, *, limit: int = 50, cursor: str | None = None
     ) -> Page[Conversation]:
