@@ -8,7 +8,8 @@
   shows a document added in another tab at once, one added elsewhere within a minute;
 - a conversation link opened by another member of its workspace says it is theirs and private; a
   non-member reads the plain not-found;
-- a PDF citation's page image carries a box over the cited sentence.
+- a PDF citation's page image carries a box over the cited sentence, and at 1280 px the conversation
+  stays readable beside it (a sheet over it when narrower).
 
 Screenshots at 1280 and 390 px are written to ``RAGCHAT_UI_SCREENSHOTS`` when it names a folder.
 """
@@ -294,3 +295,70 @@ def test_a_pdf_citation_boxes_the_cited_sentence_on_the_page_image(
         image.click()  # zoomed: the box stays on its words
         zoomed = page.evaluate(BOX_ON_IMAGE, [image.element_handle(), marks.last.element_handle()])
         assert abs(zoomed["y"] - boxes[-1]["y"]) < 0.002 and abs(zoomed["x"] - boxes[-1]["x"]) < 0.002
+
+
+# ------------------------------------------------------------ the chat beside the cited page
+def _box(page: Any, selector: str) -> dict[str, float]:
+    box = page.locator(selector).last.bounding_box()
+    assert box is not None, selector
+    return dict(box)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_conversation_stays_readable_beside_a_cited_pdf_page(browser: Any, team: Any, width: int) -> None:
+    """At 1280 px the chat column keeps at least 480 px beside the PDF page's panel, which takes the
+    rest (its image within it), and the last answer stays in view; narrower, the panel is a sheet over
+    the chat (which keeps its width underneath) and closing it shows the answer where it was."""
+    from tests.pdfs import make_pdf
+
+    expect = _expect()
+    server, tokens, _ = team
+    posted = server.request(
+        "POST", "/documents?filename=quillon.pdf&title=Quillon%20guide", data=make_pdf(GUIDE_PAGES),
+        headers={"Content-Type": "application/pdf"}, token=tokens["ana"],
+    )  # fmt: skip
+    assert posted.status in (200, 202), posted.body  # 200: another test added it
+    _wait_ready(server, tokens["ana"], posted.json()["documentId"])
+    with _context(browser, server, tokens["ana"], width) as context:
+        page = context.new_page()
+        page.goto("/ui")
+        message = page.get_by_label("Message", exact=True)
+        message.fill("Who ground the great telescope of the Quillon observatory?")
+        message.press("Enter")
+        answer = page.locator(".msg.assistant").last
+        expect(answer.locator(".content")).to_contain_text("Mara Venn", timeout=WAIT_MS)
+        answer.locator(".sources .chip").filter(has_text="Quillon guide · p. 2").click()
+        panel = page.get_by_role("dialog")
+        panel.get_by_role("button", name="Open document").click()
+        expect(panel.locator(".page-no")).to_have_text("Page 2 of 2", timeout=WAIT_MS)
+        image = panel.get_by_role("img", name="Page 2 of Quillon guide")
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+        chat, side = _box(page, ".chat-main"), _box(page, "#panel")
+        shown = _box(page, ".msg.assistant .content")
+        img = image.bounding_box()
+        assert img is not None
+        if width == 1280:
+            # side by side: the chat column readable, the panel the rest of the width, no overlap
+            assert chat["width"] >= 480, (chat, side)
+            assert side["x"] >= chat["x"] + chat["width"] - 1, (chat, side)
+            assert side["x"] + side["width"] == pytest.approx(1280, abs=1) and side["width"] >= 500, side
+            assert img["width"] >= 0.85 * (side["width"] - 40) and img["x"] >= side["x"], (img, side)
+            expect(answer.locator(".content")).to_be_in_viewport()
+            assert shown["width"] >= 400 and shown["x"] + shown["width"] <= side["x"], (shown, side)
+            _shot(page, "pdf-citation-beside-chat-1280.png")
+            page.set_viewport_size({"width": 1024, "height": 860})  # no room for both: a sheet over it
+            chat, side = _box(page, ".chat-main"), _box(page, "#panel")
+            assert chat["x"] + chat["width"] == pytest.approx(1024, abs=1), chat
+            assert side["x"] + side["width"] == pytest.approx(1024, abs=1) and side["x"] >= 0, side
+            _shot(page, "pdf-citation-sheet-1024.png")
+        else:
+            # a sheet over the whole width; the chat keeps its width underneath
+            assert abs(side["x"]) <= 1 and side["width"] == pytest.approx(width, abs=1), side
+            assert chat["width"] == pytest.approx(width, abs=1), chat
+            assert img["x"] >= 0 and img["x"] + img["width"] <= width + 1, img
+            _shot(page, f"pdf-citation-sheet-{width}.png")
+            panel.get_by_role("button", name="Close").click()
+            expect(panel).to_be_hidden()
+            expect(answer.locator(".content")).to_be_in_viewport()
+            shown = _box(page, ".msg.assistant .content")
+            assert shown["width"] >= width - 80, shown
