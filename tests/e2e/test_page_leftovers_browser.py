@@ -16,6 +16,7 @@ Screenshots at 1280 and 390 px are written to ``RAGCHAT_UI_SCREENSHOTS`` when it
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -148,6 +149,55 @@ def test_an_upload_asks_no_openapi_and_a_copy_sent_to_s3_says_already_there(brow
         )  # fmt: skip
         assert taken.status == 202, taken.body
         expect(line.locator(".file-status")).to_have_text("“tides.txt”: READY", timeout=WAIT_MS)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_copy_found_by_the_trigger_is_said_at_once_not_after_the_grant_expires(
+    browser: Any, team: Any, width: int
+) -> None:
+    """A file sent unhashed (over 256 MB) or two copies racing: the grant cannot know, S3 answers 204
+    and the trigger finds the bytes already there (played here by the local receiver behind a route
+    that answers as S3 does). The page reads what the upload became and names the document at once,
+    instead of "waiting…" for a document that never comes and "no document came of it"."""
+    expect = _expect()
+    server, tokens, _ = team
+    lights = f"Harbour lights ({width}). The green light marks the starboard side of the channel.\n".encode()
+    with _context(browser, server, tokens["ana"], width) as context:
+        page = context.new_page()
+        asked: list[str] = []
+        page.on("request", lambda r: asked.append(r.url))
+        page.goto("/write")
+        page.locator("#file").set_input_files(
+            files=[{"name": f"lights-{width}.txt", "mimeType": "text/plain", "buffer": lights}]
+        )
+        page.locator("#upload").click()
+        first = page.locator("#uploads li").filter(has_text=f"lights-{width}.txt")
+        expect(first.locator(".file-status")).to_have_text(f"“lights-{width}.txt”: READY", timeout=WAIT_MS)
+
+        def unhashed(route: Any) -> None:  # as for a file over 256 MB: the grant is asked without it
+            if route.request.method != "POST":
+                return route.continue_()
+            ask = json.loads(route.request.post_data or "{}")
+            ask.pop("sha256", None)
+            return route.continue_(post_data=json.dumps(ask))
+
+        def s3(route: Any) -> None:  # the bytes land and the trigger runs; the page hears S3's 204
+            taken = route.fetch()
+            assert taken.status in (200, 201), taken.text()
+            route.fulfill(status=204, body="")
+
+        page.route(re.compile(r"/uploads$"), unhashed)
+        page.route(re.compile(r"/uploads/local/"), s3)
+        copy = {"name": f"copy of lights-{width}.txt", "mimeType": "text/plain", "buffer": lights}
+        page.locator("#file").set_input_files(files=[copy])
+        page.locator("#upload").click()
+        line = page.locator("#uploads li").filter(has_text=f"copy of lights-{width}.txt")
+        expect(line.locator(".file-status")).to_contain_text(
+            re.compile(rf"^Already there: “lights-{width}.txt” \(\w+\) has exactly this content"),
+            timeout=WAIT_MS,
+        )
+        assert [u for u in asked if re.search(r"/uploads/\w{26}(\?|$)", u)], asked  # the upload's status
+        _shot(page, f"upload-copy-found-by-trigger-{width}.png")
 
 
 # ----------------------------------------------------------------------------- the Documents page
