@@ -395,6 +395,10 @@ def test_the_conversation_stays_readable_beside_a_cited_pdf_page(browser: Any, t
             assert img["width"] >= 0.85 * (side["width"] - 40) and img["x"] >= side["x"], (img, side)
             expect(answer.locator(".content")).to_be_in_viewport()
             assert shown["width"] >= 400 and shown["x"] + shown["width"] <= side["x"], (shown, side)
+            picker = _box(page, ".chat-head .workspace-bar select")  # its name readable, not "A"
+            export = _box(page, "#export")
+            assert picker["width"] >= 112 and picker["x"] + picker["width"] <= export["x"], (picker, export)
+            assert export["x"] + export["width"] <= side["x"], (export, side)
             _shot(page, "pdf-citation-beside-chat-1280.png")
             page.set_viewport_size({"width": 1024, "height": 860})  # no room for both: a sheet over it
             chat, side = _box(page, ".chat-main"), _box(page, "#panel")
