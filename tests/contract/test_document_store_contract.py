@@ -407,3 +407,21 @@ def test_a_local_store_lists_every_workspaces_unfinished_documents(document_stor
     document_store.update_document("ben", docs[1].id, {"status": DocumentStatus.PROCESSING})
     document_store.update_document("ana", docs[3].id, {"status": DocumentStatus.READY})
     assert document_store.unfinished() == [(d.owner, d.id) for d in docs[:3]]
+
+
+def test_what_an_upload_became_is_kept_for_its_workspace_until_it_expires(document_store, clock: FakeClock):
+    from ragchat.domain.uploads import UploadOutcome
+
+    now = clock()
+    upload = new_id()
+    became = UploadOutcome("ws_team", upload, "bob", "doc-1", duplicate=True, other_document=True)
+    assert document_store.upload_outcome("ws_team", upload, now=now) is None  # not landed yet
+    document_store.record_upload(became, expires_at=now + 3600)
+    assert document_store.upload_outcome("ws_team", upload, now=now) == became
+    assert document_store.upload_outcome("alice", upload, now=now) is None  # another workspace's id
+    # none is a document: no listing sees it
+    assert document_store.list_documents("ws_team").items == []
+    again = UploadOutcome("ws_team", upload, "bob", "doc-2")
+    document_store.record_upload(again, expires_at=now + 3600)  # the same upload again: the latest
+    assert document_store.upload_outcome("ws_team", upload, now=now) == again
+    assert document_store.upload_outcome("ws_team", upload, now=now + 3600) is None  # expired

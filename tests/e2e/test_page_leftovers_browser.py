@@ -8,13 +8,15 @@
   shows a document added in another tab at once, one added elsewhere within a minute;
 - a conversation link opened by another member of its workspace says it is theirs and private; a
   non-member reads the plain not-found;
-- a PDF citation's page image carries a box over the cited sentence.
+- a PDF citation's page image carries a box over the cited sentence, and at 1280 px the conversation
+  stays readable beside it (a sheet over it when narrower).
 
 Screenshots at 1280 and 390 px are written to ``RAGCHAT_UI_SCREENSHOTS`` when it names a folder.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -147,6 +149,55 @@ def test_an_upload_asks_no_openapi_and_a_copy_sent_to_s3_says_already_there(brow
         )  # fmt: skip
         assert taken.status == 202, taken.body
         expect(line.locator(".file-status")).to_have_text("“tides.txt”: READY", timeout=WAIT_MS)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_copy_found_by_the_trigger_is_said_at_once_not_after_the_grant_expires(
+    browser: Any, team: Any, width: int
+) -> None:
+    """A file sent unhashed (over 256 MB) or two copies racing: the grant cannot know, S3 answers 204
+    and the trigger finds the bytes already there (played here by the local receiver behind a route
+    that answers as S3 does). The page reads what the upload became and names the document at once,
+    instead of "waiting…" for a document that never comes and "no document came of it"."""
+    expect = _expect()
+    server, tokens, _ = team
+    lights = f"Harbour lights ({width}). The green light marks the starboard side of the channel.\n".encode()
+    with _context(browser, server, tokens["ana"], width) as context:
+        page = context.new_page()
+        asked: list[str] = []
+        page.on("request", lambda r: asked.append(r.url))
+        page.goto("/write")
+        page.locator("#file").set_input_files(
+            files=[{"name": f"lights-{width}.txt", "mimeType": "text/plain", "buffer": lights}]
+        )
+        page.locator("#upload").click()
+        first = page.locator("#uploads li").filter(has_text=f"lights-{width}.txt")
+        expect(first.locator(".file-status")).to_have_text(f"“lights-{width}.txt”: READY", timeout=WAIT_MS)
+
+        def unhashed(route: Any) -> None:  # as for a file over 256 MB: the grant is asked without it
+            if route.request.method != "POST":
+                return route.continue_()
+            ask = json.loads(route.request.post_data or "{}")
+            ask.pop("sha256", None)
+            return route.continue_(post_data=json.dumps(ask))
+
+        def s3(route: Any) -> None:  # the bytes land and the trigger runs; the page hears S3's 204
+            taken = route.fetch()
+            assert taken.status in (200, 201), taken.text()
+            route.fulfill(status=204, body="")
+
+        page.route(re.compile(r"/uploads$"), unhashed)
+        page.route(re.compile(r"/uploads/local/"), s3)
+        copy = {"name": f"copy of lights-{width}.txt", "mimeType": "text/plain", "buffer": lights}
+        page.locator("#file").set_input_files(files=[copy])
+        page.locator("#upload").click()
+        line = page.locator("#uploads li").filter(has_text=f"copy of lights-{width}.txt")
+        expect(line.locator(".file-status")).to_contain_text(
+            re.compile(rf"^Already there: “lights-{width}.txt” \(\w+\) has exactly this content"),
+            timeout=WAIT_MS,
+        )
+        assert [u for u in asked if re.search(r"/uploads/\w{26}(\?|$)", u)], asked  # the upload's status
+        _shot(page, f"upload-copy-found-by-trigger-{width}.png")
 
 
 # ----------------------------------------------------------------------------- the Documents page
@@ -294,3 +345,74 @@ def test_a_pdf_citation_boxes_the_cited_sentence_on_the_page_image(
         image.click()  # zoomed: the box stays on its words
         zoomed = page.evaluate(BOX_ON_IMAGE, [image.element_handle(), marks.last.element_handle()])
         assert abs(zoomed["y"] - boxes[-1]["y"]) < 0.002 and abs(zoomed["x"] - boxes[-1]["x"]) < 0.002
+
+
+# ------------------------------------------------------------ the chat beside the cited page
+def _box(page: Any, selector: str) -> dict[str, float]:
+    box = page.locator(selector).last.bounding_box()
+    assert box is not None, selector
+    return dict(box)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_conversation_stays_readable_beside_a_cited_pdf_page(browser: Any, team: Any, width: int) -> None:
+    """At 1280 px the chat column keeps at least 480 px beside the PDF page's panel, which takes the
+    rest (its image within it), and the last answer stays in view; narrower, the panel is a sheet over
+    the chat (which keeps its width underneath) and closing it shows the answer where it was."""
+    from tests.pdfs import make_pdf
+
+    expect = _expect()
+    server, tokens, _ = team
+    posted = server.request(
+        "POST", "/documents?filename=quillon.pdf&title=Quillon%20guide", data=make_pdf(GUIDE_PAGES),
+        headers={"Content-Type": "application/pdf"}, token=tokens["ana"],
+    )  # fmt: skip
+    assert posted.status in (200, 202), posted.body  # 200: another test added it
+    _wait_ready(server, tokens["ana"], posted.json()["documentId"])
+    with _context(browser, server, tokens["ana"], width) as context:
+        page = context.new_page()
+        page.goto("/ui")
+        message = page.get_by_label("Message", exact=True)
+        message.fill("Who ground the great telescope of the Quillon observatory?")
+        message.press("Enter")
+        answer = page.locator(".msg.assistant").last
+        expect(answer.locator(".content")).to_contain_text("Mara Venn", timeout=WAIT_MS)
+        answer.locator(".sources .chip").filter(has_text="Quillon guide · p. 2").click()
+        panel = page.get_by_role("dialog")
+        panel.get_by_role("button", name="Open document").click()
+        expect(panel.locator(".page-no")).to_have_text("Page 2 of 2", timeout=WAIT_MS)
+        image = panel.get_by_role("img", name="Page 2 of Quillon guide")
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+        chat, side = _box(page, ".chat-main"), _box(page, "#panel")
+        shown = _box(page, ".msg.assistant .content")
+        img = image.bounding_box()
+        assert img is not None
+        if width == 1280:
+            # side by side: the chat column readable, the panel the rest of the width, no overlap
+            assert chat["width"] >= 480, (chat, side)
+            assert side["x"] >= chat["x"] + chat["width"] - 1, (chat, side)
+            assert side["x"] + side["width"] == pytest.approx(1280, abs=1) and side["width"] >= 500, side
+            assert img["width"] >= 0.85 * (side["width"] - 40) and img["x"] >= side["x"], (img, side)
+            expect(answer.locator(".content")).to_be_in_viewport()
+            assert shown["width"] >= 400 and shown["x"] + shown["width"] <= side["x"], (shown, side)
+            picker = _box(page, ".chat-head .workspace-bar select")  # its name readable, not "A"
+            export = _box(page, "#export")
+            assert picker["width"] >= 112 and picker["x"] + picker["width"] <= export["x"], (picker, export)
+            assert export["x"] + export["width"] <= side["x"], (export, side)
+            _shot(page, "pdf-citation-beside-chat-1280.png")
+            page.set_viewport_size({"width": 1024, "height": 860})  # no room for both: a sheet over it
+            chat, side = _box(page, ".chat-main"), _box(page, "#panel")
+            assert chat["x"] + chat["width"] == pytest.approx(1024, abs=1), chat
+            assert side["x"] + side["width"] == pytest.approx(1024, abs=1) and side["x"] >= 0, side
+            _shot(page, "pdf-citation-sheet-1024.png")
+        else:
+            # a sheet over the whole width; the chat keeps its width underneath
+            assert abs(side["x"]) <= 1 and side["width"] == pytest.approx(width, abs=1), side
+            assert chat["width"] == pytest.approx(width, abs=1), chat
+            assert img["x"] >= 0 and img["x"] + img["width"] <= width + 1, img
+            _shot(page, f"pdf-citation-sheet-{width}.png")
+            panel.get_by_role("button", name="Close").click()
+            expect(panel).to_be_hidden()
+            expect(answer.locator(".content")).to_be_in_viewport()
+            shown = _box(page, ".msg.assistant .content")
+            assert shown["width"] >= width - 80, shown

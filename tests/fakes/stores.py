@@ -19,6 +19,7 @@ from ragchat.domain.models import (
     Note,
     Page,
 )
+from ragchat.domain.uploads import UploadOutcome
 
 from tests.fakes.clock import FakeClock
 
@@ -54,6 +55,7 @@ class FakeDocumentStore:
         self._seq: dict[str, int] = {}
         self._n = 0
         self._lock = threading.RLock()
+        self.uploads: dict[tuple[str, str], tuple[UploadOutcome, float]] = {}
 
     def _tick(self, key: str) -> None:
         self._n += 1
@@ -123,6 +125,15 @@ class FakeDocumentStore:
             found = [d for d in self.docs.values() if d.owner == owner and d.content_hash == content_hash]
             found.sort(key=lambda d: (d.created_at, self._seq["d:" + d.id]), reverse=True)
             return dataclasses.replace(found[0]) if found else None
+
+    def record_upload(self, outcome: UploadOutcome, *, expires_at: float) -> None:
+        with self._lock:
+            self.uploads[(outcome.owner, outcome.upload_id)] = (outcome, expires_at)
+
+    def upload_outcome(self, owner: str, upload_id: str, *, now: float) -> UploadOutcome | None:
+        with self._lock:
+            outcome, expires_at = self.uploads.get((owner, upload_id), (None, 0.0))
+            return outcome if outcome is not None and expires_at > now else None
 
     def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:
         with self._lock:

@@ -191,3 +191,49 @@ def test_bytes_already_there_are_named_when_the_upload_is_asked_for_not_after_s3
     assert granted["statusCode"] == 201 and "url" in json.loads(granted["body"])
     bad = notes(api_event("POST", "/uploads", {"filename": "x.md", "sha256": "not-a-hash"}), None)
     assert bad["statusCode"] == 400 and "sha256" in json.loads(bad["body"])["error"]
+
+
+def test_a_copy_the_trigger_finds_is_said_by_the_uploads_status_not_left_a_404(stack: Stack) -> None:
+    """Issue 45: two uploads of the same bytes granted before either landed (or a file the page did
+    not hash, over 256 MB): S3 takes both, the trigger finds the second a copy of the first, and the
+    second grant's ``documentId`` never comes. ``GET /uploads/{uploadId}`` says what it became: the
+    first document, by its title, at once (the page said "no document came of it" 16 minutes on)."""
+    notes, trigger = stack.handler("notes_api"), stack.handler("s3_ingest")
+    text = b"# Lighthouse\n\nThe lamp is lit at sunset and put out at dawn.\n"
+    first = json.loads(
+        notes(api_event("POST", "/uploads", {"filename": "lamp.md", "title": "Lamp hours"}), None)["body"]
+    )
+    second = json.loads(notes(api_event("POST", "/uploads", {"filename": "lamp copy.md"}), None)["body"])
+    assert first["uploadId"] and first["uploadId"] in first["key"] and second["uploadId"] in second["key"]
+    for ticket, name in ((first, "lamp.md"), (second, "lamp copy.md")):
+        posted = requests.post(ticket["url"], data=ticket["fields"], files={"file": (name, text)}, timeout=30)
+        assert posted.status_code == 204, posted.text  # S3's own reply: it cannot say "already there"
+    waiting = notes(api_event("GET", f"/uploads/{second['uploadId']}"), None)
+    assert waiting["statusCode"] == 404  # not taken in yet: the page keeps waiting
+
+    assert trigger(s3_event(first["key"]), None)["accepted"]
+    assert trigger(s3_event(second["key"]), None)["accepted"][0]["documentId"] == first["documentId"]
+    (execution,) = stack.wait_for_all(1)  # one document, one run
+    assert execution["status"] == "SUCCEEDED", execution
+
+    assert notes(api_event("GET", f"/documents/{second['documentId']}"), None)["statusCode"] == 404
+    reply = notes(api_event("GET", f"/uploads/{second['uploadId']}"), None)
+    assert reply["statusCode"] == 200, reply
+    said = json.loads(reply["body"])
+    assert (said["uploadId"], said["documentId"], said["title"], said["status"]) == (
+        second["uploadId"],
+        first["documentId"],
+        "Lamp hours",
+        "READY",
+    )
+    assert said["duplicate"] is True and said["otherDocument"] is True
+    assert said["message"].startswith("Already there: “Lamp hours”")
+    own = json.loads(notes(api_event("GET", f"/uploads/{first['uploadId']}"), None)["body"])
+    assert (own["documentId"], own["duplicate"]) == (first["documentId"], False)
+    assert bucket_keys(stack) == [f"documents/{SUB}/{first['documentId']}/body.md"]  # the copy is gone
+
+    # only its uploader reads it; an id never granted is the same 404
+    stranger = api_event("GET", f"/uploads/{second['uploadId']}")
+    stranger["requestContext"]["authorizer"]["claims"]["sub"] = "someone-else"
+    assert notes(stranger, None)["statusCode"] == 404
+    assert notes(api_event("GET", "/uploads/01JNEVERGRANTED0000000000A"), None)["statusCode"] == 404

@@ -75,3 +75,32 @@ def test_a_grant_held_by_a_removed_or_demoted_member_ingests_nothing(
     assert reason in body(landed)["error"]
     assert api.call("GET", f"/documents/{ticket['documentId']}", principal="alice")["statusCode"] == 404
     assert body(api.call("GET", "/documents", principal="alice", query={"workspace": ws}))["items"] == []
+
+
+def test_what_a_shared_workspace_upload_became_is_told_to_its_uploader_only(team: tuple[Api, str]) -> None:
+    """GET /uploads/{uploadId} (issue 45): bob's copy of alice's file lands (the receiver, as the S3
+    trigger would) and is said to him as the document it already was; alice, carol (members) and dave
+    (no member) read nothing of bob's upload."""
+    api, ws = team
+    first = body(presign(api, {"filename": "hours.md", "workspace": ws, "title": "Hours"}, principal="alice"))
+    assert post_file(api, first, TEXT)["statusCode"] == 201
+    ticket = body(presign(api, {"filename": "hours again.md", "workspace": ws}, principal="bob"))
+    path = f"/uploads/{ticket['uploadId']}"
+    before = api.call("GET", path, principal="bob", query={"workspace": ws})
+    assert before["statusCode"] == 404, before  # not landed yet
+    assert post_file(api, ticket, TEXT)["statusCode"] == 200  # the receiver's own duplicate reply
+
+    said = api.call("GET", path, principal="bob", query={"workspace": ws})
+    assert said["statusCode"] == 200, said
+    got = body(said)
+    assert (got["documentId"], got["title"], got["duplicate"], got["otherDocument"]) == (
+        first["documentId"],
+        "Hours",
+        True,
+        True,
+    )
+    assert got["message"].startswith("Already there: “Hours”")
+    for other in ("alice", "carol"):
+        assert api.call("GET", path, principal=other, query={"workspace": ws})["statusCode"] == 404
+    assert api.call("GET", path, principal="dave", query={"workspace": ws})["statusCode"] == 404
+    assert api.call("GET", path, principal="bob")["statusCode"] == 404  # his personal workspace: not there

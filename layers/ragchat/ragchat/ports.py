@@ -23,7 +23,7 @@ from ragchat.domain.models import (
 from ragchat.domain.page_images import PageImage
 from ragchat.domain.parsing import Parsed, ParseJob
 from ragchat.domain.reading import Reading
-from ragchat.domain.uploads import PresignedUpload, UploadGrant
+from ragchat.domain.uploads import PresignedUpload, UploadGrant, UploadOutcome
 from ragchat.domain.workspaces import Membership, Role, Workspace
 
 
@@ -62,13 +62,9 @@ class DocumentStore(Protocol):
         updated, ``None`` when it is gone or another version is being ingested."""
         ...
 
-    def put_notes(self, notes: Sequence[Note]) -> list[Note]:
-        """Upsert in batches (same id overwrites); returns the notes as stored."""
-        ...
+    def put_notes(self, notes: Sequence[Note]) -> list[Note]: ...  # upsert (same id overwrites): as stored
 
-    def get_notes(self, owner: str, ids: Sequence[str]) -> list[Note]:
-        """Batch get; missing or foreign ids are left out; order follows ``ids``."""
-        ...
+    def get_notes(self, owner: str, ids: Sequence[str]) -> list[Note]: ...  # missing ids left out; in order
 
     def get_notes_and_documents(
         self, owner: str, note_ids: Sequence[str], document_ids: Sequence[str]
@@ -89,6 +85,12 @@ class DocumentStore(Protocol):
         """Delete every note of a document (with ``limit``: at most that many, the first in chunk
         order, so a big document goes a page per call); returns their ids."""
         ...
+
+    def record_upload(self, outcome: UploadOutcome, *, expires_at: float) -> None:
+        """What a granted upload became (a new document, or the one its bytes already were)."""
+        ...
+
+    def upload_outcome(self, owner: str, upload_id: str, *, now: float) -> UploadOutcome | None: ...
 
 
 @runtime_checkable
@@ -353,18 +355,14 @@ class PageRenderer(Protocol):
 class BlobStore(Protocol):
     def put(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> None: ...
 
-    def get(self, key: str) -> bytes:
-        """Raises ``KeyError`` when absent."""
-        ...
+    def get(self, key: str) -> bytes: ...  # raises ``KeyError`` when absent
 
     def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str]]:
         """The object and its user metadata (names lower-cased; ``{}`` when the store keeps none).
         Raises ``KeyError`` when absent."""
         ...
 
-    def delete(self, key: str) -> None:
-        """Absent keys are not an error."""
-        ...
+    def delete(self, key: str) -> None: ...  # absent keys are not an error
 
     def delete_prefix(self, prefix: str) -> int: ...
 

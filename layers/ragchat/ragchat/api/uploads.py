@@ -9,7 +9,10 @@ Client contract (the same in the cloud and locally):
 2. ``POST url`` as ``multipart/form-data``: every entry of ``fields`` first, the file last (field
    name ``file``), no ``Authorization`` header. S3 answers 204; the local route 201.
 3. Poll ``GET /documents/{documentId}``: 404 until the upload has landed and been accepted, then
-   ``PENDING``/``PROCESSING`` → ``READY`` (or ``FAILED`` with ``error``).
+   ``PENDING``/``PROCESSING`` → ``READY`` (or ``FAILED`` with ``error``). While it is 404, ``GET
+   /uploads/{uploadId}`` says what the upload became once it has landed: 200 with the document (as
+   ``POST /documents`` answers: ``duplicate: true``, ``title``, ``message`` when its bytes already
+   were a document, whose ``documentId`` then is not the grant's), 404 until then.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +29,7 @@ from ragchat.api.body import decode_body
 from ragchat.api.limits import rate_limit
 from ragchat.api.schemas import accepted_json
 from ragchat.domain.labels import MAX_TITLE_CHARS
+from ragchat.domain.uploads import upload_id_of_key
 from ragchat.domain.workspaces import Role
 from ragchat.services.uploads import UploadTicket
 
@@ -110,12 +114,33 @@ def router(container: Container) -> APIGatewayRouter:
         status, body = accepted_json(accepted)
         return _json(201 if status == 202 else status, body)
 
+    _status_route(r, container)
     return r
+
+
+def _status_route(r: APIGatewayRouter, container: Container) -> None:
+    """``GET /uploads/{uploadId}``: what the caller's upload became, once it has landed (on S3 the
+    form POST's reply is S3's, and a copy the trigger finds leaves the grant's document a 404)."""
+
+    @r.get(
+        "/uploads/<upload_id>",
+        summary="What an upload became: its document, or the one its bytes already were (404 until taken in)",
+        tags=["documents"],
+    )
+    def get_upload(
+        upload_id: Annotated[str, Path(max_length=64)],
+        workspace: Annotated[str | None, Query(max_length=256)] = None,
+    ) -> Response[dict[str, Any]]:
+        user = principal(r.current_event)
+        ws = container.workspaces.require(user, workspace).id
+        _, body = accepted_json(container.uploads.outcome(user, ws, upload_id))
+        return _json(200, {"uploadId": upload_id, **body})
 
 
 def ticket_json(ticket: UploadTicket, event: Any) -> dict[str, Any]:
     return {
         "documentId": ticket.document_id,
+        "uploadId": upload_id_of_key(ticket.key),
         "key": ticket.key,
         "url": absolute_url(ticket.post.url, event),
         "fields": ticket.post.fields,

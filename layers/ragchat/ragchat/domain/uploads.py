@@ -76,6 +76,20 @@ class UploadGrant:
 
 
 @dataclass(frozen=True, slots=True)
+class UploadOutcome:
+    """What a granted upload became, recorded when it lands (``GET /uploads/{uploadId}``): the
+    document ``document_id`` of workspace ``owner``, new, or (``duplicate``) the one its bytes already
+    were, another than the grant named when ``other_document``. Only ``uploader`` reads it."""
+
+    owner: str
+    upload_id: str
+    uploader: str
+    document_id: str
+    duplicate: bool = False
+    other_document: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class UploadRequest:
     """A validated ``POST /uploads`` body."""
 
@@ -175,12 +189,19 @@ def document_id_for_key(key: str, collection: str | None = None) -> str:
     file ``<file>`` of that workspace in ``collection`` (:func:`named_document_id`: uploading the
     same name again is the same document, whoever in the workspace uploads it, whichever way it came
     in); any other key is known by the whole key."""
-    parts = key.split("/")
-    if parts[0] + "/" == UPLOADS_PREFIX and len(parts) >= 4:
-        shared = is_shared(parts[1])
-        if len(parts) == (5 if shared else 4) and _UPLOAD_ID.match(parts[-2]):
-            return named_document_id(parts[1], collection, parts[-1])
+    if upload_id_of_key(key) is not None:
+        return named_document_id(key.split("/")[1], collection, key.rsplit("/", 1)[-1])
     return stable_document_id(key)
+
+
+def upload_id_of_key(key: str) -> str | None:
+    """The upload id (the grant's ULID) of a presigned upload's key; ``None`` for any other key."""
+    parts = key.split("/")
+    if parts[0] + "/" != UPLOADS_PREFIX or len(parts) < 4:
+        return None
+    if len(parts) == (5 if is_shared(parts[1]) else 4) and _UPLOAD_ID.match(parts[-2]):
+        return parts[-2]
+    return None
 
 
 def upload_metadata(title: str | None, collection: str | None) -> dict[str, str]:

@@ -16,6 +16,9 @@
   place (``documents/…``) and the staged object removed. A replayed POST is refused (logged as
   ``s3_ingest.rejected``) and its object removed; the document's bytes are untouched
   (``UploadService.ingest_stored``).
+- What a granted upload became is recorded for its uploader (``GET /uploads/{uploadId}``): the new
+  document, or the one its bytes already were (a copy is removed and its grant's document never
+  comes, so this is how the page learns it was "Already there").
 - An object dropped without a grant is ingested where it lies: the document's body is that object,
   so deleting the document deletes it.
 - Object metadata may carry ``title`` (plain or RFC 2047, as ``POST /uploads`` signs it) and

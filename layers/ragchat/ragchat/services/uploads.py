@@ -7,7 +7,10 @@ route itself) → :meth:`UploadService.ingest_stored` → the document ``PENDING
 
 Status: nothing is recorded at presign time, so ``GET /documents/{id}`` answers 404 until the file
 has landed and been accepted (an abandoned upload leaves no document behind), then ``PENDING`` …
-``READY``/``FAILED``. Clients poll and treat 404 as "not arrived yet" until the grant expires.
+``READY``/``FAILED``. Clients poll and treat 404 as "not arrived yet" until the grant expires. What a
+granted upload became is recorded when it lands (:meth:`UploadService.outcome`, ``GET
+/uploads/{uploadId}``, kept a day): the document, or the one its bytes already were — a copy the
+trigger finds under another name would otherwise leave the grant's ``documentId`` a 404 for good.
 
 Where the bytes live: a granted upload's key (``uploads/<owner>/<upload id>/<file>``, the upload id
 being the grant's) is a one-time staging key. The upload that lands there first claims the grant and
@@ -53,12 +56,14 @@ from ragchat.domain.models import Document, DocumentStatus
 from ragchat.domain.uploads import (
     PresignedUpload,
     UploadGrant,
+    UploadOutcome,
     UploadTarget,
     decode_metadata_value,
     document_id_for_key,
     grant_claim_key,
     is_granted,
     parse_form,
+    upload_id_of_key,
     upload_key,
     upload_metadata,
     upload_target,
@@ -75,6 +80,8 @@ logger = Logger(service="ragchat", child=True)
 # Room for the form fields and the multipart framing around the file.
 FORM_OVERHEAD_BYTES = 64 * 1024
 USED = "This upload URL has been used already: ask POST /uploads for a new one"
+NOT_TAKEN_IN = "Upload not taken in (yet): nothing has come of it so far"
+OUTCOME_SECONDS = 24 * 3600  # how long what an upload became is kept (GET /uploads/{uploadId})
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +233,37 @@ class UploadService:
             self._release(key)
             raise
         self.blobs.delete(key)
+        self._record(key, accepted)
         return accepted
+
+    def _record(self, key: str, accepted: Accepted) -> None:
+        """Keep what the grant of ``key`` became (``GET /uploads/{uploadId}``): on S3 nothing else can
+        tell the page that its file was a copy of another document (the grant's id stays a 404)."""
+        upload_id, target = upload_id_of_key(key), upload_target(key)
+        if upload_id is None:
+            return
+        outcome = UploadOutcome(
+            owner=target.workspace,
+            upload_id=upload_id,
+            uploader=target.uploader,
+            document_id=accepted.document.id,
+            duplicate=accepted.duplicate,
+            other_document=accepted.elsewhere,
+        )
+        self.ingestion.documents.record_upload(outcome, expires_at=self.clock() + OUTCOME_SECONDS)
+
+    def outcome(self, user: str, workspace: str, upload_id: str) -> Accepted:
+        """What ``user``'s upload ``upload_id`` into ``workspace`` became, and its id: ``NotFound``
+        until it has landed and been taken in (or for anyone else's, or when its document is gone)."""
+        from ragchat.services.ingestion import Accepted
+
+        found = self.ingestion.documents.upload_outcome(workspace, upload_id, now=self.clock())
+        doc = None
+        if found is not None and found.uploader == user:
+            doc = self.ingestion.documents.get_document(workspace, found.document_id)
+        if found is None or doc is None:
+            raise NotFound(NOT_TAKEN_IN)
+        return Accepted(doc, duplicate=found.duplicate, elsewhere=found.other_document)
 
     def _accept(
         self, key: str, data: bytes, metadata: dict[str, str], *, source: str, stored_key: str | None
@@ -278,11 +315,13 @@ class UploadService:
         self.check_uploader(grant.key)
         self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
         try:
-            return self._accept(grant.key, data, grant.metadata, source="api", stored_key=None)
+            accepted = self._accept(grant.key, data, grant.metadata, source="api", stored_key=None)
         except RagchatError as exc:
             if exc.status >= 500:
                 self._release(grant.key)
             raise
+        self._record(grant.key, accepted)
+        return accepted
 
     def check_uploader(self, key: str) -> UploadTarget:
         """Whose the upload at ``key`` is, once checked NOW (not when it was granted): a shared

@@ -37,19 +37,29 @@ const uploads = (() => {
     form.append('file', file);
     const url = new URL(grant.url, location.href), same = url.origin === location.origin;
     const reply = await send('POST', url.href, form, same ? authHeaders() : {}, bar);
-    // S3 answers 204 before its trigger has read the file: the document is 404 until then
-    return {...reply, documentId: grant.documentId, until: Date.parse(grant.expiresAt) + 60e3}; }
+    // S3 answers 204 before its trigger has read the file: the document is 404 until then, and what
+    // the upload became (a copy of another document, found by the trigger) is GET /uploads/{uploadId}
+    const asked = grant.uploadId ? '/uploads/' + enc(grant.uploadId) + workspaceQuery('?') : null;
+    return {...reply, documentId: grant.documentId, until: Date.parse(grant.expiresAt) + 60e3, asked}; }
   function show(out, text, kind) { out.textContent = text; out.className = out.dataset.base + ' ' + (kind || 'muted'); }
+  // A duplicate reply said: "Already there: “<title>” …" (another document), or the same one unchanged.
+  function already(out, r, name) { if (r.otherDocument) show(out, r.message, 'ok');
+    else show(out, 'Already uploaded, unchanged: “' + (r.title || name) + '” (' + r.status + ').', 'ok'); }
   // A document's status, polled until it is settled: "“Title”: READY". ``until`` (a time): a file sent
-  // to S3, which is 404 until the bucket's trigger has taken it in, waited for until then.
-  function follow(id, out, lead, until) { lead = lead ? lead + ' ' : '';
+  // to S3, which is 404 until the bucket's trigger has taken it in, waited for until then; ``asked``: the
+  // upload's own status (GET /uploads/{uploadId}), read meanwhile: bytes the trigger found already
+  // there are said at once ("Already there: “<title>” …"), the grant's document never coming.
+  function follow(id, out, lead, until, asked) { lead = lead ? lead + ' ' : '';
+    const wait = () => { show(out, lead + 'Uploaded; waiting for it to be taken in…'); setTimeout(poll, 1000); };
+    const became = () => api(asked).then(r => (r.duplicate ? already(out, r, id) : poll()))
+      .catch(err => (err.status === 404 ? wait() : show(out, describe(err), 'error')));
     const poll = () => api('/documents/' + enc(id)).then(d => {
       const done = d.status === 'READY' ? 'ok' : d.status === 'FAILED' ? 'error' : 'muted';
       const told = d.progress ? ' — ' + d.progress.text : '';  // "12 / 40 chunks (30%), about 1 min left"
       show(out, lead + '“' + (d.title || 'Untitled note') + '”: ' + d.status + told + (d.error ? ' — ' + d.error : ''), done);
       if (IN_FLIGHT.has(d.status)) setTimeout(poll, 500);
     }).catch(err => { if (err.status !== 404 || !until) return show(out, describe(err), 'error');
-      if (Date.now() < until) { show(out, lead + 'Uploaded; waiting for it to be taken in…'); setTimeout(poll, 1000); }
+      if (Date.now() < until) { if (asked) became(); else wait(); }
       else show(out, 'The file was uploaded but no document came of it (it may have been refused): try again.', 'error'); });
     poll(); }
   // One file on its own line in ``list`` (name, size, progress bar, status); refused before sending
@@ -63,9 +73,8 @@ const uploads = (() => {
     if (!file.size) return refuse('The file is empty.');
     show(out, 'Uploading…');
     try { const r = await upload(file, collection, bar); bar.value = 100; bar.hidden = true;
-      if (r.duplicate && r.otherDocument) show(out, r.message, 'ok');  // the same content, added before by another door
-      else if (r.duplicate) show(out, 'Already uploaded, unchanged: “' + (r.title || file.name) + '” (' + r.status + ').', 'ok');
-      else { announceDocument(); follow(r.documentId, out, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : '', r.until); }
+      if (r.duplicate) already(out, r, file.name);  // the same content, added before (by another door: its title)
+      else { announceDocument(); follow(r.documentId, out, r.newVersion ? 'New version of ' + file.name + ' (it replaces the earlier one once indexed).' : '', r.until, r.asked); }
     } catch (err) { refuse(describe(err)); } }
   return {one, follow, show, megabytes, LIMIT};
 })();

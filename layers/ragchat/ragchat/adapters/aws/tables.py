@@ -23,6 +23,10 @@ Items (``pk`` / ``sk``; GSI keys only where shown):
 - Content pointer: ``HASH#<owner>#<sha-256 of the bytes>`` / same (``id``): written in the same
   transaction as a document that has a hash; read back through the document it names, which must
   still exist and still have that hash (a stale pointer, left by a replacement, reads as none).
+- Upload outcome: ``OWNER#<owner>`` / ``UPLOAD#<upload id>`` (``uploader``, ``document_id``,
+  ``duplicate``, ``other_document``, ``expires_at``, ``ttl``): what a granted upload became, written
+  when it lands (PutItem), read by ``GET /uploads/{uploadId}`` (GetItem, consistent; an expired one
+  reads as none); no GSI keys, so no listing sees it; DynamoDB TTL removes it after a day.
 
 Access patterns:
 
@@ -159,7 +163,8 @@ COUNTERS_TABLE: dict[str, Any] = {
     **_ON_DEMAND,
 }
 
-#: ``UpdateTimeToLive`` specification for the counters table (SAM: ``TimeToLiveSpecification``).
+#: ``UpdateTimeToLive`` specification for the counters and documents tables (SAM:
+#: ``TimeToLiveSpecification``; in the documents table only upload outcomes carry ``ttl``).
 COUNTERS_TTL = {"AttributeName": "ttl", "Enabled": True}
 
 
@@ -169,3 +174,4 @@ def create_tables(client: Any, *, documents: str, conversations: str, counters: 
     client.create_table(TableName=conversations, **CONVERSATIONS_TABLE)
     client.create_table(TableName=counters, **COUNTERS_TABLE)
     client.update_time_to_live(TableName=counters, TimeToLiveSpecification=COUNTERS_TTL)
+    client.update_time_to_live(TableName=documents, TimeToLiveSpecification=COUNTERS_TTL)

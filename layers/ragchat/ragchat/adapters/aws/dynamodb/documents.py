@@ -29,6 +29,7 @@ from ragchat.adapters.aws.dynamodb.table import (
 )
 from ragchat.domain.errors import Conflict, PayloadTooLarge
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
+from ragchat.domain.uploads import UploadOutcome
 
 _DOC_FIELDS = {f.name for f in fields(Document)}
 _DOC_MUTABLE = _DOC_FIELDS - {"id", "owner", "created_at", "updated_at"}
@@ -194,6 +195,32 @@ class DynamoDocumentStore(TableStore):
             return None
         doc = self.get_document(owner, resp["Item"]["id"]["S"])
         return doc if doc is not None and doc.content_hash == content_hash else None  # stale: none
+
+    def record_upload(self, outcome: UploadOutcome, *, expires_at: float) -> None:
+        item = {
+            **item_key(owner_pk(outcome.owner), f"UPLOAD#{outcome.upload_id}"),
+            "uploader": {"S": outcome.uploader},
+            "document_id": {"S": outcome.document_id},
+            "duplicate": {"BOOL": outcome.duplicate},
+            "other_document": {"BOOL": outcome.other_document},
+            "expires_at": {"N": repr(float(expires_at))},
+            "ttl": {"N": str(int(expires_at) + 1)},  # DynamoDB TTL removes it eventually
+        }
+        self._t.call("put_item", TableName=self._t.name, Item=item)
+
+    def upload_outcome(self, owner: str, upload_id: str, *, now: float) -> UploadOutcome | None:
+        key = item_key(owner_pk(owner), f"UPLOAD#{upload_id}")
+        item = self._t.call("get_item", TableName=self._t.name, Key=key, ConsistentRead=True).get("Item")
+        if item is None or float(item["expires_at"]["N"]) <= now:
+            return None
+        return UploadOutcome(
+            owner=owner,
+            upload_id=upload_id,
+            uploader=item["uploader"]["S"],
+            document_id=item["document_id"]["S"],
+            duplicate=item["duplicate"]["BOOL"],
+            other_document=item["other_document"]["BOOL"],
+        )
 
     def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:
         condition = "attribute_exists(pk)"

@@ -23,6 +23,7 @@ from ragchat.adapters.local.sqlite_store.db import (
 from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import Conflict
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
+from ragchat.domain.uploads import UploadOutcome
 
 _DOC_COLUMNS = (
     "id, owner, title, content_type, source, body_key, metadata, collection, status, error, "
@@ -222,6 +223,34 @@ class SqliteDocumentStore:
                 (owner, content_hash),
             ).fetchone()
         return _row_to_document(row) if row else None
+
+    def record_upload(self, outcome: UploadOutcome, *, expires_at: float) -> None:
+        o = outcome
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM upload_outcomes WHERE expires_at <= ?", (self.clock(),))
+            conn.execute(
+                "INSERT OR REPLACE INTO upload_outcomes (owner, upload_id, uploader, document_id, duplicate, "
+                "other_document, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (o.owner, o.upload_id, o.uploader, o.document_id, o.duplicate, o.other_document, expires_at),
+            )
+
+    def upload_outcome(self, owner: str, upload_id: str, *, now: float) -> UploadOutcome | None:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT uploader, document_id, duplicate, other_document FROM upload_outcomes "
+                "WHERE owner = ? AND upload_id = ? AND expires_at > ?",
+                (owner, upload_id, now),
+            ).fetchone()
+        if row is None:
+            return None
+        return UploadOutcome(
+            owner,
+            upload_id,
+            row["uploader"],
+            row["document_id"],
+            bool(row["duplicate"]),
+            bool(row["other_document"]),
+        )
 
     def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:
         with self.db.write() as conn:

@@ -226,6 +226,20 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE documents ADD COLUMN chunks_done INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE documents ADD COLUMN indexing_since TEXT",
     ],
+    # 13 (issue 45): what a granted upload became (GET /uploads/{id}: a duplicate the receiver or the
+    # trigger found is said, not left a 404), kept a day
+    [
+        """CREATE TABLE upload_outcomes (
+            owner TEXT NOT NULL,
+            upload_id TEXT NOT NULL,
+            uploader TEXT NOT NULL,
+            document_id TEXT NOT NULL,
+            duplicate INTEGER NOT NULL,
+            other_document INTEGER NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (owner, upload_id)
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
