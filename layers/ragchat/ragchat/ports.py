@@ -406,6 +406,25 @@ class IngestionLauncher(Protocol):
         ...
 
 
+@runtime_checkable
+class TextRecognizer(Protocol):
+    """OCR: the text of a picture (PNG, JPEG, TIFF, WebP), read where documents are read (the
+    parsing child locally: :class:`ragchat.adapters.local.tesseract.TesseractOcr`)."""
+
+    engine: str  # recorded in each chunk's metadata (``{"ocr": "tesseract"}``)
+
+    def missing(self) -> str | None:
+        """Why pictures cannot be read here (the engine is not installed: what to install), or
+        ``None`` when they can. Asked before a picture is accepted (a 400, nothing stored)."""
+        ...
+
+    def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:
+        """The text of each page of ``image`` (a line of the picture per line, a blank line between
+        paragraphs), in at most ``seconds`` of wall-clock time; ``ExtractionError`` naming the
+        problem (unreadable, too slow) otherwise."""
+        ...
+
+
 class DocumentParser(Protocol):
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
         """Read one uploaded document (:func:`ragchat.domain.parsing.parse_document`) whose bytes

@@ -14,7 +14,7 @@ from ragchat.domain.file_errors import MB
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ragchat.ports import DocumentParser, IngestionLauncher
+    from ragchat.ports import DocumentParser, IngestionLauncher, TextRecognizer
     from ragchat.services.documents import DocumentService
     from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, InlineEvidence, Pool
     from ragchat.services.ingest_attempts import IngestAttempts
@@ -71,14 +71,35 @@ class IngestionRoot(Models):
         if s.backend == "aws" or s.parse_isolation == "off":
             from ragchat.domain.parsing import InProcessParser
 
-            return InProcessParser()
+            return InProcessParser(self.ocr)
+        from functools import partial
+
         from ragchat.adapters.local.parse_process import ProcessParser
+        from ragchat.domain.parsing import parse_document
 
         parser = ProcessParser(
-            cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
+            cpu_seconds=s.parse_cpu_s,
+            memory_bytes=s.parse_memory_mb * MB,
+            wall_seconds=s.parse_wall_s,
+            parse=partial(parse_document, ocr=self.ocr),  # Tesseract runs under the child's limits
         )
         self._opened(parser.close)
         return parser
+
+    @cached_property
+    def ocr(self) -> TextRecognizer:
+        """What reads pictures: Tesseract locally (``OCR=auto``; when it is not installed, a picture
+        is refused saying how to install it); nothing with ``OCR=off`` or on AWS (a 400 saying so)."""
+        from ragchat.domain.extraction import NO_CLOUD_OCR, NO_OCR
+        from ragchat.domain.images import NoOcr
+
+        if self.settings.ocr == "off":
+            return NoOcr(NO_OCR)
+        if self.settings.backend == "aws":
+            return NoOcr(NO_CLOUD_OCR)
+        from ragchat.adapters.local.tesseract import TesseractOcr
+
+        return TesseractOcr(languages=self.settings.ocr_languages)
 
     def _evidence_kinds(self) -> tuple[bool, bool]:
         """Which evidence vectors are kept: passages (calibrated embedder), sentences (extractive by
@@ -133,6 +154,7 @@ class IngestionRoot(Models):
             limiter=limiter,
             pdf_check=self._pdf_check(),
             held=self.workspace_bytes,
+            ocr=self.ocr,
         )
 
     def _pdf_check(self) -> Callable[[bytes], object] | None:

@@ -1,10 +1,12 @@
 """Turning an uploaded file's bytes into text pages (docs/ingestion.md).
 
 Supported: ``text/plain`` (.txt), ``text/markdown`` (.md, .markdown), ``text/html`` (.html, .htm:
-visible text only) and ``application/pdf`` (.pdf: text per page, ``{"page": n}`` 1-based, empty
-pages skipped). Anything else is a ``ValidationError`` naming the supported types; a file that is
-supported but unreadable (corrupt or encrypted PDF, bytes that are not UTF-8 text, no text at all)
-is an ``ExtractionError`` (also a 400) with a message a person can act on.
+visible text only), ``application/pdf`` (.pdf: text per page, ``{"page": n}`` 1-based, empty
+pages skipped), Office and e-book formats (:mod:`ragchat.domain.office`), RTF, and pictures (.png,
+.jpg, .tif, .webp: read by an OCR engine, :mod:`ragchat.domain.images`). Anything else is a
+``ValidationError`` naming the supported types; a file that is supported but unreadable (corrupt
+or encrypted PDF, bytes that are not UTF-8 text, no text at all) is an ``ExtractionError`` (also a
+400) with a message a person can act on.
 
 Text files are decoded as UTF-8 (a UTF-8 BOM is dropped; a UTF-16 file is recognised by its BOM).
 There is deliberately no guessing fallback (Latin-1 would "succeed" on any bytes and index
@@ -26,18 +28,23 @@ import io
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.content_types import (
     DOCX,
     EPUB,
     HTML,
+    IMAGE_TYPES,
+    JPEG,
     MARKDOWN,
     ODT,
     OFFICE_TYPES,
+    PNG,
     PPTX,
     RTF,
     TEXT,
+    TIFF,
+    WEBP,
     XLSX,
 )
 from ragchat.domain.content_types import (
@@ -46,6 +53,9 @@ from ragchat.domain.content_types import (
 from ragchat.domain.errors import ExtractionError as ExtractionError
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.file_errors import too_slow_to_read, unsupported_type
+
+if TYPE_CHECKING:
+    from ragchat.domain.images import Recognizer
 
 Page = tuple[str, dict[str, Any]]
 
@@ -60,6 +70,10 @@ SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
     ODT: (".odt",),
     EPUB: (".epub",),
     RTF: (".rtf",),
+    PNG: (".png",),
+    JPEG: (".jpg", ".jpeg"),
+    TIFF: (".tif", ".tiff"),
+    WEBP: (".webp",),
 }
 _ALIASES = {
     "text/x-markdown": MARKDOWN,
@@ -67,14 +81,28 @@ _ALIASES = {
     "application/x-pdf": PDF,
     "text/rtf": RTF,
     "application/x-rtf": RTF,
+    "image/jpg": JPEG,
+    "image/pjpeg": JPEG,
+    "image/tif": TIFF,
 }
-# Pictures are not read (no OCR): refused by name, with what to do instead.
-IMAGE_EXTENSIONS = frozenset(
-    {".png", ".jpg", ".jpeg", ".gif", ".webp", ".tif", ".tiff", ".bmp", ".heic", ".heif", ".svg"}
-)
+# Pictures of other formats are not read: refused by name, with what to do instead.
+IMAGE_EXTENSIONS = frozenset({".gif", ".bmp", ".heic", ".heif", ".svg", ".avif", ".jxl"})
 IMAGES_NOT_READ = (
-    "Images are not read: ragchat indexes text and has no OCR. "
-    "Add the text itself (or a PDF with a text layer)."
+    "This picture format is not read: OCR reads .png, .jpg, .tif and .webp pictures. "
+    "Save it as PNG (or add the text itself) and upload it again."
+)
+# A picture where no OCR engine is configured (``OCR=off``) or can be (the Lambda runtime).
+NO_OCR = "Pictures are not read here: OCR is off (OCR=off). Add the text itself (or a PDF with a text layer)."
+# A picture sent to the AWS deployment (its Lambda runtime has no OCR engine; Amazon Textract is not
+# wired yet).
+NO_CLOUD_OCR = (
+    "Pictures are not read by the AWS deployment yet: OCR runs with Tesseract in ragchat serve and "
+    "ragchat ingest. Add the text itself (or a PDF with a text layer)."
+)
+# An OCR engine read the picture and found nothing.
+NO_TEXT_IN_IMAGE = (
+    "OCR found no text in the picture. Text reads best straight, sharp and at about 300 dpi; "
+    "or add the text itself."
 )
 # Declared types that say nothing: the file name's extension decides.
 _GENERIC = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
@@ -106,6 +134,10 @@ class CpuBudget:
         self.chars_left -= chars
         if self.chars_left < 0:
             raise ExtractionError(self.too_much_text)
+
+    def left(self) -> float:
+        """Seconds of the budget not yet spent."""
+        return self.seconds - (self.clock() - self.started)
 
     def check(self, stage: str) -> None:
         used = self.clock() - self.started
@@ -143,11 +175,12 @@ def _extension(filename: str | None) -> str:
 
 
 def is_image(filename: str | None, declared: str | None = None) -> bool:
-    """A picture by its name (``.png``, ``.jpg``…), or by its declared ``image/…`` type when it has no
-    extension: refused with :data:`IMAGES_NOT_READ`."""
+    """A picture of a format OCR does not read, by its name (``.gif``, ``.heic``…), or by its declared
+    ``image/…`` type when it has no extension: refused with :data:`IMAGES_NOT_READ`."""
     ext = _extension(filename)
     base = (declared or "").split(";", 1)[0].strip().lower()
-    return ext in IMAGE_EXTENSIONS or (not ext and base.startswith("image/"))
+    base = _ALIASES.get(base, base)
+    return ext in IMAGE_EXTENSIONS or (not ext and base.startswith("image/") and base not in SUPPORTED_TYPES)
 
 
 def detect_content_type(filename: str | None, declared: str | None) -> str:
@@ -187,13 +220,19 @@ def extract(
     content_type: str | None,
     filename: str | None = None,
     budget: CpuBudget | None = None,
+    ocr: Recognizer | None = None,
+    max_image_pixels: int = 0,
 ) -> list[Page]:
     """Text pages of a document: ``[(text, metadata), ...]``; at least one, none blank. ``budget``:
-    the CPU time it may take (default :data:`MAX_EXTRACTION_CPU_S` from now)."""
+    the CPU time it may take (default :data:`MAX_EXTRACTION_CPU_S` from now). ``ocr``: the engine
+    that reads pictures (``None``: a picture is refused with :data:`NO_OCR`); ``max_image_pixels``:
+    the largest page it is given (0: no limit)."""
     budget = budget or CpuBudget(MAX_EXTRACTION_CPU_S)
     ctype = detect_content_type(filename, content_type)
     if ctype == PDF or is_pdf(data):
         pages = _pdf_pages(data, budget)
+    elif ctype in IMAGE_TYPES:
+        pages = _image_pages(data, budget, ocr, max_image_pixels)
     elif ctype in OFFICE_TYPES:
         from ragchat.domain.office import office_pages
 
@@ -211,8 +250,21 @@ def extract(
     budget.check("text extracted")
     pages = [(text, meta) for text, meta in pages if text.strip()]
     if not pages:
-        raise ExtractionError("The document contains no text.")
+        raise ExtractionError(NO_TEXT_IN_IMAGE if ctype in IMAGE_TYPES else "The document contains no text.")
     return pages
+
+
+def _image_pages(data: bytes, budget: CpuBudget, ocr: Recognizer | None, max_pixels: int) -> list[Page]:
+    """A picture's text by OCR, once its header shows it is no image bomb (a page over
+    ``max_pixels``); the engine gets the CPU time left (in wall-clock seconds: it runs elsewhere)."""
+    from ragchat.domain.images import check_image, ocr_pages
+
+    if ocr is None:
+        raise ExtractionError(NO_OCR)
+    info = check_image(data, max_pixels)
+    texts = ocr.read(data, info.content_type, max(1.0, budget.left()))
+    budget.check("OCR")
+    return [(_clean(text), meta) for text, meta in ocr_pages(texts, ocr.engine)]
 
 
 def _decode(data: bytes) -> str:
