@@ -30,3 +30,79 @@ def png_header(width: int, height: int) -> bytes:
         + chunk(b"IDAT", zlib.compress(b"\x00"))
         + chunk(b"IEND", b"")
     )
+
+
+def _gray_page(lines: list[str], width: int) -> tuple[int, int, bytes]:
+    """(width, height, 8-bit grey rows) of ``lines`` printed on a page."""
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(make_pdf(["\n".join(lines)]))
+    page = doc[0]
+    bitmap = page.render(scale=width / page.get_size()[0], grayscale=True)
+    w, h, stride = bitmap.width, bitmap.height, bitmap.stride
+    buf = bytes(bitmap.buffer)
+    per = stride // w  # bytes per pixel of the rendered bitmap
+    rows = b"".join(buf[y * stride : y * stride + w * per : per] for y in range(h))
+    bitmap.close()
+    page.close()
+    doc.close()
+    return w, h, rows
+
+
+def text_tiff(pages: list[list[str]], width: int = 1700) -> bytes:
+    """An uncompressed, 8-bit grey, little-endian TIFF with one page per item of ``pages``."""
+    out = bytearray(b"II*\x00\x00\x00\x00\x00")
+    previous_next = 4  # where the offset of the next directory is written
+    for lines in pages:
+        w, h, rows = _gray_page(lines, width)
+        strip = len(out)
+        out += rows
+        if len(out) % 2:
+            out += b"\x00"
+        entries = [
+            (256, 4, 1, w),  # ImageWidth
+            (257, 4, 1, h),  # ImageLength
+            (258, 3, 1, 8),  # BitsPerSample
+            (259, 3, 1, 1),  # Compression: none
+            (262, 3, 1, 1),  # PhotometricInterpretation: black is zero
+            (273, 4, 1, strip),  # StripOffsets
+            (277, 3, 1, 1),  # SamplesPerPixel
+            (278, 4, 1, h),  # RowsPerStrip
+            (279, 4, 1, len(rows)),  # StripByteCounts
+        ]
+        ifd = len(out)
+        struct.pack_into("<I", out, previous_next, ifd)
+        out += struct.pack("<H", len(entries))
+        for tag, kind, count, value in entries:
+            out += struct.pack("<HHI", tag, kind, count) + (
+                struct.pack("<HH", value, 0) if kind == 3 else struct.pack("<I", value)
+            )
+        previous_next = len(out)
+        out += b"\x00\x00\x00\x00"
+    return bytes(out)
+
+
+def jpeg_header(width: int, height: int) -> bytes:
+    """The start of a JPEG: SOI, an APP0 (JFIF) segment, then a baseline start of frame declaring
+    ``width`` × ``height``."""
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+    return b"\xff\xd8" + app0 + sof + b"\xff\xd9"
+
+
+def webp_lossless_header(width: int, height: int) -> bytes:
+    """A RIFF/WEBP file whose ``VP8L`` chunk declares ``width`` × ``height``."""
+    bits = (width - 1) | ((height - 1) << 14)
+    chunk = b"\x2f" + bits.to_bytes(4, "little") + b"\x00" * 8
+    body = b"WEBP" + b"VP8L" + struct.pack("<I", len(chunk)) + chunk
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def tiff_of_pages(count: int, width: int = 10, height: int = 10) -> bytes:
+    """A TIFF header with ``count`` directories of ``width`` × ``height`` (no pixel data)."""
+    out = bytearray(b"II*\x00\x08\x00\x00\x00")
+    for i in range(count):
+        out += struct.pack("<H", 2)
+        out += struct.pack("<HHII", 256, 4, 1, width) + struct.pack("<HHII", 257, 4, 1, height)
+        out += struct.pack("<I", len(out) + 4 if i < count - 1 else 0)
+    return bytes(out)

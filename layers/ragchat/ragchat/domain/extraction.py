@@ -187,7 +187,8 @@ def detect_content_type(filename: str | None, declared: str | None) -> str:
     """The content type to extract ``filename`` with, given what the client ``declared``.
 
     A supported declared type wins, except that ``text/plain`` is refined by a ``.md``/``.html``/
-    ``.pdf`` extension (clients often label everything text/plain). A missing, generic
+    ``.pdf`` extension (clients often label everything text/plain), and a picture's type by any
+    supported extension (a picture's bytes say what it is when it is read). A missing, generic
     (``application/octet-stream``) or unsupported declared type defers to a supported extension.
     With neither, the text is plain text (a note posted as a string). Anything else raises
     ``ValidationError``.
@@ -196,7 +197,7 @@ def detect_content_type(filename: str | None, declared: str | None) -> str:
     base = _ALIASES.get(base, base)
     ext = _extension(filename)
     from_ext = _BY_EXTENSION.get(ext)
-    if base in SUPPORTED_TYPES and not (base == TEXT and from_ext):
+    if base in SUPPORTED_TYPES and not ((base == TEXT or base in IMAGE_TYPES) and from_ext):
         return base
     if from_ext:
         return from_ext
