@@ -8,11 +8,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from ragchat.adapters.local.tesseract import TESSERACT_MISSING, TesseractOcr
 from ragchat.domain.errors import ExtractionError, ValidationError
 from ragchat.domain.extraction import IMAGES_NOT_READ, NO_OCR, detect_content_type
 from ragchat.domain.images import MAX_IMAGE_PAGES, check_image, image_info
+
 from tests.events import json_body
 from tests.images import (
     jpeg_header,
@@ -40,7 +40,9 @@ HARBOUR = [
 
 
 def post(api, name: str, data: bytes, ctype: str = "application/octet-stream") -> dict:  # type: ignore[no-untyped-def]
-    return api.call("POST", "/documents", query={"filename": name}, raw_body=data, headers={"Content-Type": ctype})
+    return api.call(
+        "POST", "/documents", query={"filename": name}, raw_body=data, headers={"Content-Type": ctype}
+    )
 
 
 # ------------------------------------------------------------------------------- the header
@@ -67,7 +69,8 @@ def test_an_image_bomb_is_refused_from_its_header_with_the_numbers() -> None:
     with pytest.raises(ExtractionError) as err:
         check_image(bomb, 50_000_000)
     assert err.value.message.startswith(
-        "The image is 30000 × 30000 pixels (900.0 megapixels): at most 50.0 megapixels are read (MAX_IMAGE_PIXELS)"
+        "The image is 30000 × 30000 pixels (900.0 megapixels): "
+        "at most 50.0 megapixels are read (MAX_IMAGE_PIXELS)"
     )
     for other in (jpeg_header(20_000, 20_000), webp_lossless_header(16_000, 16_000)):
         with pytest.raises(ExtractionError, match="megapixels are read"):
@@ -86,12 +89,19 @@ def test_a_tiff_of_too_many_pages_or_a_looping_directory_is_refused() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"\x89PNG\r\n\x1a\n\x00\x00", jpeg_header(10, 10)[:12], b"II*\x00\xff\xff\xff\x00", b"RIFF\x00\x00\x00\x00WEBPVP8 "],
+    [
+        b"\x89PNG\r\n\x1a\n\x00\x00",
+        jpeg_header(10, 10)[:12],
+        b"II*\x00\xff\xff\xff\x00",
+        b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+    ],
 )
 def test_a_damaged_or_cut_header_is_a_clear_refusal(data: bytes) -> None:
     with pytest.raises(ExtractionError, match="header is damaged or cut short"):
         image_info(data)
-    with pytest.raises(ExtractionError, match=r"not a readable PNG, JPEG, TIFF or WebP image \(its first bytes"):
+    with pytest.raises(
+        ExtractionError, match=r"not a readable PNG, JPEG, TIFF or WebP image \(its first bytes"
+    ):
         image_info(b"GIF89a....")
 
 
@@ -109,8 +119,12 @@ def test_picture_types_are_detected(filename: str | None, declared: str | None, 
     assert detect_content_type(filename, declared) == expected
 
 
-@pytest.mark.parametrize(("filename", "declared"), [("anim.gif", None), ("photo.heic", None), (None, "image/gif")])
-def test_other_picture_formats_are_refused_saying_which_are_read(filename: str | None, declared: str | None) -> None:
+@pytest.mark.parametrize(
+    ("filename", "declared"), [("anim.gif", None), ("photo.heic", None), (None, "image/gif")]
+)
+def test_other_picture_formats_are_refused_saying_which_are_read(
+    filename: str | None, declared: str | None
+) -> None:
     with pytest.raises(ValidationError) as err:
         detect_content_type(filename, declared)
     assert err.value.message == IMAGES_NOT_READ
@@ -131,7 +145,10 @@ def test_a_picture_of_text_becomes_a_document_that_answers_citing_it() -> None:
     assert doc["title"] == "harbour.png"
     assert doc["textFrom"] == "ocr"
     # the picture's lines stay lines, its paragraphs are kept apart (what the citation panel shows)
-    assert "The harbour office opens at seven in the morning.\nFerries to the island leave every hour." in doc["body"]
+    assert (
+        "The harbour office opens at seven in the morning.\nFerries to the island leave every hour."
+        in doc["body"]
+    )
     assert "leave every hour.\n\nParking at the pier" in doc["body"]
     notes = json_body(api.call("GET", "/notes", query={"documentId": doc_id}))["items"]
     assert notes and all(n["metadata"].get("ocr") == "tesseract" for n in notes)

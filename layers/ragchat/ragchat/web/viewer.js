@@ -146,6 +146,7 @@ const panel = (() => {
     const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
     const page = el('div', null, 'doc-text'); const first = renderMarked(page, text, cited, span);
     box.append(bar); if (image) box.append(image, el('h3', 'Text of this page', 'doc-h'));
+    if (doc.textFrom === 'ocr') box.append(el('p', 'Text read by OCR from the picture: check names and numbers against the original.', 'muted small ocr-note'));
     box.append(page);
     if (first && image) { const go = el('button', 'Cited text ↓', 'btn small'); go.type = 'button';
       go.onclick = () => first.scrollIntoView({block: 'center'}); bar.append(go); }
