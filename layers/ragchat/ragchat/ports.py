@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ragchat.domain.images import ImageInfo
 from ragchat.domain.models import (
     Completion,
     Conversation,
@@ -416,6 +417,12 @@ class TextRecognizer(Protocol):
     def missing(self) -> str | None:
         """Why pictures cannot be read here (the engine is not installed: what to install), or
         ``None`` when they can. Asked before a picture is accepted (a 400, nothing stored)."""
+        ...
+
+    def refuses(self, image: ImageInfo, size: int) -> str | None:
+        """Why this engine cannot read this picture (a format, page count, size in bytes or in
+        pixels past what it takes: Amazon Textract's synchronous limits), or ``None``. Asked before
+        a picture is accepted, after its header was read."""
         ...
 
     def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:

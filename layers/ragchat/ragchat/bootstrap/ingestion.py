@@ -88,15 +88,18 @@ class IngestionRoot(Models):
 
     @cached_property
     def ocr(self) -> TextRecognizer:
-        """What reads pictures: Tesseract locally (``OCR=auto``; when it is not installed, a picture
-        is refused saying how to install it); nothing with ``OCR=off`` or on AWS (a 400 saying so)."""
-        from ragchat.domain.extraction import NO_CLOUD_OCR, NO_OCR
+        """What reads pictures (``OCR=auto``): Tesseract locally (when it is not installed, a picture
+        is refused saying how to install it), Amazon Textract on AWS (its client made when the split
+        step first reads one); nothing with ``OCR=off`` (a 400 saying so)."""
+        from ragchat.domain.extraction import NO_OCR
         from ragchat.domain.images import NoOcr
 
         if self.settings.ocr == "off":
             return NoOcr(NO_OCR)
         if self.settings.backend == "aws":
-            return NoOcr(NO_CLOUD_OCR)
+            from ragchat.adapters.aws.textract import TextractOcr
+
+            return TextractOcr(lambda: self._client("textract"))
         from ragchat.adapters.local.tesseract import TesseractOcr
 
         return TesseractOcr(languages=self.settings.ocr_languages)

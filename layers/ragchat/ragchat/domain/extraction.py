@@ -93,12 +93,6 @@ IMAGES_NOT_READ = (
 )
 # A picture where no OCR engine is configured (``OCR=off``) or can be (the Lambda runtime).
 NO_OCR = "Pictures are not read here: OCR is off (OCR=off). Add the text itself (or a PDF with a text layer)."
-# A picture sent to the AWS deployment (its Lambda runtime has no OCR engine; Amazon Textract is not
-# wired yet).
-NO_CLOUD_OCR = (
-    "Pictures are not read by the AWS deployment yet: OCR runs with Tesseract in ragchat serve and "
-    "ragchat ingest. Add the text itself (or a PDF with a text layer)."
-)
 # An OCR engine read the picture and found nothing.
 NO_TEXT_IN_IMAGE = (
     "OCR found no text in the picture. Text reads best straight, sharp and at about 300 dpi; "

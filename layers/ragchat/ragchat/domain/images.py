@@ -52,6 +52,9 @@ class NoOcr:
     def missing(self) -> str | None:
         return self.reason
 
+    def refuses(self, image: ImageInfo, size: int) -> str | None:
+        return self.reason
+
     def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:
         raise ExtractionError(self.reason)
 

@@ -292,7 +292,10 @@ class IngestionService:
         reason = NO_OCR if self.ocr is None else self.ocr.missing()
         if reason:
             raise ValidationError(reason)
-        check_image(raw, self.settings.max_image_pixels)
+        info = check_image(raw, self.settings.max_image_pixels)
+        reason = self.ocr.refuses(info, len(raw)) if self.ocr is not None else None
+        if reason:
+            raise ValidationError(reason)
 
     def _store_reserved(
         self, doc: Document, raw: bytes, growth: int, *, replacing: bool, stored_key: str | None

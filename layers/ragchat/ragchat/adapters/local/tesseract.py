@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ragchat.domain.errors import ExtractionError
 from ragchat.domain.file_errors import too_slow_to_read
+from ragchat.domain.images import ImageInfo
 
 INSTALL = (
     "install it (Debian or Ubuntu: sudo apt-get install tesseract-ocr; macOS: brew install tesseract; "
@@ -66,6 +67,9 @@ class TesseractOcr:
                 "and start ragchat again."
             )
         return None
+
+    def refuses(self, image: ImageInfo, size: int) -> str | None:
+        return None  # every format and size the header check lets through
 
     def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:
         path = shutil.which(self.binary)
