@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 from tests.pdfs import make_pdf
 
@@ -106,3 +107,60 @@ def tiff_of_pages(count: int, width: int = 10, height: int = 10) -> bytes:
         out += struct.pack("<HHII", 256, 4, 1, width) + struct.pack("<HHII", 257, 4, 1, height)
         out += struct.pack("<I", len(out) + 4 if i < count - 1 else 0)
     return bytes(out)
+
+
+# Amazon Textract's DetectDocumentText answer for a picture of text (its real response shape)
+
+
+def _box(top: float, height: float = 0.02, left: float = 0.1, width: float = 0.6) -> dict[str, Any]:
+    return {
+        "BoundingBox": {"Width": width, "Height": height, "Left": left, "Top": top},
+        "Polygon": [
+            {"X": left, "Y": top},
+            {"X": left + width, "Y": top},
+            {"X": left + width, "Y": top + height},
+            {"X": left, "Y": top + height},
+        ],
+    }
+
+
+def textract_detected(lines: list[tuple[str, float]]) -> dict[str, Any]:
+    """A ``DetectDocumentText`` response: a PAGE, then each LINE (text, top) with its WORDs."""
+    blocks: list[dict[str, Any]] = []
+    line_ids = []
+    for n, (text, top) in enumerate(lines):
+        word_ids = [f"w{n}-{k}" for k in range(len(text.split()))]
+        line_ids.append(f"l{n}")
+        blocks.append(
+            {
+                "BlockType": "LINE",
+                "Confidence": 99.1,
+                "Text": text,
+                "Geometry": _box(top),
+                "Id": f"l{n}",
+                "Relationships": [{"Type": "CHILD", "Ids": word_ids}],
+            }
+        )
+        blocks += [
+            {
+                "BlockType": "WORD",
+                "Confidence": 98.7,
+                "Text": word,
+                "TextType": "PRINTED",
+                "Geometry": _box(top, left=0.1 + 0.1 * k, width=0.08),
+                "Id": word_ids[k],
+            }
+            for k, word in enumerate(text.split())
+        ]
+    page = {
+        "BlockType": "PAGE",
+        "Geometry": _box(0.0, 1.0, 0.0, 1.0),
+        "Id": "page-1",
+        "Relationships": [{"Type": "CHILD", "Ids": line_ids}],
+    }
+    return {
+        "DocumentMetadata": {"Pages": 1},
+        "Blocks": [page, *blocks],
+        "DetectDocumentTextModelVersion": "1.0",
+        "ResponseMetadata": {"HTTPStatusCode": 200},
+    }

@@ -18,63 +18,8 @@ from ragchat.domain.errors import ExtractionError
 from ragchat.domain.images import image_info
 
 from tests.events import json_body
-from tests.images import jpeg_header, png_header, tiff_of_pages, webp_lossless_header
+from tests.images import jpeg_header, png_header, textract_detected, tiff_of_pages, webp_lossless_header
 from tests.unit.api_support import make_api
-
-
-def _box(top: float, height: float = 0.02, left: float = 0.1, width: float = 0.6) -> dict[str, Any]:
-    return {
-        "BoundingBox": {"Width": width, "Height": height, "Left": left, "Top": top},
-        "Polygon": [
-            {"X": left, "Y": top},
-            {"X": left + width, "Y": top},
-            {"X": left + width, "Y": top + height},
-            {"X": left, "Y": top + height},
-        ],
-    }
-
-
-def detected(lines: list[tuple[str, float]]) -> dict[str, Any]:
-    """A ``DetectDocumentText`` response: a PAGE, then each LINE (text, top) with its WORDs."""
-    blocks: list[dict[str, Any]] = []
-    line_ids = []
-    for n, (text, top) in enumerate(lines):
-        word_ids = [f"w{n}-{k}" for k in range(len(text.split()))]
-        line_ids.append(f"l{n}")
-        blocks.append(
-            {
-                "BlockType": "LINE",
-                "Confidence": 99.1,
-                "Text": text,
-                "Geometry": _box(top),
-                "Id": f"l{n}",
-                "Relationships": [{"Type": "CHILD", "Ids": word_ids}],
-            }
-        )
-        blocks += [
-            {
-                "BlockType": "WORD",
-                "Confidence": 98.7,
-                "Text": word,
-                "TextType": "PRINTED",
-                "Geometry": _box(top, left=0.1 + 0.1 * k, width=0.08),
-                "Id": word_ids[k],
-            }
-            for k, word in enumerate(text.split())
-        ]
-    page = {
-        "BlockType": "PAGE",
-        "Geometry": _box(0.0, 1.0, 0.0, 1.0),
-        "Id": "page-1",
-        "Relationships": [{"Type": "CHILD", "Ids": line_ids}],
-    }
-    return {
-        "DocumentMetadata": {"Pages": 1},
-        "Blocks": [page, *blocks],
-        "DetectDocumentTextModelVersion": "1.0",
-        "ResponseMetadata": {"HTTPStatusCode": 200},
-    }
-
 
 HARBOUR = [
     ("Harbour notes", 0.05),
@@ -94,7 +39,7 @@ def stubbed() -> tuple[Any, Stubber]:
 def test_lines_come_back_as_lines_with_paragraphs_apart() -> None:
     client, stub = stubbed()
     png = png_header(1700, 2200)
-    stub.add_response("detect_document_text", detected(HARBOUR), {"Document": {"Bytes": png}})
+    stub.add_response("detect_document_text", textract_detected(HARBOUR), {"Document": {"Bytes": png}})
     with stub:
         pages = TextractOcr(lambda: client).read(png, "image/png", 60)
     stub.assert_no_pending_responses()
@@ -105,7 +50,9 @@ def test_lines_come_back_as_lines_with_paragraphs_apart() -> None:
 
 
 def test_a_second_column_starts_a_paragraph() -> None:
-    text = lines_text(detected([("Left column ends here.", 0.80), ("Right column starts.", 0.10)])["Blocks"])
+    text = lines_text(
+        textract_detected([("Left column ends here.", 0.80), ("Right column starts.", 0.10)])["Blocks"]
+    )
     assert text == "Left column ends here.\n\nRight column starts."
 
 
@@ -167,7 +114,7 @@ def test_what_the_synchronous_api_cannot_take_is_refused_up_front(data: bytes, s
 def test_a_picture_read_by_textract_answers_citing_it() -> None:
     client, stub = stubbed()
     png = png_header(1700, 2200)
-    stub.add_response("detect_document_text", detected(HARBOUR), {"Document": {"Bytes": png}})
+    stub.add_response("detect_document_text", textract_detected(HARBOUR), {"Document": {"Bytes": png}})
     api = make_api(ocr=TextractOcr(lambda: client))
     with stub:
         res = api.call(
