@@ -164,3 +164,28 @@ def textract_detected(lines: list[tuple[str, float]]) -> dict[str, Any]:
         "DetectDocumentTextModelVersion": "1.0",
         "ResponseMetadata": {"HTTPStatusCode": 200},
     }
+
+
+def scanned_pdf(pages: list[list[str]], width: int = 1275) -> bytes:
+    """A PDF whose pages are pictures of ``pages``' lines and hold no text layer (a scan): each a
+    grey image drawn over the whole letter-size page."""
+    from tests.pdfs import pdf_of
+
+    n = len(pages)
+    kids = " ".join(f"{3 + 3 * i} 0 R" for i in range(n))
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", f"<< /Type /Pages /Kids [{kids}] /Count {n} >>".encode()]
+    for i, lines in enumerate(pages):
+        w, h, rows = _gray_page(lines, width)
+        packed = zlib.compress(rows)
+        draw = b"q 612 0 0 792 0 0 cm /Im0 Do Q"
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /XObject << /Im0 %d 0 R >> >> /Contents %d 0 R >>" % (5 + 3 * i, 4 + 3 * i)
+        )
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(draw), draw))
+        objects.append(
+            b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
+            b"/BitsPerComponent 8 /Filter /FlateDecode /Length %d >>\nstream\n%s\nendstream"
+            % (w, h, len(packed), packed)
+        )
+    return pdf_of(objects)

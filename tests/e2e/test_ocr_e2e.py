@@ -138,6 +138,6 @@ def test_a_picture_added_on_the_page_is_read_and_shown_as_ocr_text(browser: Any,
         page.get_by_role("button", name="View cafe.png").click()
         viewer = page.get_by_role("dialog")
         expect(viewer.locator(".ocr-note")).to_have_text(
-            "Text read by OCR from the picture: check names and numbers against the original."
+            "Text read by OCR: check names and numbers against the original."
         )
         expect(viewer.locator(".doc-text")).to_contain_text("The cafe opens at seven in the morning.")

@@ -10,13 +10,14 @@ import shutil
 import pytest
 from ragchat.adapters.local.tesseract import TESSERACT_MISSING, TesseractOcr
 from ragchat.domain.errors import ExtractionError, ValidationError
-from ragchat.domain.extraction import IMAGES_NOT_READ, NO_OCR, detect_content_type
+from ragchat.domain.extraction import IMAGES_NOT_READ, NO_OCR, detect_content_type, scanned_unread
 from ragchat.domain.images import MAX_IMAGE_PAGES, check_image, image_info
 
 from tests.events import json_body
 from tests.images import (
     jpeg_header,
     png_header,
+    scanned_pdf,
     text_png,
     text_tiff,
     tiff_of_pages,
@@ -213,7 +214,10 @@ def test_without_tesseract_a_picture_gets_a_400_saying_how_to_install_it() -> No
 def test_a_missing_language_names_its_package() -> None:
     reason = TesseractOcr(languages="eng+xyz").missing()
     assert reason is not None
-    assert "no language data for xyz (OCR_LANGUAGES=eng+xyz): install tesseract-ocr-xyz" in reason
+    assert (
+        "language data for xyz, which is not installed (OCR_LANGUAGES=eng+xyz): install tesseract-ocr-xyz"
+        in reason
+    )
 
 
 def test_with_ocr_off_a_picture_gets_a_400_saying_so() -> None:
@@ -222,3 +226,39 @@ def test_with_ocr_off_a_picture_gets_a_400_saying_so() -> None:
     assert res["statusCode"] == 400
     assert json_body(res)["error"] == NO_OCR
     assert api.launcher.started == []
+
+
+# ------------------------------------------------------------------------------ scanned PDFs
+
+
+@needs_tesseract
+def test_a_scanned_pdf_is_read_page_by_page_and_answers_citing_its_page() -> None:
+    api = make_api()
+    pdf = scanned_pdf([["The first scanned page is about apples."], ["The orchard sells pears on Fridays."]])
+    res = post(api, "scan.pdf", pdf, "application/pdf")
+    assert res["statusCode"] == 202, res["body"]
+    doc_id = json_body(res)["documentId"]
+    doc = json_body(api.call("GET", f"/documents/{doc_id}", query={"include": "body"}))
+    assert doc["status"] == "READY", doc
+    assert "The orchard sells pears on Fridays." in doc["body"]
+    notes = json_body(api.call("GET", "/notes", query={"documentId": doc_id}))["items"]
+    assert sorted((n["metadata"]["page"], n["metadata"]["ocr"]) for n in notes) == [
+        (1, "tesseract"),
+        (2, "tesseract"),
+    ]
+    body = json_body(api.call("GET", "/", query={"text": "When does the orchard sell pears?"}))
+    assert "Fridays" in body["answer"]
+    assert body["sources"][0]["title"] == "scan.pdf" and body["sources"][0]["page"] == 2
+
+
+def test_where_ocr_cannot_run_a_scanned_pdf_is_refused_saying_why() -> None:
+    pdf = scanned_pdf([["A page with no text layer."]], width=400)
+    api = make_api({"OCR": "off"})
+    res = post(api, "scan.pdf", pdf, "application/pdf")
+    assert res["statusCode"] == 400
+    assert json_body(res)["error"] == scanned_unread(NO_OCR)
+    assert json_body(res)["error"].startswith("The PDF has no extractable text: it may be scanned pages")
+    missing = make_api(ocr=TesseractOcr(binary="tesseract-not-installed-here"))
+    res = post(missing, "scan.pdf", pdf, "application/pdf")
+    assert res["statusCode"] == 400 and json_body(res)["error"] == scanned_unread(TESSERACT_MISSING)
+    assert api.launcher.started == [] and missing.launcher.started == []

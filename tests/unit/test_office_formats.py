@@ -120,7 +120,7 @@ def test_office_extensions_are_recognised(filename: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("filename", "declared"), [("anim.gif", None), ("photo.HEIC", "image/heic"), (None, "image/bmp")]
 )
-def test_pictures_ocr_does_not_read_are_refused_saying_which(filename: str | None, declared: str | None) -> None:
+def test_other_picture_formats_are_refused_saying_which(filename: str | None, declared: str | None) -> None:
     with pytest.raises(ValidationError, match=r"^This picture format is not read: OCR reads \.png, \.jpg"):
         detect_content_type(filename, declared)
 

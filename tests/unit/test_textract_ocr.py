@@ -145,3 +145,28 @@ def test_a_picture_read_by_textract_answers_citing_it() -> None:
     assert json_body(webp)["error"].startswith(
         "Pictures are read by Amazon Textract here, which does not read WebP."
     )
+
+
+def test_a_scanned_pdf_is_read_by_textract_one_call_per_page() -> None:
+    from tests.images import scanned_pdf
+
+    client, stub = stubbed()
+    for lines in (HARBOUR[:2], [("The lock keepers open the gates at dawn.", 0.1)]):
+        stub.add_response("detect_document_text", textract_detected(lines))
+    api = make_api(ocr=TextractOcr(lambda: client))
+    with stub:
+        res = api.call(
+            "POST",
+            "/documents",
+            query={"filename": "scan.pdf"},
+            raw_body=scanned_pdf([["page one"], ["page two"]], width=400),
+            headers={"Content-Type": "application/pdf"},
+        )
+        assert res["statusCode"] == 202, res["body"]
+    stub.assert_no_pending_responses()
+    doc_id = json_body(res)["documentId"]
+    assert json_body(api.call("GET", f"/documents/{doc_id}"))["status"] == "READY"
+    notes = json_body(api.call("GET", "/notes", query={"documentId": doc_id}))["items"]
+    pages = {n["metadata"]["page"]: n["text"] for n in notes}
+    assert "Harbour notes" in pages[1] and "lock keepers" in pages[2]
+    assert all(n["metadata"]["ocr"] == "textract" for n in notes)

@@ -92,7 +92,10 @@ IMAGES_NOT_READ = (
     "Save it as PNG (or add the text itself) and upload it again."
 )
 # A picture where no OCR engine is configured (``OCR=off``) or can be (the Lambda runtime).
-NO_OCR = "Pictures are not read here: OCR is off (OCR=off). Add the text itself (or a PDF with a text layer)."
+NO_OCR = (
+    "OCR (reading pictures and scanned pages) is off here (OCR=off): "
+    "add the text itself, or a PDF with a text layer."
+)
 # An OCR engine read the picture and found nothing.
 NO_TEXT_IN_IMAGE = (
     "OCR found no text in the picture. Text reads best straight, sharp and at about 300 dpi; "
@@ -225,7 +228,7 @@ def extract(
     budget = budget or CpuBudget(MAX_EXTRACTION_CPU_S)
     ctype = detect_content_type(filename, content_type)
     if ctype == PDF or is_pdf(data):
-        pages = _pdf_pages(data, budget)
+        pages = _pdf_pages(data, budget, ocr, max_image_pixels)
     elif ctype in IMAGE_TYPES:
         pages = _image_pages(data, budget, ocr, max_image_pixels)
     elif ctype in OFFICE_TYPES:
@@ -432,17 +435,36 @@ def check_pdf(data: bytes) -> None:
     damage further on is found by the pipeline, which then marks the document ``FAILED``)."""
     for _ in _pdf_texts(data):
         return
-    raise ExtractionError(_NO_PDF_TEXT)
+    raise ExtractionError(NO_PDF_TEXT)
 
 
-def _pdf_pages(data: bytes, budget: CpuBudget | None = None) -> list[Page]:
+def _pdf_pages(
+    data: bytes, budget: CpuBudget | None = None, ocr: Recognizer | None = None, max_pixels: int = 0
+) -> list[Page]:
+    """The text layer's pages; for a PDF with none (a scan), each page read by ``ocr``
+    (:mod:`ragchat.domain.scanned`)."""
     pages = list(_pdf_texts(data, budget))
+    if pages:
+        return pages
+    reason = ocr.missing() if ocr is not None else NO_OCR
+    if reason:
+        raise ExtractionError(scanned_unread(reason))
+    assert ocr is not None
+    from ragchat.domain.scanned import scanned_pages
+
+    pages = scanned_pages(data, budget or CpuBudget(MAX_EXTRACTION_CPU_S), ocr, max_pixels)
     if not pages:
-        raise ExtractionError(_NO_PDF_TEXT)
+        raise ExtractionError("OCR found no text on any page of the PDF (its pages have no text layer).")
     return pages
 
 
-_NO_PDF_TEXT = "The PDF has no extractable text (it may be scanned images; OCR is not supported)."
+#: what :func:`check_pdf` says of a PDF with no text layer (the intake then asks whether OCR can read it)
+NO_PDF_TEXT = "The PDF has no extractable text."
+
+
+def scanned_unread(reason: str) -> str:
+    """The refusal of a PDF with no text layer where OCR cannot run (``reason``: why not)."""
+    return f"The PDF has no extractable text: it may be scanned pages, which are read by OCR. {reason}"
 
 
 def _pdf_texts(data: bytes, budget: CpuBudget | None = None) -> Iterator[Page]:

@@ -34,6 +34,10 @@ class Recognizer(Protocol):
 
     engine: str  # recorded with the text ("tesseract")
 
+    def missing(self) -> str | None:
+        """Why pictures cannot be read here (what to install), or ``None``."""
+        ...
+
     def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:
         """The text of each page of ``image`` (lines as lines, a blank line between paragraphs), in
         at most ``seconds``; ``ExtractionError`` naming the problem otherwise."""

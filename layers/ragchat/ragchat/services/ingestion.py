@@ -250,7 +250,7 @@ class IngestionService:
             raise PayloadTooLarge(f"a PDF may be at most {too_big}: split it into smaller files")
         if ctype in IMAGE_TYPES:
             self._check_picture(raw)
-        body_text = _checked_text(raw, ctype, self.pdf_check)
+        body_text = self._checked_body(raw, ctype)
         given_title = optional_title(title)
         doc = Document(
             id=validate_document_id(document_id) if document_id is not None else new_id(),
@@ -277,6 +277,21 @@ class IngestionService:
         stored = self._store_reserved(doc, raw, growth, replacing=replacing, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
+
+    def _checked_body(self, raw: bytes, ctype: str) -> str | None:
+        """:func:`_checked_text`; a PDF with no text layer (a scan) is accepted where OCR can read
+        it, else refused saying why OCR cannot."""
+        from ragchat.domain.extraction import NO_OCR, NO_PDF_TEXT, ExtractionError, scanned_unread
+
+        try:
+            return _checked_text(raw, ctype, self.pdf_check)
+        except ExtractionError as exc:
+            if exc.message != NO_PDF_TEXT:
+                raise
+            reason = NO_OCR if self.ocr is None else self.ocr.missing()
+            if reason:
+                raise ExtractionError(scanned_unread(reason)) from None
+            return None
 
     def _check_picture(self, raw: bytes) -> None:
         """A picture is accepted only where OCR can read it, within ``MAX_IMAGE_BYTES``, and when its

@@ -146,7 +146,7 @@ const panel = (() => {
     const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
     const page = el('div', null, 'doc-text'); const first = renderMarked(page, text, cited, span);
     box.append(bar); if (image) box.append(image, el('h3', 'Text of this page', 'doc-h'));
-    if (doc.textFrom === 'ocr') box.append(el('p', 'Text read by OCR from the picture: check names and numbers against the original.', 'muted small ocr-note'));
+    if (doc.textFrom === 'ocr') box.append(el('p', 'Text read by OCR: check names and numbers against the original.', 'muted small ocr-note'));
     box.append(page);
     if (first && image) { const go = el('button', 'Cited text ↓', 'btn small'); go.type = 'button';
       go.onclick = () => first.scrollIntoView({block: 'center'}); bar.append(go); }
@@ -164,6 +164,7 @@ const panel = (() => {
     const notes = await notesOf(doc.id), known = [...new Set(notes.map(x => (x.metadata || {}).page).filter(Boolean))];
     let last = Math.max(1, count || 0, ...known); n = Math.min(Math.max(1, n || 1), last);
     const shown = pageImage(doc, n), text = joined(notes.filter(x => (x.metadata || {}).page === n));
+    if (notes.some(x => (x.metadata || {}).ocr)) doc = {...doc, textFrom: 'ocr'};  // a scanned PDF, read by OCR
     const pager = el('span', null, 'pager'), prev = el('button', '‹ Previous page', 'btn small'), next = el('button', 'Next page ›', 'btn small');
     prev.type = next.type = 'button'; prev.disabled = n <= 1; next.disabled = n >= last;
     prev.onclick = () => pdfPage(doc, n - 1, cited, last, span); next.onclick = () => pdfPage(doc, n + 1, cited, last, span);

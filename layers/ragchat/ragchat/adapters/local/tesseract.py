@@ -29,7 +29,9 @@ INSTALL = (
     "or make install as root) and start ragchat again, or add the text itself"
 )
 #: the refusal of a picture where the ``tesseract`` program is not installed
-TESSERACT_MISSING = f"Pictures are read by OCR with Tesseract, which is not installed here: {INSTALL}."
+TESSERACT_MISSING = (
+    f"OCR (reading pictures and scanned pages) needs Tesseract, which is not installed here: {INSTALL}."
+)
 
 
 @dataclass
@@ -56,15 +58,14 @@ class TesseractOcr:
                 [path, "--list-langs"], capture_output=True, timeout=30, check=False, env=_env()
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"Pictures are read by OCR with Tesseract, which does not start here ({exc}): {INSTALL}."
+            return f"OCR needs Tesseract, which does not start here ({exc}): {INSTALL}."
         have = {line.strip() for line in listed.stdout.decode("utf-8", "replace").splitlines()[1:]}
         lacking = [lang for lang in self.languages.split("+") if lang not in have]
         if lacking:
             packages = " ".join(f"tesseract-ocr-{lang.lower()}" for lang in lacking)
             return (
-                f"Pictures are read by OCR with Tesseract, which has no language data for "
-                f"{', '.join(lacking)} (OCR_LANGUAGES={self.languages}): install {packages} "
-                "and start ragchat again."
+                f"OCR needs Tesseract's language data for {', '.join(lacking)}, which is not installed "
+                f"(OCR_LANGUAGES={self.languages}): install {packages} and start ragchat again."
             )
         return None
 
