@@ -141,3 +141,34 @@ def test_a_picture_added_on_the_page_is_read_and_shown_as_ocr_text(browser: Any,
             "Text read by OCR: check names and numbers against the original."
         )
         expect(viewer.locator(".doc-text")).to_contain_text("The cafe opens at seven in the morning.")
+        page.screenshot(path=str(server.log.parent / "ocr-picture-1280.png"))
+
+
+def test_a_scanned_pdf_shows_its_page_and_the_ocr_text(browser: Any, server: Server) -> None:  # noqa: F811
+    from playwright.sync_api import expect
+
+    from tests.images import scanned_pdf
+
+    pdf = scanned_pdf([["Opening hours of the ferry office", "", "The ferry office opens at noon."]])
+    res = server.request(
+        "POST", "/documents?filename=ferry-scan.pdf", data=pdf, headers={"Content-Type": "application/pdf"}
+    )
+    assert res.status == 202, res.body
+    assert server.wait_document(res.json()["documentId"])["status"] == "READY"
+    answer = ask(server, "ferry office")
+    assert "noon" in answer["answer"] and answer["sources"][0]["page"] == 1
+    with fresh_page(browser, server, init_script=SIGNED_IN) as page:
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto("/documents/ui")
+        page.get_by_role("button", name="View ferry-scan.pdf").click()
+        viewer = page.get_by_role("dialog")
+        page.wait_for_function(  # the scanned page itself, rendered by the server
+            "() => { const i = document.querySelector('figure.pdf-page img');"
+            " return !!i && i.complete && i.naturalWidth > 0; }",
+            timeout=WAIT_MS,
+        )
+        expect(viewer.locator(".ocr-note")).to_have_text(
+            "Text read by OCR: check names and numbers against the original."
+        )
+        expect(viewer.locator(".doc-text")).to_contain_text("The ferry office opens at noon.")
+        page.screenshot(path=str(server.log.parent / "ocr-scanned-pdf-390.png"))
