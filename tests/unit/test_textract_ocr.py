@@ -90,6 +90,16 @@ def test_throttling_is_raised_for_the_state_machine_to_retry() -> None:
         TextractOcr(lambda: client).read(b"\x89PNG", "image/png", 60)
 
 
+def test_the_synchronous_size_limit_is_enforced_as_aws_would() -> None:
+    """The AWS contract (tests/aws_contracts/limits.py, on every client): over 10 MB is AWS's
+    ValidationException, which is why :meth:`TextractOcr.refuses` stops such a picture first."""
+    client, stub = stubbed()
+    stub.add_response("detect_document_text", textract_detected(HARBOUR))  # never reached
+    with stub, pytest.raises(ClientError, match="AWS limit: document of 10,000,001 bytes"):
+        TextractOcr(lambda: client).read(b"\x00" * 10_000_001, "image/png", 60)
+    assert TextractOcr(lambda: client).refuses(image_info(png_header(100, 100)), 10_000_001) is not None
+
+
 def test_the_client_is_made_only_when_a_picture_is_read() -> None:
     made: list[int] = []
     ocr = TextractOcr(lambda: made.append(1))
