@@ -166,7 +166,7 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
     @r.post(
         "/documents",
         status_code=202,
-        summary="Upload a file (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf)",
+        summary="Upload a file (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf; pictures by OCR)",
         description="The same bytes under the same file name (or `source`) in the same collection answer "
         '200 with `"duplicate": true` and the existing document; changed bytes are a new version of it.',
         tags=["documents"],
