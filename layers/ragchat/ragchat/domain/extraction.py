@@ -252,6 +252,17 @@ def extract(
     return pages
 
 
+def read_by_ocr(ocr: Recognizer, image: bytes, content_type: str, budget: CpuBudget) -> list[str]:
+    """``ocr.read`` given the budget's time left; stopped at it, the refusal names the document's
+    whole CPU budget (as any reading over it does)."""
+    from ragchat.domain.images import OcrTooSlow
+
+    try:
+        return ocr.read(image, content_type, max(1.0, budget.left()))
+    except OcrTooSlow:
+        raise ExtractionError(too_slow_to_read(budget.seconds)) from None
+
+
 def _image_pages(data: bytes, budget: CpuBudget, ocr: Recognizer | None, max_pixels: int) -> list[Page]:
     """A picture's text by OCR, once its header shows it is no image bomb (a page over
     ``max_pixels``); the engine gets the CPU time left (in wall-clock seconds: it runs elsewhere)."""
@@ -260,7 +271,7 @@ def _image_pages(data: bytes, budget: CpuBudget, ocr: Recognizer | None, max_pix
     if ocr is None:
         raise ExtractionError(NO_OCR)
     info = check_image(data, max_pixels)
-    texts = ocr.read(data, info.content_type, max(1.0, budget.left()))
+    texts = read_by_ocr(ocr, data, info.content_type, budget)
     budget.check("OCR")
     return [(_clean(text), meta) for text, meta in ocr_pages(texts, ocr.engine)]
 

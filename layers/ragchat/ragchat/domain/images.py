@@ -28,6 +28,11 @@ _NAMES = {PNG: "PNG", JPEG: "JPEG", TIFF: "TIFF", WEBP: "WebP"}
 UNREADABLE = "This is not a readable PNG, JPEG, TIFF or WebP image"
 
 
+class OcrTooSlow(ExtractionError):
+    """The OCR engine was stopped at the time it was given: the reading says which CPU budget
+    (``PARSE_CPU_SECONDS``) the document ran past."""
+
+
 class Recognizer(Protocol):
     """What reading a picture needs of an OCR engine (the ``TextRecognizer`` port, less its
     availability check): its name and the text of each page."""

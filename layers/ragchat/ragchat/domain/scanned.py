@@ -31,11 +31,12 @@ MAX_SIDE = 10_000
 def scanned_pages(data: bytes, budget: CpuBudget, ocr: Recognizer, max_pixels: int) -> list[Page]:
     """The text of each page of a PDF by OCR: ``(text, {"page": n, "ocr": engine})``, blank pages
     left out."""
+    from ragchat.domain.extraction import read_by_ocr
     from ragchat.domain.images import ocr_pages
 
     pages: list[Page] = []
     for number, picture in _rendered(data, budget, max_pixels):
-        texts = ocr.read(picture, PNG, max(1.0, budget.left()))
+        texts = read_by_ocr(ocr, picture, PNG, budget)
         budget.check(f"OCR of PDF page {number}")
         for text, meta in ocr_pages(texts, ocr.engine):
             budget.text(len(text))

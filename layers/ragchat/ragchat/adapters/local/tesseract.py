@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ragchat.domain.errors import ExtractionError
 from ragchat.domain.file_errors import too_slow_to_read
-from ragchat.domain.images import ImageInfo
+from ragchat.domain.images import ImageInfo, OcrTooSlow
 
 INSTALL = (
     "install it (Debian or Ubuntu: sudo apt-get install tesseract-ocr; macOS: brew install tesseract; "
@@ -80,7 +80,7 @@ class TesseractOcr:
         try:
             done = subprocess.run(command, input=image, capture_output=True, timeout=seconds, env=_env())
         except subprocess.TimeoutExpired:
-            raise ExtractionError(too_slow_to_read(seconds)) from None
+            raise OcrTooSlow(too_slow_to_read(seconds)) from None
         except OSError as exc:
             raise ExtractionError(f"Tesseract could not be started to read the picture: {exc}.") from None
         if done.returncode != 0:
@@ -99,10 +99,16 @@ def _env() -> dict[str, str]:
 
 
 def _failure(code: int, stderr: bytes, seconds: float) -> str:
+    """What Tesseract's exit says; stopped by the CPU limit (``SIGXCPU``) or killed: :class:`OcrTooSlow`."""
     import signal
 
-    if code in (-signal.SIGXCPU, -signal.SIGKILL):
-        return too_slow_to_read(seconds)
+    if code == -signal.SIGXCPU:  # the CPU limit inherited from the parsing child
+        raise OcrTooSlow(too_slow_to_read(seconds))
+    if code in (-signal.SIGKILL, -signal.SIGABRT):  # the memory limit (an allocation failed), or killed
+        return (
+            f"OCR could not read the picture: Tesseract was stopped (signal {-code}), most likely out "
+            "of memory (PARSE_MEMORY_MB). Scale the picture down and upload it again."
+        )
     lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
     said = lines[-1] if lines else f"exit status {code}"
     return f"OCR could not read the picture (Tesseract: {said[:200]})."
