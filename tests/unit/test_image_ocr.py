@@ -262,3 +262,40 @@ def test_where_ocr_cannot_run_a_scanned_pdf_is_refused_saying_why() -> None:
     res = post(missing, "scan.pdf", pdf, "application/pdf")
     assert res["statusCode"] == 400 and json_body(res)["error"] == scanned_unread(TESSERACT_MISSING)
     assert api.launcher.started == [] and missing.launcher.started == []
+
+
+class SlowOcr:
+    """An engine that takes ``seconds`` of the (fake) wall clock per page and reads "Page text"."""
+
+    engine = "fake"
+
+    def __init__(self, clock: list[float], seconds: float) -> None:
+        self.clock, self.seconds, self.calls = clock, seconds, 0
+
+    def missing(self) -> None:
+        return None
+
+    def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:
+        self.calls += 1
+        self.clock[0] += self.seconds
+        return [f"Page text {self.calls}."]
+
+
+def test_the_engines_time_counts_against_the_documents_cpu_budget() -> None:
+    """Tesseract works in its own process, which this thread's CPU clock does not see: each page's
+    time is charged to the budget, so a long scan stops at PARSE_CPU_SECONDS instead of reading on."""
+    from ragchat.domain.extraction import CpuBudget, extract
+
+    scan = scanned_pdf([[f"page {n}"] for n in range(5)], width=300)
+    wall = [0.0]
+    engine = SlowOcr(wall, seconds=25)
+    budget = CpuBudget(60, clock=lambda: 0.0, wall=lambda: wall[0])
+    with pytest.raises(ExtractionError, match=r"^The file took too long to read: the limit is 60 s of CPU"):
+        extract(scan, content_type="application/pdf", budget=budget, ocr=engine)
+    assert engine.calls == 3  # 25 + 25 + 25 s: over 60 after the third page, the fourth is never read
+    wall[0] = 0.0
+    two = CpuBudget(60, clock=lambda: 0.0, wall=lambda: wall[0])
+    pages = extract(
+        scanned_pdf([["a"], ["b"]], width=300), content_type="application/pdf", budget=two, ocr=engine
+    )
+    assert [meta["page"] for _, meta in pages] == [1, 2]

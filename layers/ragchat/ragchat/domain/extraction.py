@@ -117,10 +117,17 @@ MAX_EXTRACTION_CPU_S = 60.0
 class CpuBudget:
     """CPU seconds of the current thread a document may still spend (``time.thread_time``)."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.thread_time) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.thread_time,
+        wall: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.seconds = seconds
         self.clock = clock
+        self.wall = wall  # times what another process does for the document (``elsewhere``)
         self.started = clock()
+        self.elsewhere = 0.0  # seconds spent by another process for this document (the OCR engine)
         self.chars_left: int | None = None  # extracted text still allowed (``None``: no ceiling)
         self.too_much_text = ""  # the refusal once it is spent
 
@@ -134,10 +141,14 @@ class CpuBudget:
 
     def left(self) -> float:
         """Seconds of the budget not yet spent."""
-        return self.seconds - (self.clock() - self.started)
+        return self.seconds - self.used()
+
+    def used(self) -> float:
+        """This thread's CPU since the start, and the time other processes worked for it."""
+        return self.clock() - self.started + self.elsewhere
 
     def check(self, stage: str) -> None:
-        used = self.clock() - self.started
+        used = self.used()
         if used > self.seconds:  # the child reader's CPU limit says the same (domain.file_errors)
             raise ExtractionError(too_slow_to_read(self.seconds).replace(" of CPU.", f" of CPU ({stage})."))
 
@@ -253,14 +264,18 @@ def extract(
 
 
 def read_by_ocr(ocr: Recognizer, image: bytes, content_type: str, budget: CpuBudget) -> list[str]:
-    """``ocr.read`` given the budget's time left; stopped at it, the refusal names the document's
-    whole CPU budget (as any reading over it does)."""
+    """``ocr.read`` given the budget's time left, its wall-clock time then charged to the budget
+    (the engine works in another process, whose CPU this thread's clock does not see); stopped at
+    it, the refusal names the document's whole CPU budget (as any reading over it does)."""
     from ragchat.domain.images import OcrTooSlow
 
+    started = budget.wall()
     try:
         return ocr.read(image, content_type, max(1.0, budget.left()))
     except OcrTooSlow:
         raise ExtractionError(too_slow_to_read(budget.seconds)) from None
+    finally:  # the engine's time (its own process, or a service) counts against the document's budget
+        budget.elsewhere += budget.wall() - started
 
 
 def _image_pages(data: bytes, budget: CpuBudget, ocr: Recognizer | None, max_pixels: int) -> list[Page]:
