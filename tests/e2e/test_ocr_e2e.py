@@ -141,6 +141,13 @@ def test_a_picture_added_on_the_page_is_read_and_shown_as_ocr_text(browser: Any,
             "Text read by OCR: check names and numbers against the original."
         )
         expect(viewer.locator(".doc-text")).to_contain_text("The cafe opens at seven in the morning.")
+        expect(viewer.get_by_role("img", name="The picture cafe.png")).to_be_visible()
+        page.wait_for_function(  # the picture itself, above the text OCR read from it
+            "() => { const i = document.querySelector('figure.pdf-page img');"
+            " return !!i && i.complete && i.naturalWidth > 0; }",
+            timeout=WAIT_MS,
+        )
+        expect(viewer.locator("h3.doc-h")).to_have_text("Text read from the picture")
         page.screenshot(path=str(server.log.parent / "ocr-picture-1280.png"))
 
 

@@ -5,6 +5,7 @@ sees it; where OCR cannot run the upload gets a 400 saying how to enable it, not
 
 from __future__ import annotations
 
+import base64
 import shutil
 
 import pytest
@@ -299,3 +300,23 @@ def test_the_engines_time_counts_against_the_documents_cpu_budget() -> None:
         scanned_pdf([["a"], ["b"]], width=300), content_type="application/pdf", budget=two, ocr=engine
     )
     assert [meta["page"] for _, meta in pages] == [1, 2]
+
+
+@needs_tesseract
+def test_the_viewer_gets_the_picture_itself_and_a_tiff_is_refused_saying_why() -> None:
+    api = make_api()
+    png = text_png(HARBOUR, width=900)
+    doc_id = json_body(post(api, "harbour.png", png, "image/png"))["documentId"]
+    shown = json_body(api.call("GET", f"/documents/{doc_id}/pages/1"))
+    assert shown["image"] == "data:image/png;base64," + base64.b64encode(png).decode()
+    assert (shown["pages"], shown["width"], shown["height"]) == (1, *image_info(png).frames[0])
+    assert 895 <= shown["width"] <= 905
+    assert api.call("GET", f"/documents/{doc_id}/pages/2")["statusCode"] == 404
+    tiff = text_tiff([["A fax about apples."]], width=600)
+    tiff_id = json_body(post(api, "fax.tif", tiff))["documentId"]
+    res = api.call("GET", f"/documents/{tiff_id}/pages/1")
+    assert res["statusCode"] == 400
+    assert (
+        json_body(res)["error"]
+        == "A TIFF picture cannot be shown in a browser: its text, read by OCR, is below"
+    )

@@ -222,8 +222,9 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
 def _document_page_route(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.get(
         "/documents/<document_id>/pages/<page>",
-        summary="A PDF's page as an image (the document viewer)",
-        description="`image` is a PNG data URL, at most 900 pixels wide; `pages` is the page count.",
+        summary="A PDF's page, or a picture, as an image (the document viewer)",
+        description="`image` is a PNG data URL, at most 900 pixels wide; `pages` is the page count. A "
+        "picture (PNG, JPEG, WebP up to 3 MB) is its own one page, as it was uploaded.",
         tags=["documents"],
     )
     def get_document_page(
@@ -239,7 +240,7 @@ def _document_page_route(r: APIGatewayRouter, container: Container, owner: Calla
             "pages": shown.pages,
             "width": shown.width,
             "height": shown.height,
-            "image": "data:image/png;base64," + base64.b64encode(shown.png).decode("ascii"),
+            "image": f"data:{shown.mime};base64," + base64.b64encode(shown.png).decode("ascii"),
         }
 
 

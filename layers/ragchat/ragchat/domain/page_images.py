@@ -27,7 +27,8 @@ class PageImage:
     pages: int  # the document's page count
     width: int
     height: int
-    png: bytes
+    png: bytes  # the image's bytes: a PNG, or for a picture its own format (``mime``)
+    mime: str = "image/png"
 
 
 def png(width: int, height: int, rgb: bytes, stride: int) -> bytes:

@@ -139,13 +139,16 @@ const panel = (() => {
       if (doc.contentType === 'application/pdf') return pdfPage(doc, opts.page || 1, opts.cited || [], 0, opts.span);
       const full = await api('/documents/' + encodeURIComponent(id) + '?include=body');
       docText = full.bodyUrl ? await linkedText(full.bodyUrl) : (full.body || '');
-      viewer(doc, docText, opts.cited || [], null, null, opts.span);
+      // a picture read by OCR is shown above its text (a TIFF, which browsers cannot show, is not)
+      const picture = doc.textFrom === 'ocr' && doc.contentType !== 'image/tiff' ? pageImage(doc, 1).fig : null;
+      viewer(doc, docText, opts.cited || [], null, picture, opts.span);
     } catch (err) { box.replaceChildren(); fail(err); } }
   function viewer(doc, text, cited, pager, image, span) {
     const box = body; box.replaceChildren();
     const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
     const page = el('div', null, 'doc-text'); const first = renderMarked(page, text, cited, span);
-    box.append(bar); if (image) box.append(image, el('h3', 'Text of this page', 'doc-h'));
+    const picture = /^image\//.test(doc.contentType || '');
+    box.append(bar); if (image) box.append(image, el('h3', picture ? 'Text read from the picture' : 'Text of this page', 'doc-h'));
     if (doc.textFrom === 'ocr') box.append(el('p', 'Text read by OCR: check names and numbers against the original.', 'muted small ocr-note'));
     box.append(page);
     if (first && image) { const go = el('button', 'Cited text ↓', 'btn small'); go.type = 'button';
@@ -154,7 +157,8 @@ const panel = (() => {
   // A PDF page as the reader sees it (rendered by the server: GET /documents/{id}/pages/{n}), and its
   // text below, with the cited sentences highlighted (findable and selectable).
   function pageImage(doc, n) { const fig = el('figure', null, 'pdf-page'), img = el('img');
-    img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); fig.append(img); wide(true);
+    img.alt = (/^image\//.test(doc.contentType || '') ? 'The picture ' : 'Page ' + n + ' of ') + (doc.title || 'the document');
+    fig.append(img); wide(true);
     img.title = 'Click to zoom'; img.onclick = () => fig.classList.toggle('zoomed');
     const ready = api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n).then(r => {
       img.width = r.width; img.height = r.height; img.src = r.image; return r.pages; })
