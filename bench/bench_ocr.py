@@ -154,7 +154,7 @@ def main() -> None:
             "recall": _recall(truth, read),
             "bytes": len(picture),
         }
-    job = ParseJob(PNG, "Bench", 1000, 100, True, 600, max_image_pixels=50_000_000)
+    job = ParseJob(PNG, "Bench", 1000, 100, True, 600)
     parser = ProcessParser(
         cpu_seconds=600, memory_bytes=4096 * 10**6, wall_seconds=900, parse=partial(parse_document, ocr=ocr)
     )
@@ -163,7 +163,7 @@ def main() -> None:
     child = statistics.median(_timed(lambda: parser.parse(lambda: page, job))[0] for _ in range(runs))
     parser.close()
     scan = _scanned_pdf([_text_pdf(LINES[:15]), _text_pdf(LINES[15:])])
-    scan_job = ParseJob(PDF, "Bench", 1000, 100, True, 600, max_image_pixels=50_000_000)
+    scan_job = ParseJob(PDF, "Bench", 1000, 100, True, 600)
     scan_s, parsed = _timed(lambda: parse_document(scan, scan_job, ocr))
     scanned_recall = _recall(truth, "\n".join(c.text for c in parsed.chunks))
     result = {

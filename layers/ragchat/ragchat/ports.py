@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ragchat.domain.images import ImageInfo
+from ragchat.domain.images import TextRecognizer as TextRecognizer  # OCR (defined beside what it reads)
 from ragchat.domain.models import (
     Completion,
     Conversation,
@@ -407,37 +407,11 @@ class IngestionLauncher(Protocol):
         ...
 
 
-@runtime_checkable
-class TextRecognizer(Protocol):
-    """OCR: the text of a picture (PNG, JPEG, TIFF, WebP), read where documents are read (the
-    parsing child locally: :class:`ragchat.adapters.local.tesseract.TesseractOcr`)."""
-
-    engine: str  # recorded in each chunk's metadata (``{"ocr": "tesseract"}``)
-
-    def missing(self) -> str | None:
-        """Why pictures cannot be read here (the engine is not installed: what to install), or
-        ``None`` when they can. Asked before a picture is accepted (a 400, nothing stored)."""
-        ...
-
-    def refuses(self, image: ImageInfo, size: int) -> str | None:
-        """Why this engine cannot read this picture (a format, page count, size in bytes or in
-        pixels past what it takes: Amazon Textract's synchronous limits), or ``None``. Asked before
-        a picture is accepted, after its header was read."""
-        ...
-
-    def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:
-        """The text of each page of ``image`` (a line of the picture per line, a blank line between
-        paragraphs), in at most ``seconds`` of wall-clock time; ``ExtractionError`` naming the
-        problem (unreadable, too slow) otherwise."""
-        ...
-
-
 class DocumentParser(Protocol):
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
         """Read one uploaded document (:func:`ragchat.domain.parsing.parse_document`) whose bytes
-        ``body()`` returns (called once; not held once handed over). A document over
-        a CPU, memory or time limit raises ``ValidationError`` saying which; the next one is read
-        normally."""
+        ``body()`` returns (called once; not held once handed over). A document over a CPU, memory
+        or time limit raises ``ValidationError`` saying which; the next one is read normally."""
         ...
 
 

@@ -88,11 +88,10 @@ class IngestionRoot(Models):
 
     @cached_property
     def ocr(self) -> TextRecognizer:
-        """What reads pictures (``OCR=auto``): Tesseract locally (when it is not installed, a picture
-        is refused saying how to install it), Amazon Textract on AWS (its client made when the split
-        step first reads one); nothing with ``OCR=off`` (a 400 saying so)."""
-        from ragchat.domain.extraction import NO_OCR
-        from ragchat.domain.images import NoOcr
+        """What reads pictures and scanned pages: Tesseract in the ``OCR`` languages locally (when
+        it is not installed, a picture is refused saying how to install it), Amazon Textract on AWS
+        (its client made when the split step first reads one); nothing with ``OCR=off`` (a 400)."""
+        from ragchat.domain.images import NO_OCR, NoOcr
 
         if self.settings.ocr == "off":
             return NoOcr(NO_OCR)
@@ -102,7 +101,7 @@ class IngestionRoot(Models):
             return TextractOcr(lambda: self._client("textract"))
         from ragchat.adapters.local.tesseract import TesseractOcr
 
-        return TesseractOcr(languages=self.settings.ocr_languages)
+        return TesseractOcr(languages=self.settings.ocr)
 
     def _evidence_kinds(self) -> tuple[bool, bool]:
         """Which evidence vectors are kept: passages (calibrated embedder), sentences (extractive by

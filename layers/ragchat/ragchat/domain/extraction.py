@@ -53,9 +53,10 @@ from ragchat.domain.content_types import (
 from ragchat.domain.errors import ExtractionError as ExtractionError
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.file_errors import too_slow_to_read, unsupported_type
+from ragchat.domain.images import MAX_IMAGE_PIXELS, NO_OCR, NO_TEXT_IN_IMAGE, scanned_unread
 
 if TYPE_CHECKING:
-    from ragchat.domain.images import Recognizer
+    from ragchat.domain.images import TextRecognizer
 
 Page = tuple[str, dict[str, Any]]
 
@@ -90,16 +91,6 @@ IMAGE_EXTENSIONS = frozenset({".gif", ".bmp", ".heic", ".heif", ".svg", ".avif",
 IMAGES_NOT_READ = (
     "This picture format is not read: OCR reads .png, .jpg, .tif and .webp pictures. "
     "Save it as PNG (or add the text itself) and upload it again."
-)
-# A picture where no OCR engine is configured (``OCR=off``) or can be (the Lambda runtime).
-NO_OCR = (
-    "OCR (reading pictures and scanned pages) is off here (OCR=off): "
-    "add the text itself, or a PDF with a text layer."
-)
-# An OCR engine read the picture and found nothing.
-NO_TEXT_IN_IMAGE = (
-    "OCR found no text in the picture. Text reads best straight, sharp and at about 300 dpi; "
-    "or add the text itself."
 )
 # Declared types that say nothing: the file name's extension decides.
 _GENERIC = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
@@ -229,8 +220,8 @@ def extract(
     content_type: str | None,
     filename: str | None = None,
     budget: CpuBudget | None = None,
-    ocr: Recognizer | None = None,
-    max_image_pixels: int = 0,
+    ocr: TextRecognizer | None = None,
+    max_image_pixels: int = MAX_IMAGE_PIXELS,
 ) -> list[Page]:
     """Text pages of a document: ``[(text, metadata), ...]``; at least one, none blank. ``budget``:
     the CPU time it may take (default :data:`MAX_EXTRACTION_CPU_S` from now). ``ocr``: the engine
@@ -241,7 +232,9 @@ def extract(
     if ctype == PDF or is_pdf(data):
         pages = _pdf_pages(data, budget, ocr, max_image_pixels)
     elif ctype in IMAGE_TYPES:
-        pages = _image_pages(data, budget, ocr, max_image_pixels)
+        from ragchat.domain.images import image_pages
+
+        pages = [(_clean(text), meta) for text, meta in image_pages(data, budget, ocr, max_image_pixels)]
     elif ctype in OFFICE_TYPES:
         from ragchat.domain.office import office_pages
 
@@ -261,34 +254,6 @@ def extract(
     if not pages:
         raise ExtractionError(NO_TEXT_IN_IMAGE if ctype in IMAGE_TYPES else "The document contains no text.")
     return pages
-
-
-def read_by_ocr(ocr: Recognizer, image: bytes, content_type: str, budget: CpuBudget) -> list[str]:
-    """``ocr.read`` given the budget's time left, its wall-clock time then charged to the budget
-    (the engine works in another process, whose CPU this thread's clock does not see); stopped at
-    it, the refusal names the document's whole CPU budget (as any reading over it does)."""
-    from ragchat.domain.images import OcrTooSlow
-
-    started = budget.wall()
-    try:
-        return ocr.read(image, content_type, max(1.0, budget.left()))
-    except OcrTooSlow:
-        raise ExtractionError(too_slow_to_read(budget.seconds)) from None
-    finally:  # the engine's time (its own process, or a service) counts against the document's budget
-        budget.elsewhere += budget.wall() - started
-
-
-def _image_pages(data: bytes, budget: CpuBudget, ocr: Recognizer | None, max_pixels: int) -> list[Page]:
-    """A picture's text by OCR, once its header shows it is no image bomb (a page over
-    ``max_pixels``); the engine gets the CPU time left (in wall-clock seconds: it runs elsewhere)."""
-    from ragchat.domain.images import check_image, ocr_pages
-
-    if ocr is None:
-        raise ExtractionError(NO_OCR)
-    info = check_image(data, max_pixels)
-    texts = read_by_ocr(ocr, data, info.content_type, budget)
-    budget.check("OCR")
-    return [(_clean(text), meta) for text, meta in ocr_pages(texts, ocr.engine)]
 
 
 def _decode(data: bytes) -> str:
@@ -465,7 +430,10 @@ def check_pdf(data: bytes) -> None:
 
 
 def _pdf_pages(
-    data: bytes, budget: CpuBudget | None = None, ocr: Recognizer | None = None, max_pixels: int = 0
+    data: bytes,
+    budget: CpuBudget | None = None,
+    ocr: TextRecognizer | None = None,
+    max_pixels: int = MAX_IMAGE_PIXELS,
 ) -> list[Page]:
     """The text layer's pages; for a PDF with none (a scan), each page read by ``ocr``
     (:mod:`ragchat.domain.scanned`)."""
@@ -486,11 +454,6 @@ def _pdf_pages(
 
 #: what :func:`check_pdf` says of a PDF with no text layer (the intake then asks whether OCR can read it)
 NO_PDF_TEXT = "The PDF has no extractable text."
-
-
-def scanned_unread(reason: str) -> str:
-    """The refusal of a PDF with no text layer where OCR cannot run (``reason``: why not)."""
-    return f"The PDF has no extractable text: it may be scanned pages, which are read by OCR. {reason}"
 
 
 def _pdf_texts(data: bytes, budget: CpuBudget | None = None) -> Iterator[Page]:

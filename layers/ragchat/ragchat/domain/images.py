@@ -14,18 +14,41 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragchat.domain.content_types import JPEG, PNG, TIFF, WEBP
 from ragchat.domain.errors import ExtractionError
+from ragchat.domain.file_errors import too_slow_to_read
+
+if TYPE_CHECKING:
+    from ragchat.domain.extraction import CpuBudget
 
 #: the most pages (TIFF frames) one image may hold
 MAX_IMAGE_PAGES = 100
+#: the most pixels of one page (an A4 page at 600 dpi is 35 megapixels): an image bomb's are refused
+MAX_IMAGE_PIXELS = 50_000_000
+#: the largest picture file (413 above it)
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
 #: the most JPEG segments looked through for the start of frame (a real file has a dozen)
 _MAX_JPEG_SEGMENTS = 10_000
 
 _NAMES = {PNG: "PNG", JPEG: "JPEG", TIFF: "TIFF", WEBP: "WebP"}
 UNREADABLE = "This is not a readable PNG, JPEG, TIFF or WebP image"
+# A picture or a scan where no OCR engine is configured (``OCR=off``).
+NO_OCR = (
+    "OCR (reading pictures and scanned pages) is off here (OCR=off): "
+    "add the text itself, or a PDF with a text layer."
+)
+# An OCR engine read the picture and found nothing.
+NO_TEXT_IN_IMAGE = (
+    "OCR found no text in the picture. Text reads best straight, sharp and at about 300 dpi; "
+    "or add the text itself."
+)
+
+
+def scanned_unread(reason: str) -> str:
+    """The refusal of a PDF with no text layer where OCR cannot run (``reason``: why not)."""
+    return f"The PDF has no extractable text: it may be scanned pages, which are read by OCR. {reason}"
 
 
 class OcrTooSlow(ExtractionError):
@@ -33,19 +56,29 @@ class OcrTooSlow(ExtractionError):
     (``PARSE_CPU_SECONDS``) the document ran past."""
 
 
-class Recognizer(Protocol):
-    """What reading a picture needs of an OCR engine (the ``TextRecognizer`` port, less its
-    availability check): its name and the text of each page."""
+@runtime_checkable
+class TextRecognizer(Protocol):
+    """The OCR port (``ragchat.ports`` re-exports it; defined here, beside what it reads, because the
+    parsing that calls it is domain code): the text of a picture (PNG, JPEG, TIFF, WebP), read where
+    documents are read. Tesseract locally, Amazon Textract on AWS."""
 
-    engine: str  # recorded with the text ("tesseract")
+    engine: str  # recorded in each chunk's metadata (``{"ocr": "tesseract"}``)
 
     def missing(self) -> str | None:
-        """Why pictures cannot be read here (what to install), or ``None``."""
+        """Why pictures cannot be read here (the engine is not installed: what to install), or
+        ``None`` when they can. Asked before a picture is accepted (a 400, nothing stored)."""
+        ...
+
+    def refuses(self, image: ImageInfo, size: int) -> str | None:
+        """Why this engine cannot read this picture (a format, page count, size in bytes or pixels
+        past what it takes: Amazon Textract's synchronous limits), or ``None``. Asked before a
+        picture is accepted, after its header was read."""
         ...
 
     def read(self, image: bytes, content_type: str, seconds: float) -> list[str]:
-        """The text of each page of ``image`` (lines as lines, a blank line between paragraphs), in
-        at most ``seconds``; ``ExtractionError`` naming the problem otherwise."""
+        """The text of each page of ``image`` (a line of the picture per line, a blank line between
+        paragraphs), in at most ``seconds`` of wall-clock time; ``ExtractionError`` naming the
+        problem (unreadable; :class:`OcrTooSlow`) otherwise."""
         ...
 
 
@@ -106,9 +139,9 @@ def image_info(data: bytes) -> ImageInfo:
     return ImageInfo(ctype, tuple(frames))
 
 
-def check_image(data: bytes, max_pixels: int) -> ImageInfo:
-    """:func:`image_info`, refusing an image bomb: a page over ``max_pixels`` (``MAX_IMAGE_PIXELS``)
-    or more than :data:`MAX_IMAGE_PAGES` pages."""
+def check_image(data: bytes, max_pixels: int = MAX_IMAGE_PIXELS) -> ImageInfo:
+    """:func:`image_info`, refusing an image bomb: a page over ``max_pixels`` or more than
+    :data:`MAX_IMAGE_PAGES` pages."""
     info = image_info(data)
     if len(info.frames) > MAX_IMAGE_PAGES:
         raise ExtractionError(
@@ -119,8 +152,8 @@ def check_image(data: bytes, max_pixels: int) -> ImageInfo:
         if max_pixels and w * h > max_pixels:
             raise ExtractionError(
                 f"The image is {w} × {h} pixels ({w * h / 1e6:.1f} megapixels): at most "
-                f"{max_pixels / 1e6:.1f} megapixels are read (MAX_IMAGE_PIXELS), so a small file cannot "
-                "decode to a huge picture. Scale it down (300 dpi is plenty for text) and upload it again."
+                f"{max_pixels / 1e6:.1f} megapixels are read, so that a small file cannot decode to a huge "
+                "picture. Scale it down (300 dpi is plenty for text) and upload it again."
             )
     return info
 
@@ -201,18 +234,44 @@ def _webp(data: bytes) -> list[tuple[int, int]]:
 _READERS = {PNG: _png, JPEG: _jpeg, TIFF: _tiff, WEBP: _webp}
 
 
-def ocr_pages(texts: list[str], engine: str) -> list[tuple[str, dict[str, object]]]:
+def ocr_pages(texts: list[str], engine: str) -> list[tuple[str, dict[str, Any]]]:
     """The pages of an OCR'd picture: each page's text with trailing spaces and runs of blank lines
     tidied (a line is a line of the picture, a blank line between paragraphs), its metadata
     ``{"ocr": engine}`` and, for a picture of several pages, ``"page": n``."""
-    pages: list[tuple[str, dict[str, object]]] = []
+    pages: list[tuple[str, dict[str, Any]]] = []
     for number, text in enumerate(texts, start=1):
         lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\x0c", "\n").split("\n")]
         tidy = "\n".join(lines)
         while "\n\n\n" in tidy:
             tidy = tidy.replace("\n\n\n", "\n\n")
-        meta: dict[str, object] = {"ocr": engine}
+        meta: dict[str, Any] = {"ocr": engine}
         if len(texts) > 1:
             meta["page"] = number
         pages.append((tidy.strip(), meta))
     return pages
+
+
+def read_by_ocr(ocr: TextRecognizer, image: bytes, content_type: str, budget: CpuBudget) -> list[str]:
+    """``ocr.read`` given the budget's time left, its wall-clock time then charged to the budget
+    (the engine works in another process, whose CPU this thread's clock does not see); stopped at
+    it, the refusal names the document's whole CPU budget (as any reading over it does)."""
+    started = budget.wall()
+    try:
+        return ocr.read(image, content_type, max(1.0, budget.left()))
+    except OcrTooSlow:
+        raise ExtractionError(too_slow_to_read(budget.seconds)) from None
+    finally:  # the engine's time (its own process, or a service) counts against the document's budget
+        budget.elsewhere += budget.wall() - started
+
+
+def image_pages(
+    data: bytes, budget: CpuBudget, ocr: TextRecognizer | None, max_pixels: int = MAX_IMAGE_PIXELS
+) -> list[tuple[str, dict[str, Any]]]:
+    """A picture's text by OCR, once its header shows it is no image bomb (a page over
+    ``max_pixels``); the engine gets the CPU time left (in wall-clock seconds: it runs elsewhere)."""
+    if ocr is None:
+        raise ExtractionError(NO_OCR)
+    info = check_image(data, max_pixels)
+    texts = read_by_ocr(ocr, data, info.content_type, budget)
+    budget.check("OCR")
+    return ocr_pages(texts, ocr.engine)

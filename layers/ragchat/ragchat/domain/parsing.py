@@ -16,10 +16,11 @@ from ragchat.domain.content_types import EXTRACTED_TYPES, MARKDOWN, MARKDOWN_TEX
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import CpuBudget, Page, check_pdf, extract
 from ragchat.domain.file_errors import too_many_chunks
+from ragchat.domain.images import MAX_IMAGE_PIXELS
 from ragchat.domain.models import Chunk
 
 if TYPE_CHECKING:
-    from ragchat.domain.images import Recognizer
+    from ragchat.domain.images import TextRecognizer
 
 # Content types whose extracted pages the split step keeps (PDF, HTML, Office, e-books, RTF: their
 # text is not their bytes).
@@ -44,7 +45,7 @@ class ParseJob:
     max_chars: int = 0  # ``MAX_EXTRACTED_CHARS`` (0: no ceiling)
     max_expansion: float = 0.0  # ``MAX_TEXT_EXPANSION``: characters per byte of the file (0: none)
     max_chunks: int = 0  # ``MAX_CHUNKS_PER_DOCUMENT`` (0: no ceiling)
-    max_image_pixels: int = 0  # ``MAX_IMAGE_PIXELS``: the largest picture page OCR is given (0: none)
+    max_image_pixels: int = MAX_IMAGE_PIXELS  # the largest picture page OCR is given (0: no limit)
 
 
 @dataclass(slots=True)
@@ -77,7 +78,7 @@ def text_ceiling(budget: CpuBudget, job: ParseJob, size: int) -> None:
             budget.too_much_text = expands_too_much(size, by_size, job.max_expansion)
 
 
-def parse_document(body: bytes, job: ParseJob, ocr: Recognizer | None = None) -> Parsed:
+def parse_document(body: bytes, job: ParseJob, ocr: TextRecognizer | None = None) -> Parsed:
     """Extract, split and head one document. Raises ``ValidationError`` (an ``ExtractionError``)
     when it holds no text or overruns its CPU budget. ``ocr``: the engine that reads pictures
     (``None``: pictures are refused)."""
@@ -119,7 +120,7 @@ class InProcessParser:
     by its timeout), ``ragchat ingest`` with ``PARSE_ISOLATION=off`` and the tests over fakes.
     ``ocr``: the engine that reads pictures (``None``: pictures are refused)."""
 
-    def __init__(self, ocr: Recognizer | None = None) -> None:
+    def __init__(self, ocr: TextRecognizer | None = None) -> None:
         self.ocr = ocr
 
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:

@@ -2,7 +2,7 @@
 
 Each page is rendered with PDFium (``pypdfium2``, already what the document viewer draws pages with)
 as an 8-bit grey PNG at :data:`OCR_DPI` (at most :data:`MAX_SIDE` pixels on a side and the
-``MAX_IMAGE_PIXELS`` of a picture: a page of a huge media box is drawn smaller, never decoded huge),
+the most pixels of a picture: a page of a huge media box is drawn smaller, never decoded huge),
 then handed to the OCR engine like an uploaded picture. A PDF with text on some pages keeps its text
 layer as it is (its textless pages are usually blank, or figures). The CPU budget is checked between
 pages. Pure computation (a parsing library, imported when used); no I/O.
@@ -18,7 +18,7 @@ from ragchat.domain.errors import ExtractionError
 
 if TYPE_CHECKING:
     from ragchat.domain.extraction import CpuBudget, Page
-    from ragchat.domain.images import Recognizer
+    from ragchat.domain.images import TextRecognizer
 
 #: PDFium is not thread-safe: every use of it in a process holds this lock (the viewer's renderer too)
 PDFIUM_LOCK = threading.Lock()
@@ -28,11 +28,10 @@ OCR_DPI = 200
 MAX_SIDE = 10_000
 
 
-def scanned_pages(data: bytes, budget: CpuBudget, ocr: Recognizer, max_pixels: int) -> list[Page]:
+def scanned_pages(data: bytes, budget: CpuBudget, ocr: TextRecognizer, max_pixels: int) -> list[Page]:
     """The text of each page of a PDF by OCR: ``(text, {"page": n, "ocr": engine})``, blank pages
     left out."""
-    from ragchat.domain.extraction import read_by_ocr
-    from ragchat.domain.images import ocr_pages
+    from ragchat.domain.images import ocr_pages, read_by_ocr
 
     pages: list[Page] = []
     for number, picture in _rendered(data, budget, max_pixels):

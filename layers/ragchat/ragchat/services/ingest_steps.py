@@ -186,7 +186,6 @@ class IngestSteps:
             s.max_extracted_chars,
             s.max_text_expansion,
             s.max_chunks_per_document,
-            s.max_image_pixels,
         )
         return ParseJob(doc.content_type, doc.title, size, overlap, s.chunk_headers, s.parse_cpu_s, *ceilings)
 

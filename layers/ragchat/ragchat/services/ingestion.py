@@ -248,8 +248,6 @@ class IngestionService:
         if ctype == PDF and len(raw) > self.settings.max_pdf_bytes:
             too_big = f"{self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has {len(raw)}"
             raise PayloadTooLarge(f"a PDF may be at most {too_big}: split it into smaller files")
-        if ctype in IMAGE_TYPES:
-            self._check_picture(raw)
         body_text = self._checked_body(raw, ctype)
         given_title = optional_title(title)
         doc = Document(
@@ -279,10 +277,13 @@ class IngestionService:
         return Accepted(stored, new_version=previous is not None)
 
     def _checked_body(self, raw: bytes, ctype: str) -> str | None:
-        """:func:`_checked_text`; a PDF with no text layer (a scan) is accepted where OCR can read
-        it, else refused saying why OCR cannot."""
-        from ragchat.domain.extraction import NO_OCR, NO_PDF_TEXT, ExtractionError, scanned_unread
+        """:func:`_checked_text`; a picture or a PDF with no text layer (a scan) is accepted where
+        OCR can read it, else refused saying why OCR cannot."""
+        from ragchat.domain.extraction import NO_PDF_TEXT, ExtractionError
+        from ragchat.domain.images import NO_OCR, scanned_unread
 
+        if ctype in IMAGE_TYPES:
+            self._check_picture(raw)
         try:
             return _checked_text(raw, ctype, self.pdf_check)
         except ExtractionError as exc:
@@ -296,18 +297,16 @@ class IngestionService:
     def _check_picture(self, raw: bytes) -> None:
         """A picture is accepted only where OCR can read it, within ``MAX_IMAGE_BYTES``, and when its
         header shows it is no image bomb (``MAX_IMAGE_PIXELS``): else a 400 (413) naming the reason."""
-        from ragchat.domain.extraction import NO_OCR
-        from ragchat.domain.images import check_image
+        from ragchat.domain.images import MAX_IMAGE_BYTES, NO_OCR, check_image
 
         if not raw.strip():
             raise ValidationError(EMPTY_FILE)
-        limit = self.settings.max_image_bytes
-        if len(raw) > limit:
-            raise PayloadTooLarge(f"{too_large(len(raw), limit)[:-1]} for a picture (MAX_IMAGE_BYTES).")
+        if len(raw) > MAX_IMAGE_BYTES:
+            raise PayloadTooLarge(f"{too_large(len(raw), MAX_IMAGE_BYTES)[:-1]} for a picture.")
         reason = NO_OCR if self.ocr is None else self.ocr.missing()
         if reason:
             raise ValidationError(reason)
-        info = check_image(raw, self.settings.max_image_pixels)
+        info = check_image(raw)
         reason = self.ocr.refuses(info, len(raw)) if self.ocr is not None else None
         if reason:
             raise ValidationError(reason)

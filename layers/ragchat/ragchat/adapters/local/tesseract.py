@@ -39,7 +39,7 @@ class TesseractOcr:
     """:class:`ragchat.ports.TextRecognizer` over the ``tesseract`` program (module docstring).
     Picklable: the parsing child gets its own copy."""
 
-    languages: str = "eng"  # ``OCR_LANGUAGES``: Tesseract's ``-l`` (``eng+deu``)
+    languages: str = "eng"  # the ``OCR`` setting: Tesseract's ``-l`` (``eng+deu``)
     binary: str = "tesseract"
     engine: str = "tesseract"
     _missing: list[str | None] = field(default_factory=list, repr=False)  # the answer, once known
@@ -65,7 +65,7 @@ class TesseractOcr:
             packages = " ".join(f"tesseract-ocr-{lang.lower()}" for lang in lacking)
             return (
                 f"OCR needs Tesseract's language data for {', '.join(lacking)}, which is not installed "
-                f"(OCR_LANGUAGES={self.languages}): install {packages} and start ragchat again."
+                f"(OCR={self.languages}): install {packages} and start ragchat again."
             )
         return None
 
