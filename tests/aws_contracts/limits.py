@@ -11,7 +11,8 @@
   100, 20 MiB payload; Bedrock ``InvokeModel`` of Titan Text Embeddings V2 at most 50,000 characters
   and 8,192 tokens (counted from below: a token never spans two words, so more than 8,192 words and
   symbols is over) and an InvokeModel/Converse body of at most
-  25,000,000 bytes (the API's maximum). A request past one raises ``AwsLimitExceeded`` (a botocore
+  25,000,000 bytes (the API's maximum); Textract ``DetectDocumentText``: a document of at most
+  10 MB. A request past one raises ``AwsLimitExceeded`` (a botocore
   ``ClientError`` with AWS's ``ValidationException``), as the service would answer.
 """
 
@@ -41,6 +42,7 @@ S3VECTORS_PAYLOAD = 20 * 1024 * 1024
 TITAN_V2_CHARS = 50_000
 TITAN_V2_TOKENS = 8_192
 BEDROCK_BODY = 25_000_000
+TEXTRACT_SYNC_BYTES = 10_000_000  # DetectDocumentText's document: "10 MB in memory" (read as 10^6 bytes)
 
 
 def _exceeded(operation: str, message: str) -> Exception:
@@ -192,6 +194,10 @@ def check_request(prefix: str, operation: str, params: Mapping[str, Any]) -> Non
         _s3vectors(operation, params)
     elif prefix == "bedrock":
         _bedrock(operation, params)
+    elif prefix == "textract" and operation == "DetectDocumentText":
+        size = _size(params.get("Document", {}).get("Bytes", b""))
+        if size > TEXTRACT_SYNC_BYTES:
+            raise _exceeded(operation, f"document of {size:,} bytes > {TEXTRACT_SYNC_BYTES:,}")
 
 
 def before_parameter_build(params: Mapping[str, Any], model: Any, **_: Any) -> None:

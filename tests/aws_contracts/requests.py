@@ -193,4 +193,6 @@ def requests_for(prefix: str, operation: str, params: Mapping[str, Any], region:
         return _lambda(operation, params, region)
     if prefix == "ssm":
         return _ssm(operation, params, region)
+    if prefix == "textract" and operation == "DetectDocumentText" and "Bytes" in params.get("Document", {}):
+        return [Request("textract:DetectDocumentText", "*", {})]  # no resource type: IAM takes only "*"
     raise Unmapped(f"{prefix}:{operation}")

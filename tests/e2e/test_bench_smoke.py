@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -65,6 +66,10 @@ def _reader_missing() -> str | None:
 UNAVAILABLE = {
     "chroma": (_chromadb_missing, "bench chroma: SKIPPED: chromadb is not installed"),
     "reader": (_reader_missing, "bench reader: SKIPPED: the reader model is not prepared (make reader)"),
+    "ocr": (
+        lambda: None if shutil.which("tesseract") else "tesseract is not installed",
+        "bench ocr: SKIPPED: the tesseract program is not installed",
+    ),
 }
 
 # The scripts in bench/ that make bench does not run, with the arguments of a smoke run and what it

@@ -69,6 +69,32 @@ def long_text() -> str:
     )
 
 
+FASTNET = [("Fastnet lighthouse", 0.05), ("The Fastnet lighthouse opens to visitors at ten.", 0.12)]
+
+
+def picture(stack: DeployedStack) -> str:
+    """A PNG uploaded raw: read by Amazon Textract in the split step (moto answers ``FASTNET``'s
+    lines); READY, its text read by OCR."""
+    import base64
+
+    from moto.textract.models import TextractBackend
+
+    from tests.images import png_header, textract_detected
+
+    upload = api("POST", "/documents", filename="fastnet.png", title="Fastnet")
+    upload["body"] = base64.b64encode(png_header(1700, 2200)).decode()
+    upload["isBase64Encoded"] = True
+    upload["headers"] = {**upload["headers"], "Content-Type": "image/png"}
+    TextractBackend.BLOCKS = textract_detected(FASTNET)["Blocks"]
+    try:
+        document = ingested(stack, stack.handler("notes_api")(upload, None))
+    finally:
+        TextractBackend.BLOCKS = []
+    got = body(stack.handler("notes_api")(api("GET", f"/documents/{document}"), None))
+    assert got["textFrom"] == "ocr", got
+    return document
+
+
 def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
     """Every route family once; returns what the steps saw (for the tests' own assertions).
     ``distributed``: also a note long enough for the Distributed Map."""
@@ -83,6 +109,7 @@ def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
     upload["body"] = TOWER
     upload["headers"] = {**upload["headers"], "Content-Type": "text/html"}
     seen["tower"] = ingested(stack, notes(upload, None))
+    seen["picture"] = picture(stack)
     if distributed:  # the state machine's role is the same in every deployment: once is enough
         seen["long"] = ingested(
             stack, notes(api("POST", "/notes", {"text": long_text(), "title": "Harbours"}), None)

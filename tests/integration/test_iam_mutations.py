@@ -161,6 +161,9 @@ def test_the_default_stack_makes_each_call_under_the_role_of_who_makes_it(
     assert any(
         a == "bedrock:InvokeModel" and "inference-profile/" in r for a, r in _calls(rec, "ChatApiFunction")
     )
+    # the split step reads a picture with Amazon Textract (a call with no resource type: "*")
+    assert ("textract:DetectDocumentText", "*") in _calls(rec, "IngestStepsFunction")
+    assert {p for p, r in rec.recorded.checked if r.action.startswith("textract:")} == {"IngestStepsFunction"}
     # the state machine invokes its steps and starts the Distributed Map's children itself
     machine = _calls(rec, "IngestStateMachine")
     assert (
@@ -250,6 +253,12 @@ def _no_write_document(resources: dict[str, Any]) -> None:
     props["Policy"] = json.dumps(policies)
 
 
+def _no_textract(resources: dict[str, Any]) -> None:
+    for policy in resources["IngestStepsFunctionRole"]["Properties"]["Policies"]:
+        statements = policy["PolicyDocument"]["Statement"]
+        policy["PolicyDocument"]["Statement"] = [s for s in statements if s.get("Sid") != "ReadPicturesByOcr"]
+
+
 def _no_child_executions(resources: dict[str, Any]) -> None:
     for policy in resources["IngestStateMachineRole"]["Properties"]["Policies"]:
         statements = policy["PolicyDocument"]["Statement"]
@@ -271,6 +280,7 @@ def _no_child_executions(resources: dict[str, Any]) -> None:
             "bedrock:InvokeModel on arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0",
         ),
         (_no_write_document, "IngestStepsFunction: aoss:WriteDocument"),
+        (_no_textract, "IngestStepsFunction: textract:DetectDocumentText on *"),
         (
             _no_child_executions,
             "IngestStateMachine: states:StartExecution on arn:aws:states:us-east-1:123456789012:stateMachine:"
@@ -281,6 +291,7 @@ def _no_child_executions(resources: dict[str, Any]) -> None:
         "titan-grant-of-ingest-removed",
         "both-titan-arns-another-model",
         "no-aoss-WriteDocument",
+        "no-textract-DetectDocumentText",
         "no-map-StartExecution",
     ],
 )

@@ -347,6 +347,7 @@ RESOURCELESS = re.compile(
     r"^logs:((Create|Get|Update|Delete|List)LogDeliver(y|ies)"
     r"|PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)$"
     r"|^aws-marketplace:(ViewSubscriptions|Subscribe)$"
+    r"|^textract:DetectDocumentText$"
 )
 
 

@@ -68,17 +68,17 @@ def test_a_word_document_answers_a_question_from_its_table() -> None:
     assert body["sources"][0]["title"] == "hours.docx"
 
 
-def test_a_picture_is_refused_saying_images_are_not_read() -> None:
+def test_a_picture_ocr_does_not_read_is_refused_saying_which_it_reads() -> None:
     api = make_api()
     res = api.call(
         "POST",
         "/documents",
-        query={"filename": "scan.png"},
-        raw_body=b"\x89PNG\r\n\x1a\n....",
-        headers={"Content-Type": "image/png"},
+        query={"filename": "scan.gif"},
+        raw_body=b"GIF89a....",
+        headers={"Content-Type": "image/gif"},
     )
     assert res["statusCode"] == 400
-    assert json_body(res)["error"].startswith("Images are not read: ragchat indexes text and has no OCR.")
+    assert json_body(res)["error"].startswith("This picture format is not read: OCR reads .png, .jpg, .tif")
     assert api.launcher.started == []
 
 

@@ -96,7 +96,7 @@ def test_each_presign_is_a_new_key_for_the_document_its_name_says() -> None:
         ({"filename": "  "}, "filename"),
         ({"filename": "setup.exe"}, "This file type is not supported (setup.exe): add .txt"),
         ({"filename": "README"}, "extension"),
-        ({"filename": "a.png", "contentType": "image/png"}, "Images are not read: ragchat indexes text"),
+        ({"filename": "a.gif", "contentType": "image/gif"}, "picture format is not read"),
         ({"filename": "a.key", "contentType": "x/y"}, "This file type is not supported (a.key)"),
         ({"filename": "a.txt", "collection": "no spaces"}, "collection"),
         ({"filename": "a.txt", "title": "x" * 1001}, "title"),

@@ -89,7 +89,7 @@ def test_the_add_page_states_the_limit_and_checks_it_before_sending() -> None:
 
 UNSUPPORTED = (
     "This file type is not supported (notes.pages): add .txt, .md, .html, .pdf, .docx, .pptx, .xlsx, .odt, "
-    ".epub or .rtf files."
+    ".epub, .rtf, .png, .jpg, .tif or .webp files."
 )
 
 

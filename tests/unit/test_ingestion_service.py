@@ -294,7 +294,8 @@ def test_title_longer_than_1000_characters_is_rejected() -> None:
     [
         ({"metadata": ["not", "an", "object"]}, "metadata"),
         ({"collection": "../etc"}, "collection"),
-        ({"content_type": "image/png"}, r"^Images are not read: ragchat indexes text and has no OCR"),
+        ({"content_type": "image/gif"}, r"^This picture format is not read: OCR reads \.png"),
+        ({"content_type": "image/png"}, r"^OCR \(reading pictures and scanned pages\) is off"),
         (
             {"content_type": "application/zip"},
             r"This file type is not supported \(application/zip\): add \.txt",

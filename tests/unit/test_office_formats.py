@@ -118,10 +118,10 @@ def test_office_extensions_are_recognised(filename: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("filename", "declared"), [("scan.png", None), ("photo.JPG", "image/jpeg"), (None, "image/png")]
+    ("filename", "declared"), [("anim.gif", None), ("photo.HEIC", "image/heic"), (None, "image/bmp")]
 )
-def test_pictures_are_refused_saying_images_are_not_read(filename: str | None, declared: str | None) -> None:
-    with pytest.raises(ValidationError, match=r"^Images are not read: ragchat indexes text and has no OCR"):
+def test_other_picture_formats_are_refused_saying_which(filename: str | None, declared: str | None) -> None:
+    with pytest.raises(ValidationError, match=r"^This picture format is not read: OCR reads \.png, \.jpg"):
         detect_content_type(filename, declared)
 
 

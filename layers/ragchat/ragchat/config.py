@@ -176,6 +176,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(500 * MiB, alias="MAX_UPLOAD_BYTES", ge=1)
     # PDFs cost far more CPU per byte than text (a dense 25 MB PDF: 50 s, bench/results/memory.md)
     max_pdf_bytes: int = Field(20 * MiB, alias="MAX_PDF_BYTES", ge=1)
+    ocr: str = Field("eng", alias="OCR", pattern=r"^(off|[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*)$")
     upload_url_expires_s: int = Field(900, alias="UPLOAD_URL_EXPIRES_SECONDS", ge=60, le=7 * 24 * 3600)
     # Reading an upload: CPU s; in a child memory, wall s; runs interrupted before FAILED (security.md)
     parse_isolation: Literal["process", "off"] = Field("process", alias="PARSE_ISOLATION")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ragchat.domain.images import TextRecognizer as TextRecognizer  # OCR (defined beside what it reads)
 from ragchat.domain.models import (
     Completion,
     Conversation,
@@ -407,9 +408,8 @@ class IngestionLauncher(Protocol):
 class DocumentParser(Protocol):
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
         """Read one uploaded document (:func:`ragchat.domain.parsing.parse_document`) whose bytes
-        ``body()`` returns (called once; not held once handed over). A document over
-        a CPU, memory or time limit raises ``ValidationError`` saying which; the next one is read
-        normally."""
+        ``body()`` returns (called once; not held once handed over). A document over a CPU, memory
+        or time limit raises ``ValidationError`` saying which; the next one is read normally."""
         ...
 
 

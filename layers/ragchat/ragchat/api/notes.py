@@ -167,7 +167,7 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
     @r.post(
         "/documents",
         status_code=202,
-        summary="Upload a file (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf)",
+        summary="Upload a file (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf; pictures by OCR)",
         description="The same bytes under the same file name (or `source`) in the same collection answer "
         '200 with `"duplicate": true` and the existing document; changed bytes are a new version of it.',
         tags=["documents"],
@@ -223,8 +223,9 @@ def _document_routes(r: APIGatewayRouter, container: Container, owner: Callable[
 def _document_page_route(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
     @r.get(
         "/documents/<document_id>/pages/<page>",
-        summary="A PDF's page as an image (the document viewer)",
-        description="`image` is a PNG data URL, at most 900 pixels wide; `pages` is the page count. "
+        summary="A PDF's page, or a picture, as an image (the document viewer)",
+        description="`image` is a PNG data URL, at most 900 pixels wide; `pages` is the page count. A "
+        "picture (PNG, JPEG, WebP up to 3 MB) is its own one page, as it was uploaded. "
         "`find`: passages to mark on the image (the cited sentences), one per line: `marks` are boxes over "
         "where they stand on the page (`x`, `y`, `width`, `height` as fractions of the image from its top "
         "left), found by their words; none for a passage not on the page.",
@@ -248,7 +249,7 @@ def _document_page_route(r: APIGatewayRouter, container: Container, owner: Calla
             "pages": shown.pages,
             "width": shown.width,
             "height": shown.height,
-            "image": "data:image/png;base64," + base64.b64encode(shown.png).decode("ascii"),
+            "image": f"data:{shown.mime};base64," + base64.b64encode(shown.png).decode("ascii"),
             "marks": [{"x": m.x, "y": m.y, "width": m.width, "height": m.height} for m in shown.marks],
         }
 

@@ -36,7 +36,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ragchat.domain.errors import NotFound
-from ragchat.domain.extraction import PRIMARY_EXTENSIONS
+from ragchat.domain.extraction import EXTENSION_TYPES, PRIMARY_EXTENSIONS
 from ragchat.domain.labels import MAX_COLLECTION_CHARS
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def _signin_form(auth: PageAuth) -> str:
 
 def _fill(body: str) -> str:
     """The facts a page repeats from the domain: the collection length and the upload types."""
-    accept = ",".join(PRIMARY_EXTENSIONS.values())
+    accept = ",".join(EXTENSION_TYPES)  # every extension (.jpeg as well as .jpg): the picker filters by it
     listed = ", ".join(PRIMARY_EXTENSIONS.values())
     return (
         body.replace("@COLLECTION@", str(MAX_COLLECTION_CHARS))

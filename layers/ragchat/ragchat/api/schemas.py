@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from ragchat.domain.content_types import IMAGE_TYPES
 from ragchat.domain.intake import already_there
 from ragchat.domain.labels import MAX_TITLE_CHARS
 from ragchat.domain.models import Conversation, Document, Message, Note, Page
@@ -101,7 +102,7 @@ def progress_json(doc: Document, now: float) -> dict[str, Any] | None:
 
 
 def _document_json(doc: Document) -> dict[str, Any]:
-    return {
+    out = {
         "id": doc.id,
         "documentId": doc.id,
         "title": doc.title,
@@ -116,6 +117,9 @@ def _document_json(doc: Document) -> dict[str, Any]:
         "createdAt": doc.created_at,
         "updatedAt": doc.updated_at,
     }
+    if doc.content_type in IMAGE_TYPES:
+        out["textFrom"] = "ocr"  # its text was read from a picture (the viewer says so)
+    return out
 
 
 def accepted_json(accepted: Accepted) -> tuple[int, dict[str, Any]]:

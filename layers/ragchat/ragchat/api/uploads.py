@@ -44,7 +44,7 @@ class UploadIn(BaseModel):
 
     filename: str = Field(
         description="The file's name; its extension (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub "
-        ".rtf) sets the type."
+        ".rtf, or a picture read by OCR: .png .jpg .tif .webp) sets the type."
     )
     content_type: str | None = Field(None, alias="contentType", description="Pinned in the signed form.")
     title: str | None = Field(None, max_length=MAX_TITLE_CHARS)

@@ -14,7 +14,7 @@ from ragchat.domain.file_errors import MB
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ragchat.ports import DocumentParser, IngestionLauncher
+    from ragchat.ports import DocumentParser, IngestionLauncher, TextRecognizer
     from ragchat.services.documents import DocumentService
     from ragchat.services.evidence import EvidenceWarmer, IngestEvidence, InlineEvidence, Pool
     from ragchat.services.ingest_attempts import IngestAttempts
@@ -74,17 +74,40 @@ class IngestionRoot(Models):
         if s.backend == "aws" or s.parse_isolation == "off":
             from ragchat.domain.parsing import InProcessParser
 
-            return InProcessParser()
+            return InProcessParser(self.ocr)
+        from functools import partial
+
         from ragchat.adapters.local.parse_process import LanedParser, ProcessParser
+        from ragchat.domain.parsing import parse_document
 
         def child() -> ProcessParser:
             return ProcessParser(
-                cpu_seconds=s.parse_cpu_s, memory_bytes=s.parse_memory_mb * MB, wall_seconds=s.parse_wall_s
+                cpu_seconds=s.parse_cpu_s,
+                memory_bytes=s.parse_memory_mb * MB,
+                wall_seconds=s.parse_wall_s,
+                parse=partial(parse_document, ocr=self.ocr),  # Tesseract runs under the child's limits
             )
 
         parser = LanedParser(child)  # text and the documents read apart: a child each
         self._opened(parser.close)
         return parser
+
+    @cached_property
+    def ocr(self) -> TextRecognizer:
+        """What reads pictures and scanned pages: Tesseract in the ``OCR`` languages locally (when
+        it is not installed, a picture is refused saying how to install it), Amazon Textract on AWS
+        (its client made when the split step first reads one); nothing with ``OCR=off`` (a 400)."""
+        from ragchat.domain.images import NO_OCR, NoOcr
+
+        if self.settings.ocr == "off":
+            return NoOcr(NO_OCR)
+        if self.settings.backend == "aws":
+            from ragchat.adapters.aws.textract import TextractOcr
+
+            return TextractOcr(lambda: self._client("textract"))
+        from ragchat.adapters.local.tesseract import TesseractOcr
+
+        return TesseractOcr(languages=self.settings.ocr)
 
     def _evidence_kinds(self) -> tuple[bool, bool]:
         """Which evidence vectors are kept: passages (calibrated embedder), sentences (extractive by
@@ -139,6 +162,7 @@ class IngestionRoot(Models):
             limiter=limiter,
             pdf_check=self._pdf_check(),
             held=self.workspace_bytes,
+            ocr=self.ocr,
         )
 
     def _pdf_check(self) -> Callable[[bytes], object] | None:

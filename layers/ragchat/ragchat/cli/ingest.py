@@ -300,7 +300,9 @@ def ingest(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            metavar="PATH", help="Files or folders (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf)."
+            metavar="PATH",
+            help="Files or folders (.txt .md .html .pdf .docx .pptx .xlsx .odt .epub .rtf; "
+            ".png .jpg .tif .webp pictures, read by OCR).",
         ),
     ],
     collection: Annotated[

@@ -1,10 +1,12 @@
 """Turning an uploaded file's bytes into text pages (docs/ingestion.md).
 
 Supported: ``text/plain`` (.txt), ``text/markdown`` (.md, .markdown), ``text/html`` (.html, .htm:
-visible text only) and ``application/pdf`` (.pdf: text per page, ``{"page": n}`` 1-based, empty
-pages skipped). Anything else is a ``ValidationError`` naming the supported types; a file that is
-supported but unreadable (corrupt or encrypted PDF, bytes that are not UTF-8 text, no text at all)
-is an ``ExtractionError`` (also a 400) with a message a person can act on.
+visible text only), ``application/pdf`` (.pdf: text per page, ``{"page": n}`` 1-based, empty
+pages skipped), Office and e-book formats (:mod:`ragchat.domain.office`), RTF, and pictures (.png,
+.jpg, .tif, .webp: read by an OCR engine, :mod:`ragchat.domain.images`). Anything else is a
+``ValidationError`` naming the supported types; a file that is supported but unreadable (corrupt
+or encrypted PDF, bytes that are not UTF-8 text, no text at all) is an ``ExtractionError`` (also a
+400) with a message a person can act on.
 
 Text files are decoded as UTF-8 (a UTF-8 BOM is dropped; a UTF-16 file is recognised by its BOM).
 There is deliberately no guessing fallback (Latin-1 would "succeed" on any bytes and index
@@ -26,18 +28,23 @@ import io
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.content_types import (
     DOCX,
     EPUB,
     HTML,
+    IMAGE_TYPES,
+    JPEG,
     MARKDOWN,
     ODT,
     OFFICE_TYPES,
+    PNG,
     PPTX,
     RTF,
     TEXT,
+    TIFF,
+    WEBP,
     XLSX,
 )
 from ragchat.domain.content_types import (
@@ -46,6 +53,10 @@ from ragchat.domain.content_types import (
 from ragchat.domain.errors import ExtractionError as ExtractionError
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.file_errors import too_slow_to_read, unsupported_type
+from ragchat.domain.images import MAX_IMAGE_PIXELS, NO_OCR, NO_TEXT_IN_IMAGE, scanned_unread
+
+if TYPE_CHECKING:
+    from ragchat.domain.images import TextRecognizer
 
 Page = tuple[str, dict[str, Any]]
 
@@ -60,6 +71,10 @@ SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
     ODT: (".odt",),
     EPUB: (".epub",),
     RTF: (".rtf",),
+    PNG: (".png",),
+    JPEG: (".jpg", ".jpeg"),
+    TIFF: (".tif", ".tiff"),
+    WEBP: (".webp",),
 }
 _ALIASES = {
     "text/x-markdown": MARKDOWN,
@@ -67,14 +82,15 @@ _ALIASES = {
     "application/x-pdf": PDF,
     "text/rtf": RTF,
     "application/x-rtf": RTF,
+    "image/jpg": JPEG,
+    "image/pjpeg": JPEG,
+    "image/tif": TIFF,
 }
-# Pictures are not read (no OCR): refused by name, with what to do instead.
-IMAGE_EXTENSIONS = frozenset(
-    {".png", ".jpg", ".jpeg", ".gif", ".webp", ".tif", ".tiff", ".bmp", ".heic", ".heif", ".svg"}
-)
+# Pictures of other formats are not read: refused by name, with what to do instead.
+IMAGE_EXTENSIONS = frozenset({".gif", ".bmp", ".heic", ".heif", ".svg", ".avif", ".jxl"})
 IMAGES_NOT_READ = (
-    "Images are not read: ragchat indexes text and has no OCR. "
-    "Add the text itself (or a PDF with a text layer)."
+    "This picture format is not read: OCR reads .png, .jpg, .tif and .webp pictures. "
+    "Save it as PNG (or add the text itself) and upload it again."
 )
 # Declared types that say nothing: the file name's extension decides.
 _GENERIC = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
@@ -92,10 +108,17 @@ MAX_EXTRACTION_CPU_S = 60.0
 class CpuBudget:
     """CPU seconds of the current thread a document may still spend (``time.thread_time``)."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.thread_time) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.thread_time,
+        wall: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.seconds = seconds
         self.clock = clock
+        self.wall = wall  # times what another process does for the document (``elsewhere``)
         self.started = clock()
+        self.elsewhere = 0.0  # seconds spent by another process for this document (the OCR engine)
         self.chars_left: int | None = None  # extracted text still allowed (``None``: no ceiling)
         self.too_much_text = ""  # the refusal once it is spent
 
@@ -107,8 +130,16 @@ class CpuBudget:
         if self.chars_left < 0:
             raise ExtractionError(self.too_much_text)
 
+    def left(self) -> float:
+        """Seconds of the budget not yet spent."""
+        return self.seconds - self.used()
+
+    def used(self) -> float:
+        """This thread's CPU since the start, and the time other processes worked for it."""
+        return self.clock() - self.started + self.elsewhere
+
     def check(self, stage: str) -> None:
-        used = self.clock() - self.started
+        used = self.used()
         if used > self.seconds:  # the child reader's CPU limit says the same (domain.file_errors)
             raise ExtractionError(too_slow_to_read(self.seconds).replace(" of CPU.", f" of CPU ({stage})."))
 
@@ -143,18 +174,20 @@ def _extension(filename: str | None) -> str:
 
 
 def is_image(filename: str | None, declared: str | None = None) -> bool:
-    """A picture by its name (``.png``, ``.jpg``…), or by its declared ``image/…`` type when it has no
-    extension: refused with :data:`IMAGES_NOT_READ`."""
+    """A picture of a format OCR does not read, by its name (``.gif``, ``.heic``…), or by its declared
+    ``image/…`` type when it has no extension: refused with :data:`IMAGES_NOT_READ`."""
     ext = _extension(filename)
     base = (declared or "").split(";", 1)[0].strip().lower()
-    return ext in IMAGE_EXTENSIONS or (not ext and base.startswith("image/"))
+    base = _ALIASES.get(base, base)
+    return ext in IMAGE_EXTENSIONS or (not ext and base.startswith("image/") and base not in SUPPORTED_TYPES)
 
 
 def detect_content_type(filename: str | None, declared: str | None) -> str:
     """The content type to extract ``filename`` with, given what the client ``declared``.
 
     A supported declared type wins, except that ``text/plain`` is refined by a ``.md``/``.html``/
-    ``.pdf`` extension (clients often label everything text/plain). A missing, generic
+    ``.pdf`` extension (clients often label everything text/plain), and a picture's type by any
+    supported extension (a picture's bytes say what it is when it is read). A missing, generic
     (``application/octet-stream``) or unsupported declared type defers to a supported extension.
     With neither, the text is plain text (a note posted as a string). Anything else raises
     ``ValidationError``.
@@ -163,7 +196,7 @@ def detect_content_type(filename: str | None, declared: str | None) -> str:
     base = _ALIASES.get(base, base)
     ext = _extension(filename)
     from_ext = _BY_EXTENSION.get(ext)
-    if base in SUPPORTED_TYPES and not (base == TEXT and from_ext):
+    if base in SUPPORTED_TYPES and not ((base == TEXT or base in IMAGE_TYPES) and from_ext):
         return base
     if from_ext:
         return from_ext
@@ -187,13 +220,21 @@ def extract(
     content_type: str | None,
     filename: str | None = None,
     budget: CpuBudget | None = None,
+    ocr: TextRecognizer | None = None,
+    max_image_pixels: int = MAX_IMAGE_PIXELS,
 ) -> list[Page]:
     """Text pages of a document: ``[(text, metadata), ...]``; at least one, none blank. ``budget``:
-    the CPU time it may take (default :data:`MAX_EXTRACTION_CPU_S` from now)."""
+    the CPU time it may take (default :data:`MAX_EXTRACTION_CPU_S` from now). ``ocr``: the engine
+    that reads pictures (``None``: a picture is refused with :data:`NO_OCR`); ``max_image_pixels``:
+    the largest page it is given (0: no limit)."""
     budget = budget or CpuBudget(MAX_EXTRACTION_CPU_S)
     ctype = detect_content_type(filename, content_type)
     if ctype == PDF or is_pdf(data):
-        pages = _pdf_pages(data, budget)
+        pages = _pdf_pages(data, budget, ocr, max_image_pixels)
+    elif ctype in IMAGE_TYPES:
+        from ragchat.domain.images import image_pages
+
+        pages = [(_clean(text), meta) for text, meta in image_pages(data, budget, ocr, max_image_pixels)]
     elif ctype in OFFICE_TYPES:
         from ragchat.domain.office import office_pages
 
@@ -211,7 +252,7 @@ def extract(
     budget.check("text extracted")
     pages = [(text, meta) for text, meta in pages if text.strip()]
     if not pages:
-        raise ExtractionError("The document contains no text.")
+        raise ExtractionError(NO_TEXT_IN_IMAGE if ctype in IMAGE_TYPES else "The document contains no text.")
     return pages
 
 
@@ -385,17 +426,34 @@ def check_pdf(data: bytes) -> None:
     damage further on is found by the pipeline, which then marks the document ``FAILED``)."""
     for _ in _pdf_texts(data):
         return
-    raise ExtractionError(_NO_PDF_TEXT)
+    raise ExtractionError(NO_PDF_TEXT)
 
 
-def _pdf_pages(data: bytes, budget: CpuBudget | None = None) -> list[Page]:
+def _pdf_pages(
+    data: bytes,
+    budget: CpuBudget | None = None,
+    ocr: TextRecognizer | None = None,
+    max_pixels: int = MAX_IMAGE_PIXELS,
+) -> list[Page]:
+    """The text layer's pages; for a PDF with none (a scan), each page read by ``ocr``
+    (:mod:`ragchat.domain.scanned`)."""
     pages = list(_pdf_texts(data, budget))
+    if pages:
+        return pages
+    reason = ocr.missing() if ocr is not None else NO_OCR
+    if reason:
+        raise ExtractionError(scanned_unread(reason))
+    assert ocr is not None
+    from ragchat.domain.scanned import scanned_pages
+
+    pages = scanned_pages(data, budget or CpuBudget(MAX_EXTRACTION_CPU_S), ocr, max_pixels)
     if not pages:
-        raise ExtractionError(_NO_PDF_TEXT)
+        raise ExtractionError("OCR found no text on any page of the PDF (its pages have no text layer).")
     return pages
 
 
-_NO_PDF_TEXT = "The PDF has no extractable text (it may be scanned images; OCR is not supported)."
+#: what :func:`check_pdf` says of a PDF with no text layer (the intake then asks whether OCR can read it)
+NO_PDF_TEXT = "The PDF has no extractable text."
 
 
 def _pdf_texts(data: bytes, budget: CpuBudget | None = None) -> Iterator[Page]:

@@ -50,8 +50,9 @@ class PageImage:
     pages: int  # the document's page count
     width: int
     height: int
-    png: bytes
+    png: bytes  # the image's bytes: a PNG, or for a picture its own format (``mime``)
     marks: tuple[Mark, ...] = ()  # boxes over the passages asked for (``find``), in reading order
+    mime: str = "image/png"
 
 
 def _folded(text: str) -> tuple[str, list[int]]:
@@ -112,4 +113,16 @@ def png(width: int, height: int, rgb: bytes, stride: int) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + body
+
+
+def gray_png(width: int, height: int, gray: bytes, stride: int) -> bytes:
+    """A PNG of 8-bit grey rows (``stride`` bytes apart in ``gray``): a scanned page for OCR."""
+    raw = b"".join(b"\x00" + gray[y * stride : y * stride + width] for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b"")
     return b"\x89PNG\r\n\x1a\n" + body

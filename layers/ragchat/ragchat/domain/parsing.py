@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ragchat.domain.content_types import EXTRACTED_TYPES, MARKDOWN, MARKDOWN_TEXT_TYPES
 from ragchat.domain.errors import ValidationError
 from ragchat.domain.extraction import CpuBudget, Page, check_pdf, extract
 from ragchat.domain.file_errors import too_many_chunks
+from ragchat.domain.images import MAX_IMAGE_PIXELS
 from ragchat.domain.models import Chunk
+
+if TYPE_CHECKING:
+    from ragchat.domain.images import TextRecognizer
 
 # Content types whose extracted pages the split step keeps (PDF, HTML, Office, e-books, RTF: their
 # text is not their bytes).
@@ -52,6 +57,7 @@ class ParseJob:
     max_chars: int = 0  # ``MAX_EXTRACTED_CHARS`` (0: no ceiling)
     max_expansion: float = 0.0  # ``MAX_TEXT_EXPANSION``: characters per byte of the file (0: none)
     max_chunks: int = 0  # ``MAX_CHUNKS_PER_DOCUMENT`` (0: no ceiling)
+    max_image_pixels: int = MAX_IMAGE_PIXELS  # the largest picture page OCR is given (0: no limit)
 
 
 @dataclass(slots=True)
@@ -84,15 +90,18 @@ def text_ceiling(budget: CpuBudget, job: ParseJob, size: int) -> None:
             budget.too_much_text = expands_too_much(size, by_size, job.max_expansion)
 
 
-def parse_document(body: bytes, job: ParseJob) -> Parsed:
+def parse_document(body: bytes, job: ParseJob, ocr: TextRecognizer | None = None) -> Parsed:
     """Extract, split and head one document. Raises ``ValidationError`` (an ``ExtractionError``)
-    when it holds no text or overruns its CPU budget."""
+    when it holds no text or overruns its CPU budget. ``ocr``: the engine that reads pictures
+    (``None``: pictures are refused)."""
     from ragchat.domain.context import chunk_header, nearest_headings
     from ragchat.domain.splitting import split_pages
 
     budget = CpuBudget(job.cpu_seconds)
     text_ceiling(budget, job, len(body))
-    pages = extract(body, content_type=job.content_type, budget=budget)
+    pages = extract(
+        body, content_type=job.content_type, budget=budget, ocr=ocr, max_image_pixels=job.max_image_pixels
+    )
     del body  # not held while the text is chunked
     # Office, e-book and RTF text is written with Markdown headings, lists and tables: split as such
     split_type = MARKDOWN if job.content_type in MARKDOWN_TEXT_TYPES else job.content_type
@@ -120,7 +129,11 @@ def check_pdf_body(body: bytes, job: object) -> None:
 
 class InProcessParser:
     """The :class:`~ragchat.ports.DocumentParser` of the split Lambda (a process of its own, bounded
-    by its timeout), ``ragchat ingest`` with ``PARSE_ISOLATION=off`` and the tests over fakes."""
+    by its timeout), ``ragchat ingest`` with ``PARSE_ISOLATION=off`` and the tests over fakes.
+    ``ocr``: the engine that reads pictures (``None``: pictures are refused)."""
+
+    def __init__(self, ocr: TextRecognizer | None = None) -> None:
+        self.ocr = ocr
 
     def parse(self, body: Callable[[], bytes], job: ParseJob) -> Parsed:
-        return parse_document(body(), job)  # the bytes go to parse_document alone (it drops them)
+        return parse_document(body(), job, self.ocr)  # the bytes go to parse_document alone (it drops them)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, system_clock
+from ragchat.domain.content_types import IMAGE_TYPES
 from ragchat.domain.errors import Conflict, NotFound, ValidationError
 from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
@@ -134,6 +135,8 @@ class DocumentService:
         if page < 1:
             raise ValidationError("page must be a positive integer (the first page is 1)")
         doc = self.get(owner, document_id)
+        if doc.content_type in IMAGE_TYPES:
+            return self._picture(doc, page)
         if doc.content_type != "application/pdf":
             raise ValidationError("This document is not a PDF: it has no pages to show (read its text)")
         if doc.status != DocumentStatus.READY:
@@ -149,6 +152,32 @@ class DocumentService:
             if len(shown.png) <= MAX_PNG_BYTES:
                 return shown
         return self.pages.render(pdf, page, PAGE_WIDTH // 4, find)  # at most 225 x 900 pixels: ~0.6 MB
+
+    def _picture(self, doc: Document, page: int) -> PageImage:
+        """A picture's own bytes as its one page (the viewer shows it above the text OCR read):
+        PNG, JPEG and WebP, which browsers show, up to ``MAX_PNG_BYTES``; a TIFF, or a larger
+        picture, is a 400 saying its text is what can be read."""
+        from ragchat.domain.content_types import TIFF
+        from ragchat.domain.images import image_info
+        from ragchat.domain.page_images import MAX_PNG_BYTES, PageImage
+
+        if doc.status != DocumentStatus.READY:
+            raise Conflict(f"The picture is not ready ({doc.status}): it is shown once it is READY")
+        if doc.content_type == TIFF:
+            raise ValidationError(
+                "A TIFF picture cannot be shown in a browser: its text, read by OCR, is below"
+            )
+        try:
+            data = self.blobs.get(doc.body_key)
+        except KeyError:
+            raise NotFound("Document body not found") from None
+        info = image_info(data)
+        if page != 1:
+            raise NotFound(f"Page {page} not found: the document has 1 page(s)")
+        if len(data) > MAX_PNG_BYTES:
+            raise ValidationError("The picture is too large to show here: its text, read by OCR, is below")
+        width, height = info.frames[0]
+        return PageImage(page=1, pages=1, width=width, height=height, png=data, mime=info.content_type)
 
     def _backfill_text(self, doc: Document) -> bytes:
         """A document ingested before its extracted text was kept: extract it this once (the same

@@ -182,7 +182,11 @@ class IngestSteps:
         s = self.settings
         split = s.enable_text_splitting and doc.split
         size, overlap = (s.chunk_size, s.chunk_overlap) if split else (MAX_UNSPLIT_CHARS, 0)
-        ceilings = (s.max_extracted_chars, s.max_text_expansion, s.max_chunks_per_document)
+        ceilings = (
+            s.max_extracted_chars,
+            s.max_text_expansion,
+            s.max_chunks_per_document,
+        )
         return ParseJob(doc.content_type, doc.title, size, overlap, s.chunk_headers, s.parse_cpu_s, *ceilings)
 
     def chunks_of(self, doc: Document, body: bytes) -> list[Chunk]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.clock import Clock, system_clock
+from ragchat.domain.content_types import IMAGE_TYPES
 from ragchat.domain.errors import PayloadTooLarge, ValidationError
 from ragchat.domain.extraction import PDF, PRIMARY_EXTENSIONS
 from ragchat.domain.file_errors import EMPTY_FILE, too_large
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ragchat.config import Settings
-    from ragchat.ports import BlobStore, DocumentStore, IngestionLauncher
+    from ragchat.ports import BlobStore, DocumentStore, IngestionLauncher, TextRecognizer
     from ragchat.services.limits import RequestLimiter
     from ragchat.services.storage_ceiling import WorkspaceBytes
 
@@ -107,8 +108,10 @@ def _checked_text(raw: bytes, content_type: str, pdf_check: Callable[[bytes], ob
     """The body as text (``None`` for a PDF, an Office or e-book file, RTF). A PDF small enough is
     opened now, by ``pdf_check`` (default: ``check_pdf`` in this process), an Office file's zip
     directory read: unreadable → 400."""
-    from ragchat.domain.content_types import OFFICE_TYPES, RTF
+    from ragchat.domain.content_types import IMAGE_TYPES, OFFICE_TYPES, RTF
 
+    if content_type in IMAGE_TYPES:  # checked by ``IngestionService._check_picture``
+        return None
     if content_type in OFFICE_TYPES:
         from ragchat.domain.office import check_office
 
@@ -192,10 +195,13 @@ class IngestionService:
         limiter: RequestLimiter | None = None,
         pdf_check: Callable[[bytes], object] | None = None,
         held: WorkspaceBytes | None = None,
+        ocr: TextRecognizer | None = None,
     ) -> None:
         """``pdf_check``: opens a small PDF before the 202 (raises ``ExtractionError`` for one that
         cannot be read); by default ``extraction.check_pdf`` in this process (a Lambda: bounded by
-        its timeout); ``ragchat serve`` gives one in a child process under a CPU and wall budget."""
+        its timeout); ``ragchat serve`` gives one in a child process under a CPU and wall budget.
+        ``ocr``: the engine that will read pictures, asked whether it can before one is accepted
+        (``None``: pictures are refused, ``OCR=off``)."""
         self.documents = documents
         self.held = held  # each workspace's byte ledger (``MAX_WORKSPACE_BYTES``), reserved atomically
         self.blobs = blobs
@@ -204,6 +210,7 @@ class IngestionService:
         self.clock = clock
         self.limiter = limiter  # the per-owner daily ceilings (``RequestLimiter.charge_ingestion``)
         self.pdf_check = pdf_check
+        self.ocr = ocr
 
     def submit(self, owner: str, **fields: Any) -> Document:
         """:meth:`accept`, returning the document (the existing one for a duplicate)."""
@@ -241,7 +248,7 @@ class IngestionService:
         if ctype == PDF and len(raw) > self.settings.max_pdf_bytes:
             too_big = f"{self.settings.max_pdf_bytes} bytes (MAX_PDF_BYTES); this one has {len(raw)}"
             raise PayloadTooLarge(f"a PDF may be at most {too_big}: split it into smaller files")
-        body_text = _checked_text(raw, ctype, self.pdf_check)
+        body_text = self._checked_body(raw, ctype)
         given_title = optional_title(title)
         doc = Document(
             id=validate_document_id(document_id) if document_id is not None else new_id(),
@@ -268,6 +275,41 @@ class IngestionService:
         stored = self._store_reserved(doc, raw, growth, replacing=replacing, stored_key=stored_key)
         self._launch(stored)
         return Accepted(stored, new_version=previous is not None)
+
+    def _checked_body(self, raw: bytes, ctype: str) -> str | None:
+        """:func:`_checked_text`; a picture or a PDF with no text layer (a scan) is accepted where
+        OCR can read it, else refused saying why OCR cannot."""
+        from ragchat.domain.extraction import NO_PDF_TEXT, ExtractionError
+        from ragchat.domain.images import NO_OCR, scanned_unread
+
+        if ctype in IMAGE_TYPES:
+            self._check_picture(raw)
+        try:
+            return _checked_text(raw, ctype, self.pdf_check)
+        except ExtractionError as exc:
+            if exc.message != NO_PDF_TEXT:
+                raise
+            reason = NO_OCR if self.ocr is None else self.ocr.missing()
+            if reason:
+                raise ExtractionError(scanned_unread(reason)) from None
+            return None
+
+    def _check_picture(self, raw: bytes) -> None:
+        """A picture is accepted only where OCR can read it, within ``MAX_IMAGE_BYTES``, and when its
+        header shows it is no image bomb (``MAX_IMAGE_PIXELS``): else a 400 (413) naming the reason."""
+        from ragchat.domain.images import MAX_IMAGE_BYTES, NO_OCR, check_image
+
+        if not raw.strip():
+            raise ValidationError(EMPTY_FILE)
+        if len(raw) > MAX_IMAGE_BYTES:
+            raise PayloadTooLarge(f"{too_large(len(raw), MAX_IMAGE_BYTES)[:-1]} for a picture.")
+        reason = NO_OCR if self.ocr is None else self.ocr.missing()
+        if reason:
+            raise ValidationError(reason)
+        info = check_image(raw)
+        reason = self.ocr.refuses(info, len(raw)) if self.ocr is not None else None
+        if reason:
+            raise ValidationError(reason)
 
     def _store_reserved(
         self, doc: Document, raw: bytes, growth: int, *, replacing: bool, stored_key: str | None

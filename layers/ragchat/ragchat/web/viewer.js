@@ -139,14 +139,19 @@ const panel = (() => {
       if (doc.contentType === 'application/pdf') return pdfPage(doc, opts.page || 1, opts.cited || [], 0, opts.span);
       const full = await api('/documents/' + encodeURIComponent(id) + '?include=body');
       docText = full.bodyUrl ? await linkedText(full.bodyUrl) : (full.body || '');
-      viewer(doc, docText, opts.cited || [], null, null, opts.span);
+      // a picture read by OCR is shown above its text (a TIFF, which browsers cannot show, is not)
+      const picture = doc.textFrom === 'ocr' && doc.contentType !== 'image/tiff' ? pageImage(doc, 1) : null;
+      const find = viewer(doc, docText, opts.cited || [], null, picture && picture.fig, opts.span);
+      if (picture) picture.load(find);
     } catch (err) { box.replaceChildren(); fail(err); } }
   // The text shown (a page's, with ``image`` above it); returns what it marked (the passages to box on the image).
   function viewer(doc, text, cited, pager, image, span) {
     const box = body; box.replaceChildren();
     const bar = el('div', null, 'panel-actions'); bar.append(download(doc.title, text)); if (pager) bar.prepend(pager);
     const page = el('div', null, 'doc-text'); const first = renderMarked(page, text, cited, span);
-    box.append(bar); if (image) box.append(image, el('h3', 'Text of this page', 'doc-h'));
+    const picture = /^image\//.test(doc.contentType || '');
+    box.append(bar); if (image) box.append(image, el('h3', picture ? 'Text read from the picture' : 'Text of this page', 'doc-h'));
+    if (doc.textFrom === 'ocr') box.append(el('p', 'Text read by OCR: check names and numbers against the original.', 'muted small ocr-note'));
     box.append(page);
     if (first && image) { const go = el('button', 'Cited text ↓', 'btn small'); go.type = 'button';
       go.onclick = () => first.scrollIntoView({block: 'center'}); bar.append(go); }
@@ -163,7 +168,7 @@ const panel = (() => {
   // text below, with the cited sentences highlighted (findable and selectable), and boxed on the image
   // where the page has them (the server finds them in the page's own text: ``find`` → ``marks``).
   function pageImage(doc, n) { const fig = el('figure', null, 'pdf-page'), frame = el('div', null, 'page-frame'), img = el('img');
-    img.alt = 'Page ' + n + ' of ' + (doc.title || 'the document'); frame.append(img); fig.append(frame); wide(true);
+    img.alt = (/^image\//.test(doc.contentType || '') ? 'The picture ' : 'Page ' + n + ' of ') + (doc.title || 'the document'); frame.append(img); fig.append(frame); wide(true);
     img.title = 'Click to zoom'; img.onclick = () => fig.classList.toggle('zoomed');
     const fetchPage = find => api('/documents/' + encodeURIComponent(doc.id) + '/pages/' + n +
       (find.length ? '?find=' + encodeURIComponent(find.join('\n')) : ''));
@@ -180,6 +185,7 @@ const panel = (() => {
     const notes = await notesOf(doc.id), known = [...new Set(notes.map(x => (x.metadata || {}).page).filter(Boolean))];
     let last = Math.max(1, count || 0, ...known); n = Math.min(Math.max(1, n || 1), last);
     const shown = pageImage(doc, n), text = joined(notes.filter(x => (x.metadata || {}).page === n));
+    if (notes.some(x => (x.metadata || {}).ocr)) doc = {...doc, textFrom: 'ocr'};  // a scanned PDF, read by OCR
     const pager = el('span', null, 'pager'), prev = el('button', '‹ Previous page', 'btn small'), next = el('button', 'Next page ›', 'btn small');
     prev.type = next.type = 'button'; prev.disabled = n <= 1; next.disabled = n >= last;
     prev.onclick = () => pdfPage(doc, n - 1, cited, last, span); next.onclick = () => pdfPage(doc, n + 1, cited, last, span);

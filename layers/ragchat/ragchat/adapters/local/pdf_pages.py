@@ -10,13 +10,13 @@ its timeout.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.extraction import ExtractionError
 from ragchat.domain.page_images import MAX_HEIGHT, MAX_MARKS, Mark, PageImage, find_passages, png
+from ragchat.domain.scanned import PDFIUM_LOCK
 
 if TYPE_CHECKING:
     from ragchat.adapters.local.parse_process import ProcessParser
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 #: what the child runs: (the PDF's bytes, (page, width, passages to mark)) -> the page's image
 Render = Callable[[bytes, tuple[int, int, tuple[str, ...]]], PageImage]
 
-_LOCK = threading.Lock()
+_LOCK = PDFIUM_LOCK  # one lock for PDFium in the process (scanned pages are rendered with it too)
 
 
 class PdfiumPages:
