@@ -283,6 +283,7 @@ class GatedParser(InProcessParser):
     so on ``reading`` first, and sets ``read`` when its reading has ended."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.gate = threading.Event()
         self.reading = threading.Event()
         self.read = threading.Event()
