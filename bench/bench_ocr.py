@@ -20,12 +20,18 @@ import platform
 import re
 import shutil
 import statistics
+import sys
 import time
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from benchdata import results_dir, smoke
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.* helpers
+
+from tests.pdfs import pdf_of
 
 RESULTS = results_dir()
 LINES = [
@@ -49,24 +55,11 @@ def _recall(truth: str, read: str) -> float:
     return sum(min(n, got.get(w, 0)) for w, n in want.items()) / sum(want.values())
 
 
-def _pdf(objects: list[bytes]) -> bytes:
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
-
-
 def _text_pdf(lines: list[str]) -> bytes:
     """A letter page of ``lines`` in Helvetica 12 pt (a text layer)."""
     shown = " T* ".join(f"({line}) Tj" for line in lines)
     stream = f"BT /F1 12 Tf 14 TL 72 720 Td {shown} ET".encode()
-    return _pdf(
+    return pdf_of(
         [
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
@@ -104,7 +97,7 @@ def _scanned_pdf(pages: list[bytes]) -> bytes:
             % (w, h, len(rows), rows),
         ]
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>".encode()
-    return _pdf(objects)
+    return pdf_of(objects)
 
 
 def _children_cpu() -> float:
