@@ -3,7 +3,8 @@ ingests a user's documents and answers a conversation; ``sam delete`` removes ev
 template does not keep; a second stack, deployed with the kept user pool, tables, documents bucket
 and vector bucket as its ``Existing*`` parameters (docs/deploy.md, "Reaching the kept data again"),
 serves the same user (the same Cognito sub) their documents, bodies and conversations, answers from
-the kept vectors without re-ingesting, and ingests new documents into the same data.
+the kept vectors without re-ingesting, and ingests new documents into the same data (a note, and a
+presigned upload into the kept bucket through the new upload trigger).
 
 Both stacks run as ``tests/integration/deployed_stack.py`` deploys them (every function under its own
 role in the translated template, resolved for that stack's id and parameters) in one moto account.
@@ -17,9 +18,11 @@ from typing import Any
 import pytest
 import requests
 
+from tests.aws_contracts.policy import Request
 from tests.aws_contracts.roles import STACK_ID
+from tests.integration import scenario
 from tests.integration.deployed_stack import DeployedStack, Deployment, deployed_stack, stack_names
-from tests.integration.moto_stack import COUNTERS, REGION, STEPS_FUNCTION, USER_POOL
+from tests.integration.moto_stack import COUNTERS, REGION, STEPS_FUNCTION, USER_POOL, load_event
 from tests.integration.scenario import REEF, SUB, api, body, ingested
 
 SECOND_STACK = (
@@ -115,6 +118,27 @@ def test_after_sam_delete_a_stack_with_the_kept_data_serves_the_same_user_all_of
             assert len(body(notes(api("GET", "/documents"), None))["items"]) == 3
             asked = body(notes(api("GET", "/", text="What does the Canal du Midi link?"), None))
             assert added in {s.get("documentId") for s in asked["sources"]}, asked
+            # a direct upload into the kept bucket, ingested by the new stack's upload trigger
+            ticket = body(notes(api("POST", "/uploads", {"filename": "locks.md", "title": "Locks"}), None))
+            # S3 authorizes the presigned POST as the role that signed it: the new notes function's
+            bucket = kept["ExistingDocumentsBucketName"]
+            assert two.iam is not None
+            two.iam.check(
+                two.functions["notes_api"],
+                Request("s3:PutObject", f"arn:aws:s3:::{bucket}/{ticket['key']}", {}),
+            )
+            posted = requests.post(
+                ticket["url"], data=ticket["fields"], timeout=30,
+                files={"file": ("locks.md", b"# Locks\n\nThe lock keepers open the gates at dawn.\n")},
+            )  # fmt: skip
+            assert posted.status_code in (200, 201, 204), posted.text
+            trigger = load_event("s3_upload_put.json")
+            trigger["Records"][0]["s3"]["bucket"]["name"] = bucket
+            trigger["Records"][0]["s3"]["object"]["key"] = ticket["key"]
+            assert len(two.handler("s3_ingest")(trigger, None)["accepted"]) == 1
+            scenario.settle(two)
+            got = body(notes(api("GET", f"/documents/{ticket['documentId']}"), None))
+            assert got["status"] == "READY", got
 
 
 def _read(document: dict[str, Any]) -> str:
