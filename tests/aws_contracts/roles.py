@@ -58,13 +58,19 @@ class Roles:
 
 
 def resolve_template(
-    template: Mapping[str, Any], region: str, physical: Mapping[str, str], **params: str
+    template: Mapping[str, Any],
+    region: str,
+    physical: Mapping[str, str],
+    *,
+    stack_id: str = STACK_ID,
+    **params: str,
 ) -> dict[str, Any]:
     """The template's resources with every intrinsic function evaluated (see the module's doc).
     ``physical`` maps logical ids to the names the test's resources have (a state machine's: its ARN,
     as its ``Ref``); ``GetAtt X.Arn`` is built from the resource's type, ``GetAtt X.Name`` is the
     name (for a state machine: the last part of its ARN). A key ``"X.Attribute"`` in ``physical``
-    gives that attribute's value (``"VectorCollection.CollectionEndpoint"``)."""
+    gives that attribute's value (``"VectorCollection.CollectionEndpoint"``). ``stack_id``: the
+    stack's ARN (``{region}`` filled in), whose id names most resources."""
     values: dict[str, Any] = {n: str(s.get("Default", "")) for n, s in template["Parameters"].items()}
     values.update(params)
     values.update(
@@ -73,8 +79,8 @@ def resolve_template(
             "AWS::AccountId": ACCOUNT,
             "AWS::Partition": "aws",
             "AWS::URLSuffix": "amazonaws.com",
-            "AWS::StackName": "ragchat-dev",
-            "AWS::StackId": STACK_ID.format(region=region),
+            "AWS::StackName": stack_id.split("/")[1],
+            "AWS::StackId": stack_id.format(region=region),
         }
     )
     resources = template["Resources"]

@@ -42,9 +42,8 @@ import pytest
 from tests.aws_contracts.iam import IamChecker, acting, acting_as
 from tests.aws_contracts.limits import check_lambda_payload, check_state_io
 from tests.aws_contracts.policy import Request
-from tests.aws_contracts.roles import ACCOUNT, Roles
+from tests.aws_contracts.roles import ACCOUNT, STACK_ID, Roles
 from tests.integration.moto_stack import (
-    BUCKET,
     COUNTERS,
     REGION,
     ROOT,
@@ -188,18 +187,30 @@ class StreamClient:
             conn.close()
 
 
-def _physical(deployment: Deployment, machine_arn: str, user_pool: str) -> dict[str, str]:
-    vectors = f"arn:aws:s3vectors:{REGION}:{ACCOUNT}:bucket/ragchat-dev-1b2c3d4e-vectors-{ACCOUNT}"
+def stack_names(stack_id: str) -> dict[str, str]:
+    """The names template.yaml gives a stack of stage dev (``stack_id``: its ARN) in the test account."""
+    short = stack_id.rsplit("/", 1)[1].split("-")[0]
+    return {
+        "bucket": f"ragchat-dev-documents-{ACCOUNT}-{short}",
+        "state_machine": f"ragchat-dev-{short}-ingest",
+        "answerability": f"/ragchat/dev-{short}/answerability",
+        "vector_bucket": f"ragchat-dev-{short}-vectors-{ACCOUNT}",
+    }
+
+
+def _physical(deployment: Deployment, machine_arn: str, user_pool: str, stack_id: str) -> dict[str, str]:
+    names = stack_names(stack_id)
+    vectors = f"arn:aws:s3vectors:{REGION}:{ACCOUNT}:bucket/{names['vector_bucket']}"
     return {
         "DocumentsTable": TABLES["documents"],
         "ConversationsTable": TABLES["conversations"],
         "CountersTable": COUNTERS,
-        "DocumentsBucket": BUCKET,
+        "DocumentsBucket": names["bucket"],
         "IngestStateMachine": machine_arn,
         "IngestStepsFunction": STEPS_FUNCTION,
         "UserPool": user_pool,
         "UserPoolClient": "ragchatclient01",
-        "AnswerabilityParameter": ANSWERABILITY,
+        "AnswerabilityParameter": names["answerability"],
         "VectorCollection": COLLECTION_ID,
         "VectorCollection.Arn": f"arn:aws:aoss:{REGION}:{ACCOUNT}:collection/{COLLECTION_ID}",
         "VectorCollection.CollectionEndpoint": COLLECTION_ENDPOINT,
@@ -262,13 +273,23 @@ def _secret_key_requests(key_arn: str) -> Callable[[str, str, Mapping[str, Any]]
 
 @contextlib.contextmanager
 def deployed_stack(
-    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    deployment: Deployment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    stack_id: str = STACK_ID,
+    in_account: bool = False,
+    kept_vectors: Any = None,
 ) -> Iterator[DeployedStack]:
+    """``stack_id``: the stack's ARN (its id names the bucket, state machine, ...). ``in_account``: the
+    caller holds moto's account (``mock_aws``), so what an earlier stack kept is still there, and the
+    tables and buckets the deployment's ``Existing*`` parameters name are used, not created;
+    ``kept_vectors``: that earlier stack's S3 Vectors fake (its bucket and index, with their vectors)."""
     import boto3
     from aws_lambda_powertools.utilities.parameters import base as parameters
     from moto import mock_aws
     from moto.awslambda.models import LambdaFunction
-    from ragchat.adapters.aws.tables import create_tables
+    from ragchat.adapters.aws.tables import COUNTERS_TABLE, COUNTERS_TTL, create_tables
     from ragchat.bootstrap import Container
     from ragchat.config import load_settings
 
@@ -296,7 +317,8 @@ def deployed_stack(
     parameters.DEFAULT_PROVIDERS.clear()  # Powertools keeps its clients (and values) module-wide
 
     bedrock = FakeBedrock()
-    machine_arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE}"
+    names = stack_names(stack_id.format(region=REGION))
+    machine_arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{names['state_machine']}"
     containers: dict[str, Any] = {}
     invocations: list[dict[str, Any]] = []
     holder: dict[str, Any] = {}
@@ -319,19 +341,26 @@ def deployed_stack(
     monkeypatch.setattr(LambdaFunction, "_invoke_lambda", invoke_in_process)
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
+        if not in_account:
+            stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
         session = boto3.session.Session(region_name=REGION)
-        create_tables(
-            session.client("dynamodb"),
-            documents=TABLES["documents"],
-            conversations=TABLES["conversations"],
-            counters=COUNTERS,
-        )
-        s3 = session.client("s3")
-        s3.create_bucket(Bucket=BUCKET)
-        user_pool = USER_POOL
-        session.client("ssm").put_parameter(Name=ANSWERABILITY, Value="{}", Type="String")
         params = dict(deployment.params)
+        dynamodb = session.client("dynamodb")
+        if "ExistingDocumentsTableName" in params:  # kept by an earlier stack: only the counters are new
+            dynamodb.create_table(TableName=COUNTERS, **COUNTERS_TABLE)
+            dynamodb.update_time_to_live(TableName=COUNTERS, TimeToLiveSpecification=COUNTERS_TTL)  # type: ignore[arg-type]
+        else:
+            create_tables(
+                dynamodb,
+                documents=TABLES["documents"],
+                conversations=TABLES["conversations"],
+                counters=COUNTERS,
+            )
+        s3 = session.client("s3")
+        if "ExistingDocumentsBucketName" not in params:
+            s3.create_bucket(Bucket=names["bucket"])
+        user_pool = params.get("ExistingUserPoolId", USER_POOL)
+        session.client("ssm").put_parameter(Name=names["answerability"], Value="{}", Type="String")
         key_arn = ""
         if deployment.secret:
             key_arn = session.client("kms").create_key(Description="the team's key")["KeyMetadata"]["Arn"]
@@ -341,7 +370,11 @@ def deployed_stack(
             params.update(AnthropicApiKeySecretArn=secret["ARN"], AnthropicApiKeySecretKmsKeyArn=key_arn)
 
         resources = resolve_template(
-            template, REGION, _physical(deployment, machine_arn, user_pool), **params
+            template,
+            REGION,
+            _physical(deployment, machine_arn, user_pool, stack_id),
+            stack_id=stack_id,
+            **params,
         )
         roles = roles_of(resources, template["Resources"])
         checker = IamChecker(
@@ -366,7 +399,9 @@ def deployed_stack(
         cluster = vectors = None
         if store == "s3vectors":
             env = env_of["NotesApiFunction"]
-            vectors = FakeS3Vectors(env["S3VECTORS_BUCKET"], env["S3VECTORS_INDEX"], 1024)
+            vectors = kept_vectors or FakeS3Vectors(env["S3VECTORS_BUCKET"], env["S3VECTORS_INDEX"], 1024)
+            # the functions address the bucket and index the template gives them: the kept ones
+            assert (vectors.bucket, vectors.index) == (env["S3VECTORS_BUCKET"], env["S3VECTORS_INDEX"])
             stack.enter_context(S3VectorsWire(vectors).installed())
         else:
             env = env_of["NotesApiFunction"]
@@ -405,10 +440,15 @@ def deployed_stack(
             (ROOT / "statemachine" / "ingest.asl.json")
             .read_text()
             .replace("${IngestStepsFunctionArn}", function_arn)
-            .replace("${DocumentsBucket}", BUCKET)
+            .replace(
+                "${DocumentsBucket}",
+                resources["IngestStateMachine"]["Properties"]["DefinitionSubstitutions"]["DocumentsBucket"],
+            )
         )
         sfn = session.client("stepfunctions")
-        created = sfn.create_state_machine(name=STATE_MACHINE, definition=definition, roleArn=role_arn)
+        created = sfn.create_state_machine(
+            name=names["state_machine"], definition=definition, roleArn=role_arn
+        )
         assert created["stateMachineArn"] == machine_arn
 
         # small chunks (one a batch, tests/integration/scenario.py): a note of a few KB takes the

@@ -103,6 +103,21 @@ def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
     steps = stack.containers["IngestStepsFunction"].ingest_steps
     steps.batch_size = 1  # one chunk a batch: a long note takes the Distributed Map (> 40 batches)
 
+    # first, a file dropped under uploads/ without a grant (aws s3 cp), ingested where it lies: the
+    # upload trigger is the first to meet the user's storage ledger and counts what they hold
+    # (a Query of the documents table's owner index)
+    dropped = f"uploads/{SUB}/lock-keepers.md"
+    lock = b"# Lock keepers\n\nThe lock keepers of the canal open the gates at dawn.\n"
+    stack.s3.put_object(Bucket=BUCKET, Key=dropped, Body=lock, ContentType="text/markdown")
+    trigger = load_event("s3_upload_put.json")
+    trigger["Records"][0]["s3"]["bucket"]["name"] = BUCKET
+    trigger["Records"][0]["s3"]["object"]["key"] = dropped
+    landed = stack.handler("s3_ingest")(trigger, None)
+    assert len(landed["accepted"]) == 1, landed
+    settle(stack)
+    kept = body(notes(api("GET", f"/documents/{landed['accepted'][0]['documentId']}"), None))
+    assert kept["status"] == "READY", kept
+
     # a note, an uploaded file (raw body), a long note (Distributed Map)
     seen["note"] = ingested(stack, notes(api("POST", "/notes", {"text": REEF, "title": "Reef"}), None))
     upload = api("POST", "/documents", filename="tower.html", title="Tower")
@@ -142,17 +157,6 @@ def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
     # S3 delivers the same event twice: the object is gone (claimed, moved), the replay is refused
     replay = stack.handler("s3_ingest")(trigger, None)
     assert replay["accepted"] == [] and replay["rejected"], replay
-    # a file dropped under uploads/ without a grant (aws s3 cp) is ingested where it lies
-    dropped = f"uploads/{SUB}/lock-keepers.md"
-    lock = b"# Lock keepers\n\nThe lock keepers of the canal open the gates at dawn.\n"
-    stack.s3.put_object(Bucket=BUCKET, Key=dropped, Body=lock, ContentType="text/markdown")
-    trigger["Records"][0]["s3"]["object"]["key"] = dropped
-    landed = stack.handler("s3_ingest")(trigger, None)
-    assert len(landed["accepted"]) == 1, landed
-    settle(stack)
-    kept = body(notes(api("GET", f"/documents/{landed['accepted'][0]['documentId']}"), None))
-    assert kept["status"] == "READY", kept
-
     # a one-shot question
     asked = notes(api("GET", "/", text="How tall is the Eiffel Tower?"), None)
     assert asked["statusCode"] == 200, asked
@@ -188,6 +192,25 @@ def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
     )
     assert edited["statusCode"] == 200, edited
     seen["edited"] = body(edited)
+    # the conversation list (the conversations table's owner index)
+    listed = body(chat(api("GET", "/chat/conversations"), None))["items"]
+    assert [c["id"] for c in listed] == [conversation], listed
+    # questions the notes can't answer: each chat function's refusal looks at the newest documents
+    # for ones still being indexed (the documents table's owner index)
+    off_topic = "What is the airspeed velocity of an unladen swallow?"
+    stored = body(chat(api("GET", f"/chat/conversations/{conversation}"), None))
+    asked_last = [m for m in stored["messages"] if m["role"] == "user"][-1]  # the edit's new message
+    refused = chat(
+        api("PUT", f"/chat/conversations/{conversation}/messages/{asked_last['id']}", {"content": off_topic}),
+        None,
+    )
+    assert refused["statusCode"] == 200 and body(refused)["guardUsed"] is True, refused
+    with stack.streaming() as stream:
+        status, _, raw = stream.send(
+            "POST", f"/chat/conversations/{conversation}/messages", SUB,
+            {"content": off_topic, "messageId": "m-2"},
+        )  # fmt: skip
+    assert status == 200 and json.loads(raw)["guardUsed"] is True, raw[:2000]
 
     health = stack.handler("web_ui")(load_event("health_get.json"), None)
     assert health["statusCode"] == 200, health
@@ -201,7 +224,11 @@ def run(stack: DeployedStack, *, distributed: bool = True) -> dict[str, Any]:
     assert patched["statusCode"] == 200 and body(patched)["enabled"] is False, patched
     listed = body(notes(api("GET", "/notes", documentId=seen["note"]), None))["items"]
     assert notes(api("DELETE", f"/notes/{listed[0]['id']}"), None)["statusCode"] == 204
+    # a run that stopped midway leaves its work files (work/<id>/): deleting the document removes them
+    leftover = f"work/{seen['tower']}/stopped-run/batch-00000.json"
+    stack.s3.put_object(Bucket=BUCKET, Key=leftover, Body=b"[]")
     assert notes(api("DELETE", f"/documents/{seen['tower']}"), None)["statusCode"] == 204
+    assert "Contents" not in stack.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"work/{seen['tower']}/")
     assert notes(api("DELETE", f"/documents/{seen['failed']}"), None)["statusCode"] == 204
     assert notes(api("GET", f"/documents/{seen['tower']}"), None)["statusCode"] == 404
 

@@ -3,9 +3,11 @@ template.yaml shown needed by mutation.
 
 1. For each :data:`~tests.integration.deployed_stack.DEPLOYMENTS` (the defaults; S3 Vectors + Cohere +
    a global Claude profile; an existing domain + the Anthropic key secret under a KMS key), the
-   stack runs what its users do (``tests/integration/scenario.py``: notes, an upload, a presigned
-   upload through the S3 trigger, the Distributed Map, a failed ingestion, a question, a streamed
-   and an edited chat turn, reading, disabling and deleting documents, a shared workspace) through
+   stack runs what its users do (``tests/integration/scenario.py``: a file dropped under uploads/,
+   notes, an upload, a presigned upload through the S3 trigger, the Distributed Map, a failed
+   ingestion, a question, a streamed and an edited chat turn, the conversation list, a refused
+   question in each chat function, reading, disabling and deleting documents (one with a stopped
+   run's work files), a shared workspace) through
    the real handlers and AWS adapters, each function under its own role. Any denied call fails it.
 2. Every mutation of every permission statement (``tests/aws_contracts/mutations.py``: removed; each
    resource pointed at another of its type; each data-access permission dropped) is evaluated
@@ -28,80 +30,25 @@ from tests.aws_contracts.roles import Roles
 from tests.integration import scenario
 from tests.integration.deployed_stack import DEPLOYMENTS, Deployment, deployed_stack
 
-B = "arn:aws:s3:::ragchat-dev-documents-123456789012-1b2c3d4e"
-T = "arn:aws:dynamodb:us-east-1:123456789012:table/ragchat-test-"
-INDEXES = (
-    "SAM's DynamoDB policy template grants the table and its indexes (table/.../index/*) together; "
-    "this function queries no index of this table"
-)
-MULTILINGUAL = (
-    "Embedder=cohere embeds with cohere.embed-english-v3 (COHERE_MODEL_ID's default; the template sets no "
-    "other): the multilingual model is granted for a COHERE_MODEL_ID set by hand, which no deployment uses"
-)
-NOVA = "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-micro-v1:0"
-COLLECTION_ITEMS = (
-    "no call reads or changes aliases or index templates (aoss:DescribeCollectionItems): the "
-    "collection rule grants nothing the code uses"
-)
-WORK_FILES = (
-    "work files exist only while a run is in flight (it removes them at READY or FAILED): deleting a "
-    "document mid-run is timing-dependent on moto's emulator, so no recorded call deletes one"
-)
 DLQ = (
     "Lambda's asynchronous invocation sends an event that failed every retry to the dead-letter queue "
     "with the function's role; the tests invoke the trigger synchronously and no event fails for good"
 )
 
 
-def _index_survivor(role: str, policy: int, table: str) -> str:
-    return (
-        f"{role}Role/{role}RolePolicy{policy}/#0 table/ragchat-test-{table}[dynamodb]: "
-        f"resource {T}{table}/index/* -> {T}{table}-other/index/*"
-    )
-
-
 # Mutations no recorded call can notice, by key ("<statement>: <change>"), with the reason.
 SURVIVORS: dict[str, str] = {
-    **{
-        _index_survivor(role, policy, table): INDEXES
-        for role, policy, table in (
-            ("ChatApiFunction", 0, "conversations"),
-            ("ChatApiFunction", 1, "documents"),
-            ("ChatApiFunction", 2, "counters"),
-            ("ChatStreamFunction", 0, "conversations"),
-            ("ChatStreamFunction", 1, "documents"),
-            ("ChatStreamFunction", 2, "counters"),
-            ("NotesApiFunction", 2, "counters"),
-            ("S3IngestFunction", 0, "documents"),
-            ("S3IngestFunction", 1, "counters"),
-        )
-    },
-    "ChatAnswerPolicy/EmbedQuestions[bedrock]: resource "
-    f"arn:aws:bedrock:us-east-1::foundation-model/cohere.embed-multilingual-v3 -> {NOVA}": MULTILINGUAL,
-    "IngestStepsFunctionRole/IngestStepsFunctionRolePolicy1/EmbedChunks[bedrock]: resource "
-    f"arn:aws:bedrock:us-east-1::foundation-model/cohere.embed-multilingual-v3 -> {NOVA}": MULTILINGUAL,
     "ChatAnswerPolicy/AnswerModelViaProfile[bedrock]: resource "
     "arn:aws:bedrock:::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0 -> "
     "arn:aws:bedrock:::foundation-model/amazon.nova-micro-v1:0": (
         "a global profile's Region-less model ARN is matched by the arn:aws:bedrock:*:: ARN of the same "
         "statement too (IAM's * matches zero characters): kept as AWS documents global-profile grants"
     ),
-    "CollectionAccessPolicy/collection[aoss-data]: removed": COLLECTION_ITEMS,
-    "CollectionAccessPolicy/collection[aoss-data]: resource collection/ragchat-dev-1b2c3d4e -> "
-    "collection/ragchat-dev-1b2c3d4e-other": COLLECTION_ITEMS,
-    "CollectionAccessPolicy/collection[aoss-data]: without aoss:DescribeCollectionItems": COLLECTION_ITEMS,
-    "CollectionAccessPolicy/index[aoss-data]: without aoss:UpdateIndex": (
-        "the index is created with its mapping (aoss:CreateIndex) and never changed after: no call "
-        "needs aoss:UpdateIndex"
-    ),
     "IngestStateMachineRole/IngestStateMachineRolePolicy1/ExecutionLogDelivery[logs]: removed": (
         "Step Functions uses these when CloudFormation creates the state machine with Logging (execution "
         "logs to IngestStateMachineLogs); no call of the code or of a run makes them, and moto does not "
         "deliver logs (their Resource is *: no resource mutation)"
     ),
-    "NotesApiFunctionRole/NotesApiFunctionRolePolicy4/WorkFilesOfDeletedDocuments[s3]: removed": WORK_FILES,
-    "NotesApiFunctionRole/NotesApiFunctionRolePolicy4/WorkFilesOfDeletedDocuments[s3]: resource "
-    f"{B}/work/* -> {B}-other/work/*": WORK_FILES,
     "S3IngestFunctionRole/S3IngestFunctionEventInvokeConfigOnFailureSQSPolicy/#0 "
     "S3IngestDeadLetterQueue[sqs]: removed": DLQ,
     "S3IngestFunctionRole/S3IngestFunctionEventInvokeConfigOnFailureSQSPolicy/#0 "

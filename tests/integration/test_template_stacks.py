@@ -144,3 +144,122 @@ def test_the_user_pool_outlives_the_stack_and_a_later_stack_re_attaches_it() -> 
                if "cognito-idp:ListUsers" in as_list(st["Action"])]  # fmt: skip
     assert [st["Resource"] for st in listing] == [arn]
     assert effective_outputs(ExistingUserPoolId=pool)["UserPoolId"]["Value"] == pool
+
+
+# ------------------------------------------------------------------------ the kept data, re-attached
+OLD = {
+    "ExistingUserPoolId": "us-east-1_OldPool42",
+    "ExistingDocumentsTableName": "ragchat-dev-DocumentsTable-OLD1",
+    "ExistingConversationsTableName": "ragchat-dev-ConversationsTable-OLD2",
+    "ExistingDocumentsBucketName": "ragchat-dev-documents-123456789012-0ld5tack",
+    "ExistingVectorBucketName": "ragchat-dev-0ld5tack-vectors-123456789012",
+}
+OLD_INDEX = (
+    f"arn:aws:s3vectors:us-east-1:123456789012:bucket/{OLD['ExistingVectorBucketName']}/index/ragchat-notes"
+)
+KEPT = ("DocumentsTable", "ConversationsTable", "DocumentsBucket", "NotesVectorBucket", "NotesVectorIndex")
+
+
+def _rule_holds(node: Any, params: dict[str, str]) -> Any:
+    """A rule's condition or assertion, evaluated as CloudFormation would for these parameters."""
+    if isinstance(node, list):
+        return [_rule_holds(v, params) for v in node]
+    if not isinstance(node, dict):
+        return node
+    ((fn, args),) = node.items()
+    if fn == "Ref":
+        return params.get(args, "")
+    got = _rule_holds(args, params)
+    return {"Fn::Equals": lambda: got[0] == got[1], "Fn::Not": lambda: not got[0],
+            "Fn::Or": lambda: any(got), "Fn::And": lambda: all(got)}[fn]()  # fmt: skip
+
+
+def _refused(params: dict[str, str]) -> list[str]:
+    """The AssertDescription of every rule these parameters break (CloudFormation refuses the deploy)."""
+    rules = transformed()["Rules"]
+    full = {n: str(s.get("Default", "")) for n, s in transformed()["Parameters"].items()} | params
+    return [a["AssertDescription"] for r in rules.values()
+            if _rule_holds(r.get("RuleCondition", True), full)
+            for a in r["Assertions"] if not _rule_holds(a["Assert"], full)]  # fmt: skip
+
+
+def test_the_data_outlives_the_stack_vectors_included() -> None:
+    res = effective()  # the default: S3 Vectors
+    for kept in KEPT:
+        assert res[kept]["DeletionPolicy"] == "RetainExceptOnCreate", kept  # kept, removed on failed create
+        assert res[kept]["UpdateReplacePolicy"] == "Retain", kept
+    env = res["NotesApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["DOCUMENTS_TABLE"] == {"Ref": "DocumentsTable"}
+    assert env["S3VECTORS_BUCKET"] == res["NotesVectorBucket"]["Properties"]["VectorBucketName"]
+    outputs = effective_outputs()
+    assert outputs["DocumentsBucketName"]["Value"] == res["DocumentsBucket"]["Properties"]["BucketName"]
+    assert outputs["S3VectorsIndexArn"]["Value"] == {"Fn::GetAtt": ["NotesVectorIndex", "IndexArn"]}
+
+
+def test_a_later_stack_uses_the_kept_tables_buckets_and_index_in_place_of_new_ones() -> None:
+    res = effective(**OLD)
+    for kept in KEPT:
+        assert kept not in res, f"{kept} would be created again"
+    text = json.dumps(res)
+    for kept in KEPT:  # nothing refers to a resource that is not there (the deploy would fail)
+        assert f'"Ref": "{kept}"' not in text and f'"Fn::GetAtt": ["{kept}"' not in text, kept
+    fresh = effective()["DocumentsBucket"]["Properties"]["BucketName"]
+    assert fresh not in text  # the new stack's own bucket name appears nowhere
+    table_arn = "arn:aws:dynamodb:us-east-1:123456789012:table/"
+    for lid, resource in res.items():
+        if resource["Type"] != "AWS::Lambda::Function":
+            continue
+        env = resource["Properties"].get("Environment", {}).get("Variables", {})
+        assert env["DOCUMENTS_TABLE"] == OLD["ExistingDocumentsTableName"], lid
+        assert env["CONVERSATIONS_TABLE"] == OLD["ExistingConversationsTableName"], lid
+        assert env["DOCUMENTS_BUCKET"] == OLD["ExistingDocumentsBucketName"], lid
+        assert env["S3VECTORS_BUCKET"] == OLD["ExistingVectorBucketName"], lid
+    granted = {lid: [r for st in statements(res[lid]["Properties"].get("Policies", []))
+                     for r in as_list(st["Resource"])]
+               for lid in ("NotesApiFunctionRole", "ChatApiFunctionRole", "IngestStepsFunctionRole",
+                           "S3IngestFunctionRole")}  # fmt: skip
+    assert f"{table_arn}{OLD['ExistingDocumentsTableName']}" in granted["NotesApiFunctionRole"]
+    assert f"{table_arn}{OLD['ExistingConversationsTableName']}" in granted["ChatApiFunctionRole"]
+    bucket = f"arn:aws:s3:::{OLD['ExistingDocumentsBucketName']}"
+    assert f"{bucket}/documents/*" in granted["IngestStepsFunctionRole"]
+    assert f"{bucket}/uploads/*" in granted["S3IngestFunctionRole"]
+    for policy in ("ChatAnswerPolicy", "VectorIndexWritePolicy"):
+        (vector,) = [st for st in statements(res[policy]["Properties"]["PolicyDocument"])
+                     if st.get("Sid") == "VectorIndex"]  # fmt: skip
+        assert vector["Resource"] == OLD_INDEX, policy
+    # the kept bucket gets its TLS-only policy back; the state machine reads its manifests there
+    assert res["DocumentsBucketPolicy"]["Properties"]["Bucket"] == OLD["ExistingDocumentsBucketName"]
+    denied = res["DocumentsBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Resource"]
+    assert denied == [bucket, f"{bucket}/*"]
+    machine = res["IngestStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    assert machine["DocumentsBucket"] == OLD["ExistingDocumentsBucketName"]
+    # S3 may invoke the upload function for any bucket of the account: the kept bucket's notification,
+    # set after the deploy (docs/deploy.md), needs no other permission
+    (permission,) = [r["Properties"] for r in res.values() if r["Type"] == "AWS::Lambda::Permission"
+                     and r["Properties"]["Principal"] == "s3.amazonaws.com"]  # fmt: skip
+    assert permission["FunctionName"] == {"Ref": "S3IngestFunction"} and "SourceArn" not in permission
+    assert permission["SourceAccount"] == "123456789012"
+    outputs = effective_outputs(**OLD)
+    assert outputs["DocumentsTableName"]["Value"] == OLD["ExistingDocumentsTableName"]
+    assert outputs["ConversationsTableName"]["Value"] == OLD["ExistingConversationsTableName"]
+    assert outputs["DocumentsBucketName"]["Value"] == OLD["ExistingDocumentsBucketName"]
+    assert outputs["S3VectorsIndexArn"]["Value"] == OLD_INDEX
+    assert outputs["S3IngestFunctionArn"]["Value"] == {"Fn::GetAtt": ["S3IngestFunction", "Arn"]}
+
+
+def test_kept_data_is_re_attached_only_with_its_users_and_whole() -> None:
+    assert _refused(OLD) == []
+    assert _refused({}) == []
+    no_pool = {k: v for k, v in OLD.items() if k != "ExistingUserPoolId"}
+    assert any("ExistingUserPoolId" in m for m in _refused(no_pool))
+    rows_only = {k: OLD[k] for k in ("ExistingUserPoolId", "ExistingDocumentsTableName")}
+    assert any("ExistingDocumentsBucketName" in m for m in _refused(rows_only))
+    bodies_only = {k: OLD[k] for k in ("ExistingUserPoolId", "ExistingDocumentsBucketName")}
+    assert any("ExistingDocumentsTableName" in m for m in _refused(bodies_only))
+    assert any("s3vectors" in m for m in _refused({**OLD, "VectorStore": "opensearch-nextgen"}))
+    # a stack kept before its vectors were (or on OpenSearch): tables and bucket alone are accepted
+    assert _refused({k: v for k, v in OLD.items() if k != "ExistingVectorBucketName"}) == []
+    # an OpenSearch stack re-attaching tables and bucket creates no S3 Vectors resource
+    nextgen = effective(**{k: v for k, v in OLD.items() if k != "ExistingVectorBucketName"},
+                        VectorStore="opensearch-nextgen")  # fmt: skip
+    assert "NotesVectorBucket" not in nextgen and "VectorCollection" in nextgen
