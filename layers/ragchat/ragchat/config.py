@@ -188,6 +188,7 @@ class Settings(BaseSettings):
     max_extracted_chars: int = Field(40_000_000, alias="MAX_EXTRACTED_CHARS", ge=1000)
     max_text_expansion: float = Field(200.0, alias="MAX_TEXT_EXPANSION", ge=0)
     max_chunks_per_document: int = Field(50_000, alias="MAX_CHUNKS_PER_DOCUMENT", ge=1)
+    finalize_step_chunks: int = Field(1000, alias="FINALIZE_STEP_CHUNKS", ge=1)  # chunks per finalize step
     max_workspace_bytes: int = Field(0, alias="MAX_WORKSPACE_BYTES", ge=0)  # 0: no storage ceiling
 
     # --- auth (local) --------------------------------------------------------------------------

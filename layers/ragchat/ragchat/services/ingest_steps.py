@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.clock import Clock, parse_iso, system_clock, utc_iso
+from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.file_errors import interrupted
 from ragchat.domain.ids import note_id, version_tags
@@ -37,7 +37,8 @@ from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
 from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, ParsingInterrupted, parse_document
 from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key, work_prefix
-from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
+from ragchat.services.ingest_finalize import SUPERSEDED, FinalizeSteps
+from ragchat.services.metrics import INGESTION_FAILED, NO_METRICS
 from ragchat.services.split_batches import write_batches
 
 if TYPE_CHECKING:
@@ -75,13 +76,12 @@ def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[
             return ids
 
 
-SUPERSEDED = "SUPERSEDED"
 # A run's start (a resumed or repeated one too: its progress starts again) and its split's end.
 _STARTED = {"status": DocumentStatus.PROCESSING, "error": None, "chunks_total": None, "chunks_done": 0}
 _INDEXING = {"chunks_done": 0}
 
 
-class IngestSteps:
+class IngestSteps(FinalizeSteps):
     """The pipeline's steps. Each takes and returns JSON-able values so a Lambda can run one step."""
 
     def __init__(
@@ -140,20 +140,12 @@ class IngestSteps:
     def _remove_notes(
         self, owner: str, document_id: str, ids: list[str], reason: str, *, settled: bool = False
     ) -> None:
+        if not ids:
+            return
+        self.index.delete(sorted(ids), settled=settled)  # vectors first: none is left without its note
         for nid in ids:
             self.documents.delete_note(owner, nid)
-        if ids:
-            self.index.delete(sorted(ids), settled=settled)
-            logger.info(f"ingest.{reason}", extra={"documentId": document_id, "notes": len(ids)})
-
-    def _swap(self, owner: str, document_id: str, version: str | None, chunk_count: int) -> None:
-        """Write-then-swap, the swap: once this version is READY, every other note of the document
-        goes with its vector (the previous version's, and any a stale run of an older version wrote
-        late), and ids of this version at or beyond its chunk count."""
-        keep = {note_id(document_id, i, version) for i in range(chunk_count)}
-        others = [n for n in self._note_ids_of(owner, document_id) if n not in keep]
-        # settled: on a near-real-time index, READY is returned once the previous version is gone
-        self._remove_notes(owner, document_id, others, "swapped", settled=True)
+        logger.info(f"ingest.{reason}", extra={"documentId": document_id, "notes": len(ids)})
 
     def _remove_version(self, owner: str, document_id: str, version: str | None) -> int:
         """A failed run of ``version`` takes back what it wrote; the notes of other versions (the
@@ -397,42 +389,6 @@ class IngestSteps:
             except Exception as exc:  # a refinement: the background warmer embeds them instead
                 logger.warning("evidence.store_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
         return len(notes)
-
-    def finalize(
-        self, owner: str, document_id: str, chunk_count: int, version: str | None = None
-    ) -> dict[str, Any]:
-        doc = self._current(owner, document_id, version, "finalize")
-        if doc is None:
-            self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
-            return {"status": SUPERSEDED, "chunkCount": 0}
-        version = version if version is not None else doc.version
-        tags = version_tags((), version)  # this version's: its note ids are <doc>-NNNNNv<tag>
-        if doc.enabled:  # READY = searchable
-            self.index.set_enabled(owner, document_id, True, chunk_count=int(chunk_count), tags=tags)
-        updated = self.documents.update_document(
-            owner,
-            document_id,
-            {"status": DocumentStatus.READY, "chunk_count": int(chunk_count), "error": None},
-        )
-        if updated is None:  # deleted at the last moment: leave nothing behind
-            self._remove_indexed(owner, document_id, version)
-            raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
-        if not updated.enabled and doc.enabled:  # disabled while we were switching on
-            self.index.set_enabled(owner, document_id, False, tags=tags)
-        self._swap(owner, document_id, version, int(chunk_count))  # only now: the new version is READY
-        if self.attempts is not None:
-            self.attempts.end(owner, document_id, version)
-        self.blobs.delete_prefix(work_prefix(document_id, version))
-        now = self.clock()
-        extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
-        try:
-            extra["totalMs"] = round((now - parse_iso(doc.created_at)) * 1000, 1)
-            self.metrics.add(INGESTION_SECONDS, extra["totalMs"] / 1000, unit="Seconds")
-            extra["processingMs"] = round((now - parse_iso(doc.updated_at)) * 1000, 1)
-        except (ValueError, TypeError):
-            pass
-        logger.info("ingest.ready", extra=extra)
-        return {"status": DocumentStatus.READY.value, "chunkCount": int(chunk_count)}
 
     def abandon(self, owner: str, document_id: str) -> None:
         """Clean up after a document deleted while it was being ingested: its notes, vectors and
