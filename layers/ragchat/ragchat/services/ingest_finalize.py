@@ -54,14 +54,12 @@ class FinalizeSteps:
     def finalize(
         self, owner: str, document_id: str, chunk_count: int, version: str | None = None
     ) -> dict[str, Any]:
-        """Every step of :meth:`finalize_step`, one after another (the local pipeline, which has no
-        time limit per call): ``{"status", "chunkCount"}``."""
-        cursor = ""
-        while True:
-            result = self.finalize_step(owner, document_id, chunk_count, version, cursor)
-            if result["finished"]:
-                return {"status": result["status"], "chunkCount": result["chunkCount"]}
-            cursor = str(result["cursor"])
+        """:meth:`finalize_step` with no bound (the local pipeline, which has no time limit per call):
+        the whole document is switched on in one index call, as one transaction in the embedded
+        index, so a server killed midway leaves nothing of an unfinished document retrievable.
+        ``{"status", "chunkCount"}``."""
+        result = self._steps(owner, document_id, int(chunk_count), version, "", None)
+        return {"status": result["status"], "chunkCount": result["chunkCount"]}
 
     def finalize_step(
         self, owner: str, document_id: str, chunk_count: int, version: str | None = None, cursor: str = ""
@@ -83,10 +81,17 @@ class FinalizeSteps:
           previous version's, a stale run's, ids at or beyond the chunk count) go, vectors first, a
           page at a time; the last page done, the batch files go and the document is READY."""
         budget = max(1, int(self.settings.finalize_step_chunks))
+        return self._steps(owner, document_id, int(chunk_count), version, cursor, budget)
+
+    def _steps(
+        self, owner: str, document_id: str, count: int, version: str | None, cursor: str, budget: int | None
+    ) -> dict[str, Any]:
+        """Phases from ``cursor`` until ``budget`` chunks of work are done (``None``: to the end)."""
+        left = budget if budget is not None else 2 * count + 1  # more than the whole document's work
         while True:
-            result, used = self._phase(owner, document_id, int(chunk_count), version, cursor, budget)
-            budget -= used
-            if result["finished"] or budget <= 0:
+            result, used = self._phase(owner, document_id, count, version, cursor, max(1, left))
+            left = left - used if budget is not None else left
+            if result["finished"] or left <= 0:
                 return result
             cursor = str(result["cursor"])
 
