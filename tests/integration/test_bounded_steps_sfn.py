@@ -136,6 +136,37 @@ def test_a_replaced_big_document_swaps_out_its_previous_version_in_bounded_steps
     assert all(None not in c["switched"] and sum(c["switched"]) + c["deleted"] <= STEP for c in finalizing)
 
 
+def test_a_big_document_that_fails_late_is_cleaned_up_in_bounded_steps(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch fails after others were indexed: MarkFailed removes what the run wrote a step of
+    ``FINALIZE_STEP_CHUNKS`` notes at a time (MarkFailedMore carries on), then the record is FAILED."""
+    _small_steps(stack, monkeypatch)
+    embedder = stack.container.ingest_steps.embedder
+    embed = embedder.embed_documents
+
+    def failing(texts: list[str]) -> list[list[float]]:
+        if any("first part 99:" in t for t in texts):  # the last batch
+            raise ValueError("the model refused this batch")
+        return embed(texts)
+
+    monkeypatch.setattr(embedder, "embed_documents", failing)
+    calls = _measure(stack, monkeypatch)
+    doc = stack.container.ingestion.submit(OWNER, text=_text("first", 100), title="Big")
+    (execution,) = stack.wait_for_all(1, timeout_s=120)
+    assert execution["status"] == "FAILED", execution
+
+    stored = stack.container.documents.get_document(OWNER, doc.id)
+    assert stored is not None and stored.status == DocumentStatus.FAILED
+    assert stored.error is not None and "the model refused this batch" in stored.error
+    assert stack.container.documents.list_notes(OWNER, document_id=doc.id).items == []
+    failing_steps = [c for c in calls if c["step"] == "fail"]
+    removed = sum(c["deleted"] for c in failing_steps)
+    assert removed >= 64 and len(failing_steps) >= removed // STEP  # at least one indexed batch
+    assert all(c["deleted"] <= STEP for c in failing_steps)
+    assert stack.container.index.count(OWNER) == 0
+
+
 def test_a_workspace_of_several_big_documents_is_deleted_in_bounded_requests(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -204,7 +204,7 @@ def test_the_step_handler_passes_the_executions_version_to_every_step() -> None:
         ("embed_index", OWNER, DOC, "k", "v9"),
         ("finalize_step", OWNER, DOC, 3, "v9", ""),  # one bounded step, from the start
         ("finalize_step", OWNER, DOC, 3, "v9", "swap:"),  # the next, from the state machine's cursor
-        ("fail", OWNER, DOC, "x", "v9"),
+        ("fail_step", OWNER, DOC, "x", "v9", ""),
         ("split", OWNER, DOC, None),
     ]
 

@@ -70,8 +70,9 @@ def run_step(steps: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
     if step == FINALIZE.step:  # one bounded step; the state machine loops on ``finished``
         cursor = str(event.get("cursor") or "")
         return steps.finalize_step(owner, document_id, int(event.get("chunkCount") or 0), version, cursor)
-    if step == ON_FAILURE:
-        return steps.fail(owner, document_id, step_error(event.get("error")), version)
+    if step == ON_FAILURE:  # one bounded step too; the state machine loops on ``finished``
+        cursor = str(event.get("cursor") or "")
+        return steps.fail_step(owner, document_id, step_error(event.get("error")), version, cursor)
     raise ValueError(f"unknown ingestion step {step!r}")
 
 

@@ -147,21 +147,6 @@ class IngestSteps(FinalizeSteps):
             self.documents.delete_note(owner, nid)
         logger.info(f"ingest.{reason}", extra={"documentId": document_id, "notes": len(ids)})
 
-    def _remove_version(self, owner: str, document_id: str, version: str | None) -> int:
-        """A failed run of ``version`` takes back what it wrote; the notes of other versions (the
-        previous, READY one) stay. Returns how many notes of the document remain."""
-        if version is None:  # no version to tell the runs apart: everything goes
-            self._remove_indexed(owner, document_id)
-            return 0
-        ids = self._note_ids_of(owner, document_id)
-        tag = note_id("", 0, version)[len("-00000") :]  # the id suffix of this version's notes
-        mine = [n for n in ids if n.endswith(tag)]
-        self._remove_notes(owner, document_id, mine, "failed_version_removed")
-        remaining = len(ids) - len(mine)
-        if remaining == 0:  # nothing else of the document: also vectors a crash left without a note
-            self.index.delete_document(owner, document_id, tags=version_tags(ids, version))
-        return remaining
-
     def _remove_indexed(self, owner: str, document_id: str, version: str | None = None) -> None:
         ids = self.documents.delete_notes_of_document(owner, document_id)
         if ids:
@@ -400,7 +385,23 @@ class IngestSteps(FinalizeSteps):
 
     def fail(self, owner: str, document_id: str, error: str, version: str | None = None) -> dict[str, Any]:
         """The document is ``FAILED`` with ``error``; what this run wrote goes. A failed replacement
-        leaves the previous version searchable (``chunkCount`` then counts its chunks)."""
+        leaves the previous version searchable (``chunkCount`` then counts its chunks). Unbounded (the
+        local pipeline, the reconciler): :meth:`fail_step` is the state machine's bounded step."""
+        result = self._failing(owner, document_id, error, version, "", None)
+        return {"status": result["status"], "error": result["error"]}
+
+    def fail_step(
+        self, owner: str, document_id: str, error: str, version: str | None = None, cursor: str = ""
+    ) -> dict[str, Any]:
+        """One bounded step of :meth:`fail` (``MarkFailed``, looped by the state machine until
+        ``finished``): this run's notes and vectors are removed ``FINALIZE_STEP_CHUNKS`` notes looked
+        at per call, then the record says FAILED. ``{"status", "error", "finished", "cursor"}``."""
+        budget = max(1, int(self.settings.finalize_step_chunks))
+        return self._failing(owner, document_id, error, version, cursor, budget)
+
+    def _failing(
+        self, owner: str, document_id: str, error: str, version: str | None, cursor: str, budget: int | None
+    ) -> dict[str, Any]:
         message = human_error(error)
         try:
             doc = self._current(owner, document_id, version, "fail")
@@ -409,15 +410,32 @@ class IngestSteps(FinalizeSteps):
             doc, superseded = None, False
         if superseded:
             self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
-            return {"status": SUPERSEDED, "error": message}
+            return {"status": SUPERSEDED, "error": message, "finished": True, "cursor": ""}
         run_version = version if version is not None else (doc.version if doc is not None else None)
-        remaining = self._remove_version(owner, document_id, run_version) if doc is not None else 0
-        if doc is None:
+        remaining = 0
+        if doc is None or run_version is None:  # deleted, or no version to tell the runs apart: all goes
             self._remove_indexed(owner, document_id, version)
+        else:  # this version's notes, a page at a time; the previous version's (if any) stay
+            kept, _, at = (cursor.removeprefix("remove:") or "0:").partition(":")
+            remaining = int(kept or 0)
+            tag = note_id("", 0, run_version)[len("-00000") :]  # the id suffix of this version's notes
+            while True:
+                page = self.documents.list_notes(
+                    owner, document_id=document_id, limit=budget or 1000, cursor=at or None
+                )
+                mine = [n.id for n in page.items if n.id.endswith(tag)]
+                remaining += len(page.items) - len(mine)
+                self._remove_notes(owner, document_id, mine, "failed_version_removed")
+                at = page.cursor or ""
+                if at and budget is not None:
+                    return {"status": DocumentStatus.PROCESSING.value, "error": message, "finished": False,
+                            "cursor": f"remove:{remaining}:{at}"}  # fmt: skip
+                if not at:
+                    break
+            if remaining == 0:  # nothing else of the document: also vectors a crash left without a note
+                self.index.delete_document(owner, document_id, tags=version_tags((), run_version))
         self.documents.update_document(
-            owner,
-            document_id,
-            {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining},
+            owner, document_id, {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining}
         )
         self.blobs.delete_prefix(work_prefix(document_id, version))
         if self.attempts is not None:
@@ -426,4 +444,4 @@ class IngestSteps(FinalizeSteps):
             "ingest.failed", extra={"documentId": document_id, "error": message, "previousKept": remaining}
         )
         self.metrics.add(INGESTION_FAILED)
-        return {"status": DocumentStatus.FAILED.value, "error": message}
+        return {"status": DocumentStatus.FAILED.value, "error": message, "finished": True, "cursor": ""}
