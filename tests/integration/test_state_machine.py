@@ -136,7 +136,7 @@ def test_every_step_of_the_definition_gets_the_version_in_jsonpath() -> None:
         return found
 
     steps = tasks(definition["States"])
-    assert len(steps) == 5
+    assert len(steps) == 6  # split, embed (inline, distributed), finalize, fail and its next steps
     for state in steps:
         payload = state["Parameters"]["Payload"]  # type: ignore[index]
         assert payload.get("version.$") in ("$.version", "$.split.version"), payload

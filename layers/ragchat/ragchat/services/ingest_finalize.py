@@ -58,11 +58,18 @@ class FinalizeSteps:
         the whole document is switched on in one index call, as one transaction in the embedded
         index, so a server killed midway leaves nothing of an unfinished document retrievable.
         ``{"status", "chunkCount"}``."""
-        result = self._steps(owner, document_id, int(chunk_count), version, "", None)
+        result = self.finalize_step(owner, document_id, chunk_count, version, bounded=False)
         return {"status": result["status"], "chunkCount": result["chunkCount"]}
 
     def finalize_step(
-        self, owner: str, document_id: str, chunk_count: int, version: str | None = None, cursor: str = ""
+        self,
+        owner: str,
+        document_id: str,
+        chunk_count: int,
+        version: str | None = None,
+        cursor: str = "",
+        *,
+        bounded: bool = True,
     ) -> dict[str, Any]:
         """One bounded step of making the document READY: the phases below, as far as
         ``FINALIZE_STEP_CHUNKS`` chunks of work take it (a small document: all of them, in one call).
@@ -79,8 +86,10 @@ class FinalizeSteps:
           disabled at that very moment, ``fix:<i>`` applies the record's state the same way;
         * ``swap:<notes cursor>``: write-then-swap, the swap: the document's other notes (the
           previous version's, a stale run's, ids at or beyond the chunk count) go, vectors first, a
-          page at a time; the last page done, the batch files go and the document is READY."""
-        budget = max(1, int(self.settings.finalize_step_chunks))
+          page at a time; the last page done, the batch files go and the document is READY.
+
+        ``bounded=False`` (:meth:`finalize`): every phase to the end, in one call."""
+        budget = max(1, int(self.settings.finalize_step_chunks)) if bounded else None
         return self._steps(owner, document_id, int(chunk_count), version, cursor, budget)
 
     def _steps(
