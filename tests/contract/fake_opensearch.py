@@ -238,6 +238,12 @@ class FakeCluster:
                 if not self._matches(src, clause):
                     return False
             return True
+        if kind == "range":  # {"field": {"gte"|"gt"|"lte"|"lt": value, ...}}
+            ((field, bounds),) = spec.items()
+            value = src.get(field)
+            checks = {"gte": lambda a, b: a >= b, "gt": lambda a, b: a > b,
+                      "lte": lambda a, b: a <= b, "lt": lambda a, b: a < b}  # fmt: skip
+            return value is not None and all(checks[op](value, bound) for op, bound in bounds.items())
         if kind == "match":
             return self._keyword_score(src, spec) > 0
         raise AssertionError(f"fake cluster: unsupported query {kind}")

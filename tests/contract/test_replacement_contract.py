@@ -190,3 +190,66 @@ def test_a_replacement_of_a_disabled_document_stays_off_and_the_previous_version
     DocumentService(rig.documents, rig.index, rig.blobs).update(OWNER, DOC, {"enabled": True})
     assert rig.searchable("Glaciers") == [NEW] and rig.searchable("Volcanoes") == []
     assert rig.index.count(OWNER) == 1
+
+
+NEW_LONG = "\n\n".join(  # five chunks at CHUNK_SIZE 100
+    f"Glaciers carve granite valley number {n} slowly over many thousands of years." for n in range(5)
+)
+
+
+def _bounded(rig: Rig, step: str, call: Any) -> tuple[dict[str, Any], int]:
+    """Run a step of the state machine's kind (``finalize_step`` or ``fail_step``) from an empty
+    cursor until ``finished``, 2 chunks of work a call: (the last result, how many calls)."""
+    rig.steps.settings = rig.steps.settings.model_copy(update={"finalize_step_chunks": 2})
+    cursor, calls = "", 0
+    while True:
+        result = call(cursor)
+        calls += 1
+        assert calls < 50, f"{step} does not finish"
+        if result["finished"]:
+            return result, calls
+        cursor = result["cursor"]
+
+
+def test_a_replacement_finalized_in_bounded_steps_swaps_the_versions_on_every_store(rig: Rig) -> None:
+    """finalize_step as the state machine runs it, 2 chunks of work per call: each store switches a
+    chunk range at a time (S3 Vectors by key, OpenSearch by a chunk_index range, SQLite by column),
+    the previous version answers until READY, and is gone after the swap steps."""
+    _ready_old(rig)
+    version = rig.upload(NEW_LONG)
+    plan = rig.steps.split(OWNER, DOC, version)
+    for item in plan["batches"]:
+        rig.steps.embed_index(OWNER, DOC, item["key"], version)
+    count = plan["chunkCount"]
+    assert count == 5
+
+    def step(cursor: str) -> dict[str, Any]:
+        result = rig.steps.finalize_step(OWNER, DOC, count, version, cursor)
+        if not result["finished"] and rig.status()[0] != DocumentStatus.READY:
+            assert rig.searchable("Volcanoes")  # the previous version answers until READY
+        return result
+
+    result, calls = _bounded(rig, "finalize", step)
+    assert result == {"status": "READY", "chunkCount": count, "finished": True, "cursor": ""}
+    assert calls >= 5  # 5 chunks to switch on, then 8 notes to look at: 2 a call
+    assert rig.status() == (DocumentStatus.READY, count, None)
+    assert len(rig.searchable("Glaciers")) == count and rig.searchable("Volcanoes") == []
+    assert len(rig.notes()) == count and rig.index.count(OWNER) == count
+
+
+def test_a_failed_replacement_cleaned_up_in_bounded_steps_leaves_the_previous_version(rig: Rig) -> None:
+    count = _ready_old(rig)
+    old_notes = rig.notes()
+    version = rig.upload(NEW_LONG)
+    plan = rig.steps.split(OWNER, DOC, version)
+    for item in plan["batches"]:
+        rig.steps.embed_index(OWNER, DOC, item["key"], version)
+
+    result, calls = _bounded(
+        rig, "fail", lambda cursor: rig.steps.fail_step(OWNER, DOC, "the model refused", version, cursor)
+    )
+    assert result["status"] == "FAILED" and calls >= 4  # 8 notes looked at, 2 a call
+    status, kept, error = rig.status()
+    assert status == DocumentStatus.FAILED and kept == count and error and "the model refused" in error
+    assert rig.notes() == old_notes and rig.searchable("Volcanoes")
+    assert rig.searchable("Glaciers") == [] and rig.index.count(OWNER) == count

@@ -203,10 +203,13 @@ class FakeVectorIndex:
         *,
         chunk_count: int | None = None,
         tags: Sequence[str] = (),
+        chunks: tuple[int, int] | None = None,
     ) -> None:
+        lo, hi = chunks if chunks is not None else (0, None)
         with self._lock:
             for r in self.records.values():
-                if r.owner == owner and r.document_id == document_id:
+                in_range = r.chunk_index >= lo and (hi is None or r.chunk_index < hi)
+                if r.owner == owner and r.document_id == document_id and in_range:
                     r.enabled = enabled
 
     def count(self, owner: str) -> int:

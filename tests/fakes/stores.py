@@ -41,6 +41,20 @@ def _page(items: list[Any], limit: int, cursor: str | None) -> Page[Any]:
     return Page(items=[dataclasses.replace(x) for x in chunk], cursor=nxt)
 
 
+def _keyed_page(notes: list[Any], limit: int, cursor: str | None) -> Page[Any]:
+    """A document's notes in (chunk index, id) order after the cursor's position."""
+    if cursor:
+        try:
+            index, _, last = cursor.removeprefix("k:").partition(":")
+            after = (int(index), last)
+        except ValueError:
+            raise ValidationError("Invalid cursor") from None
+        notes = [n for n in notes if (n.chunk_index, n.id) > after]
+    chunk = notes[:limit]
+    nxt = f"k:{chunk[-1].chunk_index}:{chunk[-1].id}" if len(notes) > limit else None
+    return Page(items=[dataclasses.replace(x) for x in chunk], cursor=nxt)
+
+
 # ------------------------------------------------------------------------------------------ documents
 _UNFINISHED = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
 
@@ -183,9 +197,11 @@ class FakeDocumentStore:
     ) -> Page[Note]:
         with self._lock:
             items = [n for n in self.notes.values() if n.owner == owner]
-            if document_id is not None:
+            if document_id is not None:  # keyed by the last note's (chunk index, id), as the real
+                # stores are: a cursor stays valid when notes of the page before it are deleted
                 items = [n for n in items if n.document_id == document_id]
-                items.sort(key=lambda n: n.chunk_index)
+                items.sort(key=lambda n: (n.chunk_index, n.id))
+                return _keyed_page(items, limit, cursor)
             else:
                 items.sort(key=lambda n: (n.created_at, self._seq["n:" + n.id]), reverse=True)
             return _page(items, limit, cursor)

@@ -95,7 +95,7 @@ def test_a_1000_page_pdf_runs_through_the_state_machine_within_the_payload_limit
     # READY with the right chunk count: every page's chunks stored, indexed and searchable
     stored = stack.container.documents.get_document(OWNER, doc.id)
     assert stored is not None and stored.status == DocumentStatus.READY, stored
-    assert output["result"] == {"status": "READY", "chunkCount": chunk_count}
+    assert output["result"] == {"status": "READY", "chunkCount": chunk_count, "finished": True, "cursor": ""}
     assert stored.chunk_count == chunk_count > 3 * PAGES
     assert stack.container.index.count(OWNER) == chunk_count
     notes = stack.container.documents.list_notes(OWNER, document_id=doc.id, limit=10_000).items
@@ -118,6 +118,9 @@ def test_a_1000_page_pdf_runs_through_the_state_machine_within_the_payload_limit
     assert "MapRunStarted" in entered, sorted(set(entered))  # the Distributed Map ran ...
     assert "EmbedIndexDistributed" in entered and "EmbedIndexInline" not in entered  # ... alone
     assert calls[0]["step"] == "split" and calls[-1]["step"] == "finalize"
+    # finalize in bounded steps (FINALIZE_STEP_CHUNKS, 1,000): switching 3,901 chunks on, then
+    # looking at as many notes for the swap, takes 8 invocations, none of them the whole document
+    assert sum(1 for c in calls if c["step"] == "finalize") == -(-2 * chunk_count // 1000)
 
     # no payload near the 256 KB limit: what the steps received and returned, and every state's
     # input/output recorded in the history

@@ -176,10 +176,16 @@ class StaleSteps(IngestSteps):
             self._late()
         return plan
 
-    def finalize(
-        self, owner: str, document_id: str, chunk_count: int, version: str | None = None
+    def finalize_step(  # the state machine's step; the local pipeline's finalize runs it unbounded
+        self,
+        owner: str,
+        document_id: str,
+        chunk_count: int,
+        version: str | None = None,
+        cursor: str = "",
+        **kwargs: Any,
     ) -> dict[str, Any]:
-        result = super().finalize(owner, document_id, chunk_count, version)
+        result = super().finalize_step(owner, document_id, chunk_count, version, cursor, **kwargs)
         if self.late_after == "finalize" and result["status"] == "READY":
             self._late()
         return result

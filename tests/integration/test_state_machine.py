@@ -26,7 +26,9 @@ def test_a_document_runs_through_the_state_machine_to_ready(stack: Stack) -> Non
     (execution,) = stack.wait_for_all(1)
     assert execution["status"] == "SUCCEEDED", execution
     output = json.loads(execution["output"])
-    assert output["result"] == {"status": "READY", "chunkCount": output["split"]["chunkCount"]}
+    count = output["split"]["chunkCount"]  # a small document: finalize finishes in one step
+    assert output["result"] == {"status": "READY", "chunkCount": count, "finished": True, "cursor": ""}
+    assert [i["step"] for i in stack.invocations].count("finalize") == 1
 
     stored = stack.container.documents.get_document(OWNER, doc.id)
     assert stored is not None
@@ -134,7 +136,7 @@ def test_every_step_of_the_definition_gets_the_version_in_jsonpath() -> None:
         return found
 
     steps = tasks(definition["States"])
-    assert len(steps) == 5
+    assert len(steps) == 6  # split, embed (inline, distributed), finalize, fail and its next steps
     for state in steps:
         payload = state["Parameters"]["Payload"]  # type: ignore[index]
         assert payload.get("version.$") in ("$.version", "$.split.version"), payload

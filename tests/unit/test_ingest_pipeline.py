@@ -60,12 +60,16 @@ def test_every_stage_of_the_state_machine_fails_into_the_failure_step() -> None:
     asl = json.loads(ASL.read_text(encoding="utf-8"))
     states = asl["States"]
     failure_states = {name for name, s in states.items() if _step(s) == ON_FAILURE}
-    assert len(failure_states) == 1
+    assert failure_states == {"MarkFailed", "MarkFailedMore"}  # the step, then its bounded steps
     catching = [s for s in states.values() if s["Type"] in ("Task", "Map") and _step(s) != ON_FAILURE]
     assert catching
-    for state in catching:
+    for state in catching:  # every stage's failure enters the failure step at its first step
         catches = state.get("Catch") or []
-        assert any("States.ALL" in c["ErrorEquals"] and c["Next"] in failure_states for c in catches)
+        assert any("States.ALL" in c["ErrorEquals"] and c["Next"] == "MarkFailed" for c in catches)
+    # MarkFailedMore is only reached from MarkFailed's loop (FailDone), with the returned cursor
+    entering = {c["Next"] for s in states.values() for c in s.get("Choices", []) + s.get("Catch", [])}
+    assert "MarkFailedMore" in entering and states["MarkFailedMore"]["Next"] == states["MarkFailed"]["Next"]
+    assert states["MarkFailedMore"]["Parameters"]["Payload"]["cursor.$"] == "$.result.cursor"
 
 
 class Steps:

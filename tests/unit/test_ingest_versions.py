@@ -196,13 +196,15 @@ def test_the_step_handler_passes_the_executions_version_to_every_step() -> None:
     run_step(steps, {**base, "step": "split"})  # type: ignore[arg-type]
     run_step(steps, {**base, "step": "embed_index", "key": "k"})  # type: ignore[arg-type]
     run_step(steps, {**base, "step": "finalize", "chunkCount": 3})  # type: ignore[arg-type]
+    run_step(steps, {**base, "step": "finalize", "chunkCount": 3, "cursor": "swap:"})  # type: ignore[arg-type]
     run_step(steps, {**base, "step": "fail", "error": {"Cause": "x"}})  # type: ignore[arg-type]
     run_step(steps, {"step": "split", "owner": OWNER, "documentId": DOC, "version": None})  # type: ignore[arg-type]
     assert steps.calls == [
         ("split", OWNER, DOC, "v9"),
         ("embed_index", OWNER, DOC, "k", "v9"),
-        ("finalize", OWNER, DOC, 3, "v9"),
-        ("fail", OWNER, DOC, "x", "v9"),
+        ("finalize_step", OWNER, DOC, 3, "v9", ""),  # one bounded step, from the start
+        ("finalize_step", OWNER, DOC, 3, "v9", "swap:"),  # the next, from the state machine's cursor
+        ("fail_step", OWNER, DOC, "x", "v9", ""),
         ("split", OWNER, DOC, None),
     ]
 

@@ -69,10 +69,17 @@ def test_2500_batches_give_a_split_result_of_the_manifest_key_and_counts_and_end
         result, size = w.step({**base, "step": "embed_index", "key": item["key"]})
         assert result["indexed"] == 1
         largest = max(largest, size)
-    final, size = w.step({**base, "step": "finalize", "chunkCount": split["chunkCount"]})
-    largest = max(largest, size)
+    cursor, steps = "", 0  # finalize in bounded steps, as the state machine loops it (FinalizeDone)
+    while True:
+        final, size = w.step(
+            {**base, "step": "finalize", "chunkCount": split["chunkCount"], "cursor": cursor}
+        )
+        largest, steps, cursor = max(largest, size), steps + 1, final["cursor"]
+        if final["finished"]:
+            break
 
-    assert final == {"status": "READY", "chunkCount": split["chunkCount"]}
+    assert final == {"status": "READY", "chunkCount": split["chunkCount"], "finished": True, "cursor": ""}
+    assert steps >= 2 * split["chunkCount"] / 1000  # FINALIZE_STEP_CHUNKS: switch on, then swap
     stored = w.docs.get_document(OWNER, doc.id)
     assert stored is not None and stored.status == DocumentStatus.READY
     assert w.index.count(OWNER) == split["chunkCount"]

@@ -172,14 +172,13 @@ def test_a_workspace_too_large_for_one_request_is_deleted_over_several(env):
     for i in range(5):
         _doc(docs, index, blobs, team.id, f"d{i}")
 
-    removed, finished = service.delete_within("alice", team.id, 2.5)
-    assert (removed, finished) == (3, False)
+    assert service.delete_within("alice", team.id, 2.5) == (3, 3, False)
     left = docs.list_documents(team.id).items
     assert len(left) == 2 and index.count(team.id) == 2
     assert all(docs.get_notes(team.id, [f"{d.id}-00000"]) for d in left)  # each one whole
     assert service.require("alice", team.id).id == team.id  # the workspace is still there
 
-    assert service.delete_within("alice", team.id, 2.5) == (2, True)
+    assert service.delete_within("alice", team.id, 2.5) == (2, 2, True)
     assert docs.list_documents(team.id).items == [] and index.count(team.id) == 0
     with pytest.raises(NotFound):
         service.require("alice", team.id)
@@ -187,8 +186,8 @@ def test_a_workspace_too_large_for_one_request_is_deleted_over_several(env):
     other = service.create("alice", "Other")
     _doc(docs, index, blobs, other.id, "x0")
     _doc(docs, index, blobs, other.id, "x1")
-    assert service.delete_within("alice", other.id, 0.0) == (1, False)
-    assert service.delete_within("alice", other.id, 0.0) == (1, True)
+    assert service.delete_within("alice", other.id, 0.0) == (1, 1, False)
+    assert service.delete_within("alice", other.id, 0.0) == (1, 1, True)
 
 
 def test_the_api_answers_202_until_a_large_workspace_is_gone(monkeypatch):
@@ -206,8 +205,9 @@ def test_the_api_answers_202_until_a_large_workspace_is_gone(monkeypatch):
     assert json.loads(first["body"]) == {
         "id": ws,
         "documentsDeleted": 1,
+        "chunksDeleted": 1,
         "finished": False,
-        "message": "Deleted 1 document(s) so far: repeat the DELETE to delete the rest",
+        "message": "Deleted 1 document(s) and 1 chunk(s) so far: repeat the DELETE to delete the rest",
     }
     statuses = [api.call("DELETE", f"/workspaces/{ws}")["statusCode"] for _ in range(3)]
     assert statuses == [202, 204, 404]
@@ -313,3 +313,52 @@ def test_a_workspace_is_named_wherever_its_id_is_taken(env):
     with pytest.raises(ValidationError) as twice:
         service.require("alice", "Keepers")
     assert team.id in twice.value.message and twin.id in twice.value.message
+
+
+def test_a_workspace_of_big_documents_is_deleted_a_page_of_chunks_per_step(monkeypatch):
+    """Issue 44: a workspace DELETE no longer deletes each document in one go. Each request deletes
+    whole pages of chunks (``DELETE_PAGE``; each page's vectors, then its notes) and answers 202 once
+    its time is up, even in the middle of a document; the next request carries on; nothing of a
+    document is retrievable once its vectors are gone, and the last request answers 204."""
+    from ragchat.domain.models import SearchFilter
+    from ragchat.services import documents
+
+    from tests.unit.api_support import make_api
+
+    page = 20
+    monkeypatch.setattr(documents, "DELETE_PAGE", page)
+    api = make_api({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "0"})
+    ws = json.loads(api.call("POST", "/workspaces", body={"name": "Big"})["body"])["id"]
+    for n in range(3):
+        words = " ".join(f"d{n}w{i:05d}" for i in range(3 * page * 12))  # ~3 pages of chunks each
+        res = api.call("POST", "/notes", body={"text": words, "title": f"Doc {n}", "workspace": ws})
+        assert res["statusCode"] == 202
+    total = api.index.count(ws)
+    assert total > 3 * 2 * page
+
+    per_request: list[int] = []
+    index_delete = api.index.delete
+
+    def slow_delete(ids, **kw):
+        per_request[-1] += len(ids)
+        api.clock.advance(25.0)  # a page of vectors "takes" 25 s: one page per 20 s request
+        index_delete(ids, **kw)
+
+    api.index.delete = slow_delete
+    statuses, bodies = [], []
+    while True:
+        per_request.append(0)
+        res = api.call("DELETE", f"/workspaces/{ws}")
+        statuses.append(res["statusCode"])
+        if res["statusCode"] != 202:
+            break
+        bodies.append(json.loads(res["body"]))
+        assert api.call("GET", f"/workspaces/{ws}/members")["statusCode"] == 200  # still there
+    assert statuses[-1] == 204 and len(statuses) > 3  # more requests than documents: bounded steps
+    assert max(per_request) <= page  # no request deleted more than one page of vectors
+    assert all(b["finished"] is False and b["chunksDeleted"] <= page for b in bodies)
+    assert sum(b["chunksDeleted"] for b in bodies) + per_request[-1] == total
+    assert sum(b["documentsDeleted"] for b in bodies) in (2, 3)  # the last may end with the 204
+    assert api.index.count(ws) == 0
+    assert api.index.search([1.0] + [0.0] * 63, SearchFilter(owner=ws), 10) == []
+    assert api.call("GET", f"/workspaces/{ws}/members")["statusCode"] == 404

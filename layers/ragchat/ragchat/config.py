@@ -21,8 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # top hit's cosine similarity is below it (the seeds' rule). For a calibrated model it is the point
 # the decision was fitted at: the decision reads every similarity relative to MIN_SIMILARITY, so
 # setting it 0.05 higher than the default acts as if every similarity were 0.05 lower (fewer answers)
-# and lower the reverse. See docs/retrieval.md ("Answerability and MIN_SIMILARITY"),
-# bench/results/calibration.json and bench/results/grounding.json.
+# and lower the reverse. See docs/retrieval.md ("Answerability and MIN_SIMILARITY") and bench/results/.
 DEFAULT_MIN_SIMILARITY: dict[str, float] = {
     "bge-base-768": 0.65,  # the seeds' value for a 768-d BGE model
     "all-MiniLM-L6-v2": 0.40,  # measured: bench/results/calibration.md
@@ -189,6 +188,7 @@ class Settings(BaseSettings):
     max_extracted_chars: int = Field(40_000_000, alias="MAX_EXTRACTED_CHARS", ge=1000)
     max_text_expansion: float = Field(200.0, alias="MAX_TEXT_EXPANSION", ge=0)
     max_chunks_per_document: int = Field(50_000, alias="MAX_CHUNKS_PER_DOCUMENT", ge=1)
+    finalize_step_chunks: int = Field(1000, alias="FINALIZE_STEP_CHUNKS", ge=1)  # chunks per finalize step
     max_workspace_bytes: int = Field(0, alias="MAX_WORKSPACE_BYTES", ge=0)  # 0: no storage ceiling
 
     # --- auth (local) --------------------------------------------------------------------------

@@ -278,13 +278,13 @@ class VectorIndex(Protocol):
         *,
         chunk_count: int | None = None,
         tags: Sequence[str] = (),
+        chunks: tuple[int, int] | None = None,
     ) -> None:
-        """Switch a document's vectors on or off (``tags`` as in :meth:`delete_document`). With
-        ``chunk_count`` (ingestion's finalize; ``tags`` then names the new version's one tag, none for
-        ids without a version), return only once that version's ``chunk_count`` vectors are searchable
-        in the new state and no copy of them from before is (a near-real-time store waits, bounded, or
-        raises ``TransientError``). The previous version's vectors, still there during a
-        replacement, are not counted: ingestion removes them once the new version is READY."""
+        """Switch a document's vectors on or off (``tags`` as in :meth:`delete_document`); ``chunks``
+        ``(start, stop)``: only chunk indexes ``start <= i < stop`` (a finalize step). With ``chunk_count``
+        (finalize; ``tags``: the new version's tag, none for ids without one), return once that version's
+        vectors (of the range) are searchable in the new state and no earlier copy is (a near-real-time
+        store waits, bounded, or raises ``TransientError``); the previous version's are not counted."""
         ...
 
     def count(self, owner: str) -> int:

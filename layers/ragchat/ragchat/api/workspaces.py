@@ -74,14 +74,16 @@ def router(container: Container) -> APIGatewayRouter:
         tags=["workspaces"],
     )
     def delete(workspace_id: Annotated[str, Path()]) -> Response[Any]:
-        removed, finished = container.workspaces.delete_within(who(), workspace_id, DELETE_SECONDS)
-        if finished:
+        done = container.workspaces.delete_within(who(), workspace_id, DELETE_SECONDS)
+        if done.finished:
             return Response(status_code=204, content_type=None, body=None)
         body = {
             "id": workspace_id,
-            "documentsDeleted": removed,
+            "documentsDeleted": done.documents,
+            "chunksDeleted": done.chunks,
             "finished": False,
-            "message": f"Deleted {removed} document(s) so far: repeat the DELETE to delete the rest",
+            "message": f"Deleted {done.documents} document(s) and {done.chunks} chunk(s) so far: "
+            "repeat the DELETE to delete the rest",
         }
         return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=body)
 

@@ -24,7 +24,12 @@ class WorkspaceRoot(Backends):
         from ragchat.services.workspaces import WorkspaceService
 
         deleter = DocumentService(
-            self.documents, self.index, self.blobs, held=self.workspace_bytes, attempts=self.ingest_attempts
+            self.documents,
+            self.index,
+            self.blobs,
+            held=self.workspace_bytes,
+            attempts=self.ingest_attempts,
+            clock=self.clock,
         )
 
         # a member added is looked up (Cognito on AWS; locally the users file, else the name is the
@@ -39,6 +44,7 @@ class WorkspaceRoot(Backends):
             self.blobs,
             resolve_member=resolve_member,
             held=self.workspace_bytes,
+            clock=self.clock,  # a DELETE's time budget (the tests' clock is injected)
         )
 
     def conversation_scope(self, conv: Conversation) -> dict[str, str]:

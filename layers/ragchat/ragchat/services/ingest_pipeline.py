@@ -1,6 +1,7 @@
 """The ingestion pipeline, defined once: its stages in order and what a failure of each means.
 
-``split`` (once) → ``embed_index`` (once per batch of chunks) → ``finalize`` (once); a failure of
+``split`` (once) → ``embed_index`` (once per batch of chunks) → ``finalize`` (in bounded steps,
+``FINALIZE_STEP_CHUNKS`` chunks each, until ``finished``); a failure of
 any stage runs ``fail`` with the stage's message (the document is ``FAILED``, nothing of it left
 searchable), except that a document deleted meanwhile is cleaned up quietly. The Step Functions
 state machine (``statemachine/ingest.asl.json``, checked against :data:`STAGES` by
@@ -66,10 +67,12 @@ def run_step(steps: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
         return state_machine_result(steps.split(owner, document_id, version))
     if step == EMBED_INDEX.step:
         return steps.embed_index(owner, document_id, str(event["key"]), version)
-    if step == FINALIZE.step:
-        return steps.finalize(owner, document_id, int(event.get("chunkCount") or 0), version)
-    if step == ON_FAILURE:
-        return steps.fail(owner, document_id, step_error(event.get("error")), version)
+    if step == FINALIZE.step:  # one bounded step; the state machine loops on ``finished``
+        cursor = str(event.get("cursor") or "")
+        return steps.finalize_step(owner, document_id, int(event.get("chunkCount") or 0), version, cursor)
+    if step == ON_FAILURE:  # one bounded step too; the state machine loops on ``finished``
+        cursor = str(event.get("cursor") or "")
+        return steps.fail_step(owner, document_id, step_error(event.get("error")), version, cursor)
     raise ValueError(f"unknown ingestion step {step!r}")
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from ragchat.domain.clock import Clock, parse_iso, system_clock, utc_iso
+from ragchat.domain.clock import Clock, system_clock, utc_iso
 from ragchat.domain.errors import NotFound, ValidationError
 from ragchat.domain.file_errors import interrupted
 from ragchat.domain.ids import note_id, version_tags
@@ -37,7 +37,8 @@ from ragchat.domain.intake import human_error
 from ragchat.domain.models import Chunk, Document, DocumentStatus, Note, VectorRecord
 from ragchat.domain.parsing import InProcessParser, Parsed, ParseJob, ParsingInterrupted, parse_document
 from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key, work_prefix
-from ragchat.services.metrics import INGESTION_FAILED, INGESTION_SECONDS, NO_METRICS
+from ragchat.services.ingest_finalize import SUPERSEDED, FinalizeSteps
+from ragchat.services.metrics import INGESTION_FAILED, NO_METRICS
 from ragchat.services.split_batches import write_batches
 
 if TYPE_CHECKING:
@@ -75,13 +76,12 @@ def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[
             return ids
 
 
-SUPERSEDED = "SUPERSEDED"
 # A run's start (a resumed or repeated one too: its progress starts again) and its split's end.
 _STARTED = {"status": DocumentStatus.PROCESSING, "error": None, "chunks_total": None, "chunks_done": 0}
 _INDEXING = {"chunks_done": 0}
 
 
-class IngestSteps:
+class IngestSteps(FinalizeSteps):
     """The pipeline's steps. Each takes and returns JSON-able values so a Lambda can run one step."""
 
     def __init__(
@@ -140,35 +140,12 @@ class IngestSteps:
     def _remove_notes(
         self, owner: str, document_id: str, ids: list[str], reason: str, *, settled: bool = False
     ) -> None:
+        if not ids:
+            return
+        self.index.delete(sorted(ids), settled=settled)  # vectors first: none is left without its note
         for nid in ids:
             self.documents.delete_note(owner, nid)
-        if ids:
-            self.index.delete(sorted(ids), settled=settled)
-            logger.info(f"ingest.{reason}", extra={"documentId": document_id, "notes": len(ids)})
-
-    def _swap(self, owner: str, document_id: str, version: str | None, chunk_count: int) -> None:
-        """Write-then-swap, the swap: once this version is READY, every other note of the document
-        goes with its vector (the previous version's, and any a stale run of an older version wrote
-        late), and ids of this version at or beyond its chunk count."""
-        keep = {note_id(document_id, i, version) for i in range(chunk_count)}
-        others = [n for n in self._note_ids_of(owner, document_id) if n not in keep]
-        # settled: on a near-real-time index, READY is returned once the previous version is gone
-        self._remove_notes(owner, document_id, others, "swapped", settled=True)
-
-    def _remove_version(self, owner: str, document_id: str, version: str | None) -> int:
-        """A failed run of ``version`` takes back what it wrote; the notes of other versions (the
-        previous, READY one) stay. Returns how many notes of the document remain."""
-        if version is None:  # no version to tell the runs apart: everything goes
-            self._remove_indexed(owner, document_id)
-            return 0
-        ids = self._note_ids_of(owner, document_id)
-        tag = note_id("", 0, version)[len("-00000") :]  # the id suffix of this version's notes
-        mine = [n for n in ids if n.endswith(tag)]
-        self._remove_notes(owner, document_id, mine, "failed_version_removed")
-        remaining = len(ids) - len(mine)
-        if remaining == 0:  # nothing else of the document: also vectors a crash left without a note
-            self.index.delete_document(owner, document_id, tags=version_tags(ids, version))
-        return remaining
+        logger.info(f"ingest.{reason}", extra={"documentId": document_id, "notes": len(ids)})
 
     def _remove_indexed(self, owner: str, document_id: str, version: str | None = None) -> None:
         ids = self.documents.delete_notes_of_document(owner, document_id)
@@ -402,42 +379,6 @@ class IngestSteps:
                 logger.warning("evidence.store_failed", extra={"error": f"{type(exc).__name__}: {exc}"})
         return len(notes)
 
-    def finalize(
-        self, owner: str, document_id: str, chunk_count: int, version: str | None = None
-    ) -> dict[str, Any]:
-        doc = self._current(owner, document_id, version, "finalize")
-        if doc is None:
-            self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
-            return {"status": SUPERSEDED, "chunkCount": 0}
-        version = version if version is not None else doc.version
-        tags = version_tags((), version)  # this version's: its note ids are <doc>-NNNNNv<tag>
-        if doc.enabled:  # READY = searchable
-            self.index.set_enabled(owner, document_id, True, chunk_count=int(chunk_count), tags=tags)
-        updated = self.documents.update_document(
-            owner,
-            document_id,
-            {"status": DocumentStatus.READY, "chunk_count": int(chunk_count), "error": None},
-        )
-        if updated is None:  # deleted at the last moment: leave nothing behind
-            self._remove_indexed(owner, document_id, version)
-            raise NotFound(f"Document {document_id} not found (deleted while ingesting?)")
-        if not updated.enabled and doc.enabled:  # disabled while we were switching on
-            self.index.set_enabled(owner, document_id, False, tags=tags)
-        self._swap(owner, document_id, version, int(chunk_count))  # only now: the new version is READY
-        if self.attempts is not None:
-            self.attempts.end(owner, document_id, version)
-        self.blobs.delete_prefix(work_prefix(document_id, version))
-        now = self.clock()
-        extra: dict[str, Any] = {"documentId": document_id, "chunkCount": int(chunk_count)}
-        try:
-            extra["totalMs"] = round((now - parse_iso(doc.created_at)) * 1000, 1)
-            self.metrics.add(INGESTION_SECONDS, extra["totalMs"] / 1000, unit="Seconds")
-            extra["processingMs"] = round((now - parse_iso(doc.updated_at)) * 1000, 1)
-        except (ValueError, TypeError):
-            pass
-        logger.info("ingest.ready", extra=extra)
-        return {"status": DocumentStatus.READY.value, "chunkCount": int(chunk_count)}
-
     def abandon(self, owner: str, document_id: str) -> None:
         """Clean up after a document deleted while it was being ingested: its notes, vectors and
         batch files go (the deletion may have raced with a batch being stored)."""
@@ -448,7 +389,23 @@ class IngestSteps:
 
     def fail(self, owner: str, document_id: str, error: str, version: str | None = None) -> dict[str, Any]:
         """The document is ``FAILED`` with ``error``; what this run wrote goes. A failed replacement
-        leaves the previous version searchable (``chunkCount`` then counts its chunks)."""
+        leaves the previous version searchable (``chunkCount`` then counts its chunks). Unbounded (the
+        local pipeline, the reconciler): :meth:`fail_step` is the state machine's bounded step."""
+        result = self._failing(owner, document_id, error, version, "", None)
+        return {"status": result["status"], "error": result["error"]}
+
+    def fail_step(
+        self, owner: str, document_id: str, error: str, version: str | None = None, cursor: str = ""
+    ) -> dict[str, Any]:
+        """One bounded step of :meth:`fail` (``MarkFailed``, looped by the state machine until
+        ``finished``): this run's notes and vectors are removed ``FINALIZE_STEP_CHUNKS`` notes looked
+        at per call, then the record says FAILED. ``{"status", "error", "finished", "cursor"}``."""
+        budget = max(1, int(self.settings.finalize_step_chunks))
+        return self._failing(owner, document_id, error, version, cursor, budget)
+
+    def _failing(
+        self, owner: str, document_id: str, error: str, version: str | None, cursor: str, budget: int | None
+    ) -> dict[str, Any]:
         message = human_error(error)
         try:
             doc = self._current(owner, document_id, version, "fail")
@@ -457,15 +414,32 @@ class IngestSteps:
             doc, superseded = None, False
         if superseded:
             self.blobs.delete_prefix(work_prefix(document_id, version))  # only this run's own batches
-            return {"status": SUPERSEDED, "error": message}
+            return {"status": SUPERSEDED, "error": message, "finished": True, "cursor": ""}
         run_version = version if version is not None else (doc.version if doc is not None else None)
-        remaining = self._remove_version(owner, document_id, run_version) if doc is not None else 0
-        if doc is None:
+        remaining = 0
+        if doc is None or run_version is None:  # deleted, or no version to tell the runs apart: all goes
             self._remove_indexed(owner, document_id, version)
+        else:  # this version's notes, a page at a time; the previous version's (if any) stay
+            kept, _, at = (cursor.removeprefix("remove:") or "0:").partition(":")
+            remaining = int(kept or 0)
+            tag = note_id("", 0, run_version)[len("-00000") :]  # the id suffix of this version's notes
+            while True:
+                page = self.documents.list_notes(
+                    owner, document_id=document_id, limit=budget or 1000, cursor=at or None
+                )
+                mine = [n.id for n in page.items if n.id.endswith(tag)]
+                remaining += len(page.items) - len(mine)
+                self._remove_notes(owner, document_id, mine, "failed_version_removed")
+                at = page.cursor or ""
+                if at and budget is not None:
+                    return {"status": DocumentStatus.PROCESSING.value, "error": message, "finished": False,
+                            "cursor": f"remove:{remaining}:{at}"}  # fmt: skip
+                if not at:
+                    break
+            if remaining == 0:  # nothing else of the document: also vectors a crash left without a note
+                self.index.delete_document(owner, document_id, tags=version_tags((), run_version))
         self.documents.update_document(
-            owner,
-            document_id,
-            {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining},
+            owner, document_id, {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining}
         )
         self.blobs.delete_prefix(work_prefix(document_id, version))
         if self.attempts is not None:
@@ -474,4 +448,4 @@ class IngestSteps:
             "ingest.failed", extra={"documentId": document_id, "error": message, "previousKept": remaining}
         )
         self.metrics.add(INGESTION_FAILED)
-        return {"status": DocumentStatus.FAILED.value, "error": message}
+        return {"status": DocumentStatus.FAILED.value, "error": message, "finished": True, "cursor": ""}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
@@ -39,6 +39,16 @@ if TYPE_CHECKING:
 logger = Logger(service="ragchat", child=True)
 
 PERSONAL_NAME = "Personal"
+
+
+class WorkspaceDeletion(NamedTuple):
+    """What one call of :meth:`WorkspaceService.delete_within` did."""
+
+    documents: int  # documents deleted whole by this call
+    chunks: int  # chunks (notes and their vectors) deleted by this call
+    finished: bool  # the workspace is gone
+
+
 MAX_NAME_CHARS = 100
 _RANK = {Role.VIEWER: 0, Role.EDITOR: 1, Role.OWNER: 2}
 _NEEDS = {Role.VIEWER: "read", Role.EDITOR: "change documents in", Role.OWNER: "manage"}
@@ -205,26 +215,36 @@ class WorkspaceService:
     def delete(self, user: str, workspace_id: str) -> int:
         """Delete the workspace, its documents (notes, vectors, blobs) and memberships; returns how
         many documents went. Conversations that searched it keep their messages."""
-        return self.delete_within(user, workspace_id, None)[0]
+        return self.delete_within(user, workspace_id, None).documents
 
-    def delete_within(self, user: str, workspace_id: str, seconds: float | None) -> tuple[int, bool]:
-        """:meth:`delete`, stopping between two documents once ``seconds`` have passed (an API
-        request must answer inside API Gateway's 29 s), after one document at least (every call makes
-        progress): ``(documents deleted, finished)``. Not
-        finished, the workspace and its remaining documents stay as they are, and calling again
-        carries on (each document is deleted whole, so nothing is left half-deleted)."""
+    def delete_within(self, user: str, workspace_id: str, seconds: float | None) -> WorkspaceDeletion:
+        """:meth:`delete` in bounded steps: each document is deleted a page of chunks at a time
+        (:meth:`DocumentService.delete_within`), and once ``seconds`` have passed the call stops
+        between two pages (an API request must answer inside API Gateway's 29 s), after one page at
+        least (every call makes progress): ``(documents deleted, chunks deleted, finished)``. Not
+        finished, the workspace stays with its remaining documents (a document stopped midway is
+        still listed, with fewer chunks: its vectors go before its notes, so nothing of it is
+        retrievable without its note), and calling again carries on."""
         access = self._shared(user, workspace_id, Role.OWNER)
-        deadline = None if seconds is None else self.clock() + seconds
-        removed = 0
+        started = 0.0 if seconds is None else self.clock()
+        removed = chunks = 0
+        progressed = False
         while True:
             page = self.documents.list_documents(access.id, limit=100)
             for doc in page.items:
-                if deadline is not None and removed and self.clock() >= deadline:  # one at least
-                    logger.info(
-                        "workspaces.delete_paused", extra={"workspaceId": access.id, "documents": removed}
-                    )
-                    return removed, False
-                self.deleter.delete(access.id, doc.id)
+                left: float | None = None
+                if seconds is not None:
+                    now = self.clock() if progressed else started
+                    if progressed and now >= started + seconds:  # after one page at least
+                        return self._paused(access.id, removed, chunks)
+                    left = max(0.0, started + seconds - now)
+                try:
+                    notes, done = self.deleter.delete_within(access.id, doc.id, left)
+                except NotFound:  # deleted meanwhile (another request): nothing left to do for it
+                    continue
+                progressed, chunks = True, chunks + notes
+                if not done:
+                    return self._paused(access.id, removed, chunks)
                 removed += 1
             if not page.items:
                 break
@@ -233,8 +253,18 @@ class WorkspaceService:
         self.store.delete_workspace(access.id)
         if self.held is not None:  # its byte ledger (ws-bytes:<id>) is not left behind
             self.held.forget(access.id)
-        logger.info("workspaces.deleted", extra={"workspaceId": access.id, "documents": removed})
-        return removed, True
+        logger.info(
+            "workspaces.deleted", extra={"workspaceId": access.id, "documents": removed, "chunks": chunks}
+        )
+        return WorkspaceDeletion(removed, chunks, True)
+
+    @staticmethod
+    def _paused(workspace_id: str, documents: int, chunks: int) -> WorkspaceDeletion:
+        logger.info(
+            "workspaces.delete_paused",
+            extra={"workspaceId": workspace_id, "documents": documents, "chunks": chunks},
+        )
+        return WorkspaceDeletion(documents, chunks, False)
 
     # ------------------------------------------------------------------ members
     def members(self, user: str, workspace_id: str) -> list[Membership]:

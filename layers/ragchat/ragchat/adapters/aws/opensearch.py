@@ -422,18 +422,21 @@ class OpenSearchVectorIndex:
         )
         return int(resp.get("deleted", 0))
 
-    def set_enabled(self, owner: str, document_id: str, enabled: bool, *,
-                    chunk_count: int | None = None, tags: Sequence[str] = ()) -> None:  # fmt: skip
-        """Flip every version's chunks (by ``document_id``; ``tags`` are not needed). On Serverless with
-        ``chunk_count``: wait until the version's chunks are all visible, flip, wait until exactly those
-        are, all in the new state (:mod:`~ragchat.adapters.aws.opensearch_searchable`)."""
+    def set_enabled(self, owner: str, document_id: str, enabled: bool, *, chunk_count: int | None = None,
+                    tags: Sequence[str] = (), chunks: tuple[int, int] | None = None) -> None:  # fmt: skip
+        """Flip every version's chunks (by ``document_id``, within ``chunks`` if given). On Serverless
+        with ``chunk_count``: wait until the version's chunks (within ``chunks``) are all visible, flip,
+        wait until exactly those are, all in the new state (:mod:`.opensearch_searchable`)."""
         wait = chunk_count is not None and not self.refresh
-        version = version_query(owned_query(owner, document_id), document_id, int(chunk_count or 0), tags)
+        first, stop = chunks if chunks is not None else (0, int(chunk_count or 0))
+        stop = min(stop, int(chunk_count)) if chunk_count is not None else stop
+        version = version_query(owned_query(owner, document_id), document_id, stop, tags, first)
         if wait:  # every chunk visible: a retried batch's second copy counts once (by note id)
-            self._await_visible(version, document_id, int(chunk_count or 0), None, self._count_distinct)
-        self._once.run("set_enabled", lambda _: self._set_enabled(owner, document_id, enabled))
+            self._await_visible(version, document_id, stop - first, None, self._count_distinct)
+        flip = owned_query(owner, document_id, chunks)
+        self._once.run("set_enabled", lambda _: self._set_enabled(flip, enabled))
         if wait:  # exactly one copy of each, in the new state (the flip dropped any other copy)
-            self._await_visible(version, document_id, int(chunk_count or 0), enabled)
+            self._await_visible(version, document_id, stop - first, enabled)
 
     def _await_visible(self, query: dict[str, Any], label: str, count: int, enabled: bool | None,
                        counter: Callable[[dict[str, Any]], int] | None = None) -> None:  # fmt: skip
@@ -448,24 +451,16 @@ class OpenSearchVectorIndex:
             sleep=self._wake.sleep,
         )
 
-    def _set_enabled(self, owner: str, document_id: str, enabled: bool) -> None:
+    def _set_enabled(self, query: dict[str, Any], enabled: bool) -> None:
         if not self._exists():
             return
-        query = owned_query(owner, document_id)
         if self.server_ids:
             self._flip_by_reindex(query, enabled)
             return
+        script = {"source": "ctx._source.enabled = params.enabled", "lang": "painless"}
+        body = {"query": query, "script": {**script, "params": {"enabled": enabled}}}
         self._client.update_by_query(
-            index=self.index,
-            body={
-                "query": query,
-                "script": {
-                    "source": "ctx._source.enabled = params.enabled",
-                    "lang": "painless",
-                    "params": {"enabled": enabled},
-                },
-            },
-            params={"conflicts": "proceed", **self._refresh_params()},
+            index=self.index, body=body, params={"conflicts": "proceed", **self._refresh_params()}
         )
 
     def _flip_by_reindex(self, query: dict[str, Any], enabled: bool) -> None:

@@ -56,9 +56,13 @@ def pipeline_body() -> dict[str, Any]:
     }
 
 
-def owned_query(owner: str, document_id: str) -> dict[str, Any]:
-    """One document's notes (delete, enable/disable: always within one owner)."""
-    return {"bool": {"filter": [{"term": {"owner": owner}}, {"term": {"document_id": document_id}}]}}
+def owned_query(owner: str, document_id: str, chunks: tuple[int, int] | None = None) -> dict[str, Any]:
+    """One document's notes (delete, enable/disable: always within one owner); with ``chunks``
+    ``(start, stop)``, those of chunk indexes ``start <= i < stop`` (a step of finalize)."""
+    clauses: list[dict[str, Any]] = [{"term": {"owner": owner}}, {"term": {"document_id": document_id}}]
+    if chunks is not None:
+        clauses.append({"range": {"chunk_index": {"gte": int(chunks[0]), "lt": int(chunks[1])}}})
+    return {"bool": {"filter": clauses}}
 
 
 def owner_clause(owners: tuple[str, ...]) -> dict[str, Any]:

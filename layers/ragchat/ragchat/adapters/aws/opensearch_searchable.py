@@ -27,13 +27,13 @@ logger = logging.getLogger("ragchat.adapters.opensearch")
 
 
 def version_query(
-    document_query: dict[str, Any], document_id: str, chunk_count: int, tags: Sequence[str]
+    document_query: dict[str, Any], document_id: str, chunk_count: int, tags: Sequence[str], first: int = 0
 ) -> dict[str, Any]:
     """The chunks of one version of a document: ``document_query`` (a ``bool`` query with a
-    ``filter`` list selecting the document) narrowed to the version's ``chunk_count`` note ids;
-    ``tags`` names the version's tag (none: ids without a version)."""
+    ``filter`` list selecting the document) narrowed to the version's note ids of chunk indexes
+    ``first`` to ``chunk_count - 1``; ``tags`` names the version's tag (none: ids without a version)."""
     tag = tags[0] if tags else None
-    ids = [tagged_note_id(document_id, i, tag) for i in range(chunk_count)]
+    ids = [tagged_note_id(document_id, i, tag) for i in range(first, chunk_count)]
     return {"bool": {"filter": [*document_query["bool"]["filter"], {"terms": {"note_id": ids}}]}}
 
 

@@ -170,6 +170,22 @@ class S3VectorsIndex:
                 yield [v for v in vectors if (v.get("metadata") or {}).get("owner") == owner]
                 start += GET_BATCH
 
+    def _range_vectors(
+        self, owner: str, document_id: str, tags: Sequence[str], chunks: tuple[int, int]
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The document's vectors of chunk indexes ``start <= i < stop`` (one step of finalize), by
+        their keys: for the untagged ids and each version tag, :data:`GET_BATCH` keys per call."""
+        start, stop = int(chunks[0]), int(chunks[1])
+        for tag in [None, *dict.fromkeys(tags)]:
+            for first in range(start, stop, GET_BATCH):
+                keys = [
+                    tagged_note_id(document_id, i, tag) for i in range(first, min(first + GET_BATCH, stop))
+                ]
+                got = self._client.get_vectors(
+                    **self._where(), keys=keys, returnData=True, returnMetadata=True
+                )
+                yield [v for v in got.get("vectors", []) if (v.get("metadata") or {}).get("owner") == owner]
+
     def _delete_keys(self, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), DELETE_BATCH):
             self._client.delete_vectors(**self._where(), keys=list(keys[start : start + DELETE_BATCH]))
@@ -265,9 +281,15 @@ class S3VectorsIndex:
         *,
         chunk_count: int | None = None,
         tags: Sequence[str] = (),
+        chunks: tuple[int, int] | None = None,
     ) -> None:  # strongly consistent: searchable once written
         rewritten: list[dict[str, Any]] = []
-        for found in self._document_vectors(owner, document_id, tags, data=True):
+        found_vectors = (
+            self._document_vectors(owner, document_id, tags, data=True)
+            if chunks is None
+            else self._range_vectors(owner, document_id, tags, chunks)
+        )
+        for found in found_vectors:
             rewritten += [
                 {"key": v["key"], "data": v["data"], "metadata": {**v["metadata"], "enabled": enabled}}
                 for v in found

@@ -80,6 +80,11 @@ def _scores(vectors: FloatArray, query: FloatArray, blas_min_rows: int = BLAS_MI
     return result
 
 
+# set_enabled's statements (their WHERE clause is built from fixed fragments only)
+_SELECT_IDS = "SELECT id FROM vectors WHERE "
+_UPDATE_ENABLED = "UPDATE vectors SET enabled = ? WHERE "
+
+
 class LocalVectorIndex:
     """``VectorIndex`` persisted in the shared SQLite database (see the module docstring)."""
 
@@ -453,18 +458,26 @@ class LocalVectorIndex:
         *,
         chunk_count: int | None = None,
         tags: Sequence[str] = (),
+        chunks: tuple[int, int] | None = None,
     ) -> None:  # searchable at once, by the document id column: chunk_count and tags are not needed
+        where = "owner = ? AND document_id = ?"
+        params: list[object] = [owner, document_id]
+        if chunks is not None:  # one step of finalize: these chunk indexes only (every version's)
+            where += " AND chunk_index >= ? AND chunk_index < ?"
+            params += [int(chunks[0]), int(chunks[1])]
         with self._lock:
             with self.db.write() as conn:
                 before = self._bump(conn)
-                conn.execute(
-                    "UPDATE vectors SET enabled = ? WHERE owner = ? AND document_id = ?",
-                    (int(bool(enabled)), owner, document_id),
-                )
+                ids = [] if chunks is None else [r["id"] for r in conn.execute(_SELECT_IDS + where, params)]
+                conn.execute(_UPDATE_ENABLED + where, [int(bool(enabled)), *params])
             if self._after_write(before):
                 matrix = self._matrix
                 assert matrix is not None
-                matrix.enabled[matrix.rows_of_document(owner, document_id)] = bool(enabled)
+                if chunks is None:
+                    matrix.enabled[matrix.rows_of_document(owner, document_id)] = bool(enabled)
+                else:
+                    rows = [row for i in ids if (row := matrix.row_of.get(i)) is not None]
+                    matrix.enabled[rows] = bool(enabled)
                 matrix.masks.clear()
 
     def count(self, owner: str) -> int:
