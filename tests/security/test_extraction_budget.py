@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from ragchat.domain.extraction import CpuBudget, ExtractionError, extract, flatten_html
+from ragchat.domain.extraction import ExtractionError, extract, flatten_html
 from ragchat.domain.models import DocumentStatus
+from ragchat.domain.read_budget import CpuBudget
 
 from tests.unit.api_support import make_api
 

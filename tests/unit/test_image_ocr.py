@@ -280,7 +280,8 @@ class SlowOcr:
 def test_the_engines_time_counts_against_the_documents_cpu_budget() -> None:
     """Tesseract works in its own process, which this thread's CPU clock does not see: each page's
     time is charged to the budget, so a long scan stops at PARSE_CPU_SECONDS instead of reading on."""
-    from ragchat.domain.extraction import CpuBudget, extract
+    from ragchat.domain.extraction import extract
+    from ragchat.domain.read_budget import CpuBudget
 
     scan = scanned_pdf([[f"page {n}"] for n in range(5)], width=300)
     wall = [0.0]

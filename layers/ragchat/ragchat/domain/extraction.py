@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import io
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ragchat.domain.content_types import (
@@ -52,13 +51,13 @@ from ragchat.domain.content_types import (
 )
 from ragchat.domain.errors import ExtractionError as ExtractionError
 from ragchat.domain.errors import ValidationError
-from ragchat.domain.file_errors import too_slow_to_read, unsupported_type
+from ragchat.domain.file_errors import unsupported_type
 from ragchat.domain.images import MAX_IMAGE_PIXELS, NO_OCR, NO_TEXT_IN_IMAGE, scanned_unread
+from ragchat.domain.read_budget import CpuBudget, Page
 
 if TYPE_CHECKING:
     from ragchat.domain.images import TextRecognizer
 
-Page = tuple[str, dict[str, Any]]
 
 SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
     TEXT: (".txt", ".text"),
@@ -103,45 +102,6 @@ PRIMARY_EXTENSIONS: dict[str, str] = {ctype: exts[0] for ctype, exts in SUPPORTE
 
 MAX_HTML_DEPTH = 256
 MAX_EXTRACTION_CPU_S = 60.0
-
-
-class CpuBudget:
-    """CPU seconds of the current thread a document may still spend (``time.thread_time``)."""
-
-    def __init__(
-        self,
-        seconds: float,
-        clock: Callable[[], float] = time.thread_time,
-        wall: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.seconds = seconds
-        self.clock = clock
-        self.wall = wall  # times what another process does for the document (``elsewhere``)
-        self.started = clock()
-        self.elsewhere = 0.0  # seconds spent by another process for this document (the OCR engine)
-        self.chars_left: int | None = None  # extracted text still allowed (``None``: no ceiling)
-        self.too_much_text = ""  # the refusal once it is spent
-
-    def text(self, chars: int) -> None:
-        """Count ``chars`` more characters of extracted text against the text ceiling (if any)."""
-        if self.chars_left is None:
-            return
-        self.chars_left -= chars
-        if self.chars_left < 0:
-            raise ExtractionError(self.too_much_text)
-
-    def left(self) -> float:
-        """Seconds of the budget not yet spent."""
-        return self.seconds - self.used()
-
-    def used(self) -> float:
-        """This thread's CPU since the start, and the time other processes worked for it."""
-        return self.clock() - self.started + self.elsewhere
-
-    def check(self, stage: str) -> None:
-        used = self.used()
-        if used > self.seconds:  # the child reader's CPU limit says the same (domain.file_errors)
-            raise ExtractionError(too_slow_to_read(self.seconds).replace(" of CPU.", f" of CPU ({stage})."))
 
 
 def supported_description() -> str:

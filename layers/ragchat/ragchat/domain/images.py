@@ -21,7 +21,7 @@ from ragchat.domain.errors import ExtractionError
 from ragchat.domain.file_errors import too_slow_to_read
 
 if TYPE_CHECKING:
-    from ragchat.domain.extraction import CpuBudget
+    from ragchat.domain.read_budget import CpuBudget
 
 #: the most pages (TIFF frames) one image may hold
 MAX_IMAGE_PAGES = 100

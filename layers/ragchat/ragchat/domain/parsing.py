@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from ragchat.domain.content_types import EXTRACTED_TYPES, MARKDOWN, MARKDOWN_TEXT_TYPES
 from ragchat.domain.errors import ValidationError
-from ragchat.domain.extraction import CpuBudget, Page, check_pdf, extract
+from ragchat.domain.extraction import check_pdf, extract
 from ragchat.domain.file_errors import too_many_chunks
 from ragchat.domain.images import MAX_IMAGE_PIXELS
 from ragchat.domain.models import Chunk
+from ragchat.domain.read_budget import CpuBudget, Page
 
 if TYPE_CHECKING:
     from ragchat.domain.images import TextRecognizer

@@ -17,8 +17,8 @@ from ragchat.domain.content_types import PNG
 from ragchat.domain.errors import ExtractionError
 
 if TYPE_CHECKING:
-    from ragchat.domain.extraction import CpuBudget, Page
     from ragchat.domain.images import TextRecognizer
+    from ragchat.domain.read_budget import CpuBudget, Page
 
 #: PDFium is not thread-safe: every use of it in a process holds this lock (the viewer's renderer too)
 PDFIUM_LOCK = threading.Lock()
