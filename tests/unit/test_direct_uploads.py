@@ -307,3 +307,17 @@ def test_a_replay_refused_leaves_what_the_upload_became(local_api: Api) -> None:
     assert post_file(local_api, ticket, b"Rewritten.\n")["statusCode"] == 409  # the grant is used
     said = _said(local_api, ticket)
     assert "refused" not in said and said["documentId"] == ticket["documentId"]
+
+
+def test_an_upload_over_the_daily_ceiling_says_so_in_the_uploads_status() -> None:
+    api = make_api(
+        {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "100", "INGEST_DOCUMENTS_PER_DAY": "1"}
+    )
+    first = body(presign(api, {"filename": "one.txt"}))
+    assert post_file(api, first, b"The first file of the day.\n")["statusCode"] == 201
+    second = body(presign(api, {"filename": "two.txt"}))
+    landed = post_file(api, second, b"The second file of the day.\n")
+    assert landed["statusCode"] == 429, landed
+    said = _said(api, second)["refused"]
+    assert said == {"status": 429, "message": body(landed)["error"]}
+    assert said["message"].startswith("Daily document limit reached")
