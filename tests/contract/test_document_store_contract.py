@@ -427,7 +427,9 @@ def test_what_an_upload_became_is_kept_for_its_workspace_until_it_expires(docume
     assert document_store.upload_outcome("ws_team", upload, now=now + 3600) is None  # expired
 
 
-def test_an_upload_refused_keeps_its_status_and_message(document_store, clock: FakeClock):
+def test_an_upload_refused_keeps_its_status_and_message(
+    document_store: DocumentStore, clock: FakeClock
+) -> None:
     """A refused upload says why (``GET /uploads/{uploadId}``), in every store; an outcome written
     without a refusal reads back as not refused."""
     from ragchat.domain.uploads import UploadOutcome

@@ -321,3 +321,17 @@ def test_an_upload_over_the_daily_ceiling_says_so_in_the_uploads_status() -> Non
     said = _said(api, second)["refused"]
     assert said == {"status": 429, "message": body(landed)["error"]}
     assert said["message"].startswith("Daily document limit reached")
+
+
+def test_a_body_declared_too_large_before_it_is_read_says_so_in_the_uploads_status(local_api: Api) -> None:
+    """``ragchat serve`` checks the grant against the declared Content-Length before reading the body
+    (413): that refusal is the upload's outcome too."""
+    from ragchat.domain.errors import PayloadTooLarge
+
+    ticket = body(presign(local_api, {"filename": "huge.txt"}))
+    token = ticket["url"].rsplit("/", 1)[-1]
+    with pytest.raises(PayloadTooLarge) as refused:
+        local_api.container.uploads.check_grant(token, 10**10)
+    said = _said(local_api, ticket)["refused"]
+    assert said == {"status": 413, "message": refused.value.message}
+    assert said["message"].startswith("The file is too large (10000.0 MB)")

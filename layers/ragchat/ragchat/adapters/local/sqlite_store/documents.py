@@ -230,7 +230,8 @@ class SqliteDocumentStore:
             conn.execute("DELETE FROM upload_outcomes WHERE expires_at <= ?", (self.clock(),))
             conn.execute(
                 "INSERT OR REPLACE INTO upload_outcomes (owner, upload_id, uploader, document_id, duplicate, "
-                "other_document, refused_status, refused_message, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "other_document, refused_status, refused_message, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     o.owner,
                     o.upload_id,
