@@ -149,3 +149,25 @@ def test_old_layout_keys_are_still_their_owners_personal_uploads(team: Stack) ->
     (execution,) = team.wait_for_all(1)
     assert execution["status"] == "SUCCEEDED", execution
     assert team.container.documents.get_document(MALLORY, accepted["documentId"]) is not None
+
+
+def test_a_replay_refused_after_the_uploader_became_a_viewer_leaves_what_the_upload_became(
+    team: Stack,
+) -> None:
+    """A refusal before the grant is claimed never replaces what the upload already became: bob's
+    file is taken in, bob is made a viewer, his form is POSTed again (S3 stores the replay) and the
+    trigger refuses it; GET /uploads/{uploadId} still names his document, not the refusal."""
+    text = b"# Rota\n\nThe night watch changes at two.\n"
+    ticket = _upload(team, BOB, "rota.md", text)
+    assert team.handler("s3_ingest")(s3_event(ticket.key), None)["accepted"]
+    team.container.workspace_store.put_member("ws_team", BOB, Role.VIEWER)
+    replayed = requests.post(
+        ticket.post.url, data=ticket.post.fields, files={"file": ("rota.md", text)}, timeout=30
+    )
+    assert replayed.status_code in (200, 201, 204), replayed.text
+
+    result = team.handler("s3_ingest")(s3_event(ticket.key), None)
+
+    assert result["accepted"] == [] and "a viewer of workspace ws_team" in result["rejected"][0]["error"]
+    said = json.loads(team.handler("notes_api")(_get_upload(BOB, ticket.key), None)["body"])
+    assert "refused" not in said and said["documentId"] == ticket.document_id
