@@ -425,3 +425,22 @@ def test_what_an_upload_became_is_kept_for_its_workspace_until_it_expires(docume
     document_store.record_upload(again, expires_at=now + 3600)  # the same upload again: the latest
     assert document_store.upload_outcome("ws_team", upload, now=now) == again
     assert document_store.upload_outcome("ws_team", upload, now=now + 3600) is None  # expired
+
+
+def test_an_upload_refused_keeps_its_status_and_message(
+    document_store: DocumentStore, clock: FakeClock
+) -> None:
+    """A refused upload says why (``GET /uploads/{uploadId}``), in every store; an outcome written
+    without a refusal reads back as not refused."""
+    from ragchat.domain.uploads import UploadOutcome
+
+    now, upload = clock(), new_id()
+    message = "The file is too large (31.5 MB): the limit is 20.0 MB."
+    refused = UploadOutcome("ws_team", upload, "bob", "", refused_status=413, refused_message=message)
+    document_store.record_upload(refused, expires_at=now + 3600)
+    found = document_store.upload_outcome("ws_team", upload, now=now)
+    assert found == refused and found.refused
+    became = UploadOutcome("ws_team", upload, "bob", "doc-1")
+    document_store.record_upload(became, expires_at=now + 3600)  # taken in after all: the latest
+    found = document_store.upload_outcome("ws_team", upload, now=now)
+    assert found == became and not found.refused

@@ -200,6 +200,41 @@ def test_a_copy_found_by_the_trigger_is_said_at_once_not_after_the_grant_expires
         _shot(page, f"upload-copy-found-by-trigger-{width}.png")
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_file_the_trigger_refuses_is_said_at_once_with_its_reason(
+    browser: Any, team: Any, width: int
+) -> None:
+    """A file S3 takes (204) but the trigger refuses (here a .docx that is no Word document; the
+    trigger is played by the local receiver behind a route answering as S3 does): the page reads the
+    upload's status and says why, in POST /documents' words, instead of "waiting…" until the grant
+    expires and then "no document came of it"."""
+    expect = _expect()
+    server, tokens, _ = team
+    with _context(browser, server, tokens["vic"], width) as context:
+        page = context.new_page()
+        refused: list[int] = []
+
+        def s3(route: Any) -> None:  # the bytes land and the trigger refuses them; the page hears 204
+            taken = route.fetch()
+            refused.append(taken.status)
+            route.fulfill(status=204, body="")
+
+        page.route(re.compile(r"/uploads/local/"), s3)
+        page.goto("/write")
+        name = f"minutes-{width}.docx"
+        page.locator("#file").set_input_files(
+            files=[{"name": name, "mimeType": "application/octet-stream", "buffer": b"not a zip at all"}]
+        )
+        page.locator("#upload").click()
+        status = page.locator("#uploads li").filter(has_text=name).locator(".file-status")
+        expect(status).to_have_text(
+            re.compile(r"^Could not read the Word document: it is not a valid zip archive"), timeout=WAIT_MS
+        )
+        expect(status).to_have_class(re.compile(r"\berror\b"))
+        assert refused == [400]
+        _shot(page, f"upload-refused-by-trigger-{width}.png")
+
+
 # ----------------------------------------------------------------------------- the Documents page
 def test_the_documents_page_reads_the_list_again_only_when_something_may_have_changed(
     browser: Any, team: Any

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import requests
+from ragchat.domain.file_errors import too_large
 
 from tests.integration.moto_stack import BUCKET, Stack, load_event
 
@@ -237,3 +238,48 @@ def test_a_copy_the_trigger_finds_is_said_by_the_uploads_status_not_left_a_404(s
     stranger["requestContext"]["authorizer"]["claims"]["sub"] = "someone-else"
     assert notes(stranger, None)["statusCode"] == 404
     assert notes(api_event("GET", "/uploads/01JNEVERGRANTED0000000000A"), None)["statusCode"] == 404
+
+
+def test_a_file_the_trigger_refuses_says_why_in_the_uploads_status(stack: Stack) -> None:
+    """Issue 45: a file the trigger refuses (too large for MAX_UPLOAD_BYTES, lowered since the grant;
+    a file it cannot read) left nothing, and the page waited out the grant, then said "no document
+    came of it". ``GET /uploads/{uploadId}`` now says why, as ``POST /documents`` words it; the
+    too-large object is kept (refused before it is read), the unreadable one removed, as before."""
+    notes, trigger = stack.handler("notes_api"), stack.handler("s3_ingest")
+    big = json.loads(notes(api_event("POST", "/uploads", {"filename": "atlas.txt"}), None)["body"])
+    bad = json.loads(notes(api_event("POST", "/uploads", {"filename": "minutes.docx"}), None)["body"])
+    atlas = b"Charts of the coast. " * 4
+    for ticket, name, data in ((big, "atlas.txt", atlas), (bad, "minutes.docx", b"not a zip at all")):
+        posted = requests.post(ticket["url"], data=ticket["fields"], files={"file": (name, data)}, timeout=30)
+        assert posted.status_code == 204, posted.text
+    stack.container.settings.max_upload_bytes = 64  # lowered by the operator after the grant
+
+    event = s3_event(big["key"])
+    event["Records"][0]["s3"]["object"]["size"] = len(atlas)
+    assert trigger(event, None)["rejected"][0]["key"] == big["key"]
+    event = s3_event(bad["key"])
+    event["Records"][0]["s3"]["object"]["size"] = len(b"not a zip at all")
+    assert trigger(event, None)["rejected"][0]["key"] == bad["key"]
+
+    said = json.loads(notes(api_event("GET", f"/uploads/{big['uploadId']}"), None)["body"])
+    assert said == {
+        "uploadId": big["uploadId"],
+        "refused": {"status": 413, "message": too_large(len(atlas), 64)},  # as POST /documents says
+    }
+    said = json.loads(notes(api_event("GET", f"/uploads/{bad['uploadId']}"), None)["body"])
+    direct = api_event("POST", "/documents")
+    direct.update(body=base64.b64encode(b"not a zip at all").decode(), isBase64Encoded=True)
+    direct["headers"] = {**(direct.get("headers") or {}), "X-Filename": "minutes.docx"}
+    direct["headers"]["Content-Type"] = "application/octet-stream"
+    answered = notes(direct, None)
+    assert said["refused"] == {
+        "status": answered["statusCode"],
+        "message": json.loads(answered["body"])["error"],
+    }
+    assert said["refused"]["status"] == 400
+    assert stack.executions() == []
+    assert bucket_keys(stack) == [big["key"]]  # the too-large object as before; the unreadable one removed
+
+    stranger = api_event("GET", f"/uploads/{big['uploadId']}")
+    stranger["requestContext"]["authorizer"]["claims"]["sub"] = "someone-else"
+    assert notes(stranger, None)["statusCode"] == 404

@@ -7,16 +7,18 @@ the uploader was removed, or made a viewer, ingests nothing: the trigger rejects
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import requests
 from ragchat.domain.errors import Forbidden, NotFound
 from ragchat.domain.ids import named_document_id
+from ragchat.domain.uploads import upload_id_of_key
 from ragchat.domain.workspaces import Role, Workspace
 
 from tests.integration.moto_stack import BUCKET, TABLES, Stack
-from tests.integration.test_direct_uploads_s3 import bucket_keys, s3_event
+from tests.integration.test_direct_uploads_s3 import api_event, bucket_keys, s3_event
 
 ALICE, BOB, CAROL, MALLORY = "alice-sub", "bob-sub", "carol-sub", "mallory-sub"
 
@@ -77,6 +79,14 @@ def test_a_grant_issued_before_the_uploader_was_removed_ingests_nothing(team: St
     assert team.container.documents.get_document("ws_team", ticket.document_id) is None
     assert bucket_keys(team) == []  # the staged file is removed: nothing will ever ingest it
 
+    # issue 45: bob's page asks what his upload became and hears why, as POST /documents tells him
+    # now (404 "Workspace not found": he is no member), not "waiting…" until the grant expires
+    said = team.handler("notes_api")(_get_upload(BOB, ticket.key), None)
+    assert said["statusCode"] == 200, said
+    assert json.loads(said["body"])["refused"] == {"status": 404, "message": "Workspace not found"}
+    for other in (ALICE, CAROL, MALLORY):  # nobody else reads it
+        assert team.handler("notes_api")(_get_upload(other, ticket.key), None)["statusCode"] == 404
+
 
 def test_a_grant_issued_before_the_uploader_became_a_viewer_ingests_nothing(team: Stack) -> None:
     ticket = _upload(team, BOB, "draft.md", b"# Draft\n\nA draft.\n")
@@ -86,6 +96,19 @@ def test_a_grant_issued_before_the_uploader_became_a_viewer_ingests_nothing(team
 
     assert result["accepted"] == [] and "a viewer of workspace ws_team" in result["rejected"][0]["error"]
     assert team.executions() == [] and bucket_keys(team) == []
+    said = json.loads(team.handler("notes_api")(_get_upload(BOB, ticket.key), None)["body"])
+    message = "Your role in this workspace (viewer) cannot change documents in it"  # POST /documents'
+    assert said["refused"] == {"status": 403, "message": message}
+
+
+def _get_upload(user: str, key: str) -> dict[str, Any]:
+    """``GET /uploads/{uploadId}?workspace=ws_team`` as ``user`` (the upload id is the key's)."""
+    upload_id = upload_id_of_key(key)
+    event = api_event("GET", f"/uploads/{upload_id}")
+    event["queryStringParameters"] = {"workspace": "ws_team"}
+    event["multiValueQueryStringParameters"] = {"workspace": ["ws_team"]}
+    event["requestContext"]["authorizer"]["claims"]["sub"] = user
+    return event
 
 
 def test_only_editors_and_owners_get_a_grant(team: Stack) -> None:
@@ -126,3 +149,25 @@ def test_old_layout_keys_are_still_their_owners_personal_uploads(team: Stack) ->
     (execution,) = team.wait_for_all(1)
     assert execution["status"] == "SUCCEEDED", execution
     assert team.container.documents.get_document(MALLORY, accepted["documentId"]) is not None
+
+
+def test_a_replay_refused_after_the_uploader_became_a_viewer_leaves_what_the_upload_became(
+    team: Stack,
+) -> None:
+    """A refusal before the grant is claimed never replaces what the upload already became: bob's
+    file is taken in, bob is made a viewer, his form is POSTed again (S3 stores the replay) and the
+    trigger refuses it; GET /uploads/{uploadId} still names his document, not the refusal."""
+    text = b"# Rota\n\nThe night watch changes at two.\n"
+    ticket = _upload(team, BOB, "rota.md", text)
+    assert team.handler("s3_ingest")(s3_event(ticket.key), None)["accepted"]
+    team.container.workspace_store.put_member("ws_team", BOB, Role.VIEWER)
+    replayed = requests.post(
+        ticket.post.url, data=ticket.post.fields, files={"file": ("rota.md", text)}, timeout=30
+    )
+    assert replayed.status_code in (200, 201, 204), replayed.text
+
+    result = team.handler("s3_ingest")(s3_event(ticket.key), None)
+
+    assert result["accepted"] == [] and "a viewer of workspace ws_team" in result["rejected"][0]["error"]
+    said = json.loads(team.handler("notes_api")(_get_upload(BOB, ticket.key), None)["body"])
+    assert "refused" not in said and said["documentId"] == ticket.document_id

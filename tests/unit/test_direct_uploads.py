@@ -258,3 +258,80 @@ def test_ragchat_serve_lets_only_the_presigned_post_through_without_its_token() 
     assert refused is not None and refused[0] == 401
     refused = bearer_refusal("secret", "GET", "/uploads/local/abc.def", "")
     assert refused is not None and refused[0] == 401
+
+
+# ------------------------------------------------------------------ refused uploads say why (issue 45)
+def _said(api: Api, ticket: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """``GET /uploads/{uploadId}`` as the uploader (200: its JSON; else the whole reply)."""
+    reply = api.call("GET", f"/uploads/{ticket['uploadId']}", **kwargs)
+    return body(reply) if reply["statusCode"] == 200 else reply
+
+
+def _documents_says(api: Api, name: str, data: bytes) -> dict[str, Any]:
+    """What ``POST /documents`` answers for the same file (its status and error)."""
+    reply = api.call(
+        "POST", "/documents", raw_body=data, headers={"X-Filename": name, "Content-Type": "text/plain"}
+    )
+    return {"status": reply["statusCode"], "message": body(reply).get("error")}
+
+
+def test_a_file_the_receiver_refuses_says_why_in_the_uploads_status(tmp_path: Path) -> None:
+    """Refused by the receiver (over the grant's size, unreadable, over the workspace's storage
+    ceiling): the reply says it, and so does ``GET /uploads/{uploadId}`` (the page's poll), in the
+    words ``POST /documents`` uses for the same file; only the uploader reads it."""
+    api = make_api({"MAX_UPLOAD_BYTES": "60", "MAX_WORKSPACE_BYTES": "50"}, blobs=FileBlobStore(tmp_path))
+    cases = [
+        ("big.txt", b"x" * 61, 413),  # over MAX_UPLOAD_BYTES: refused before the grant is claimed
+        ("bad.txt", b"\x80\x81\x82 nope", 400),  # not text: refused by the ingestion (claimed)
+        ("full.txt", b"The tide tables for the harbour, week 48.\n" + b"." * 10, 413),  # over the ceiling
+    ]
+    for name, data, status in cases:
+        ticket = body(presign(api, {"filename": name}))
+        landed = post_file(api, ticket, data)
+        assert landed["statusCode"] == status, landed
+        said = _said(api, ticket)
+        assert said == {
+            "uploadId": ticket["uploadId"],
+            "refused": {"status": status, "message": body(landed)["error"]},
+        }
+        if name != "big.txt":  # POST /documents has its own, smaller, body limit
+            assert said["refused"] == _documents_says(api, name, data)
+        assert _said(api, ticket, principal="mallory")["statusCode"] == 404  # the uploader's only
+    assert body(api.call("GET", "/documents"))["items"] == []
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".txt"]  # nothing kept
+
+
+def test_a_replay_refused_leaves_what_the_upload_became(local_api: Api) -> None:
+    ticket = body(presign(local_api, {"filename": "tides.txt"}))
+    assert post_file(local_api, ticket, b"High water at six.\n")["statusCode"] == 201
+    assert post_file(local_api, ticket, b"Rewritten.\n")["statusCode"] == 409  # the grant is used
+    said = _said(local_api, ticket)
+    assert "refused" not in said and said["documentId"] == ticket["documentId"]
+
+
+def test_an_upload_over_the_daily_ceiling_says_so_in_the_uploads_status() -> None:
+    api = make_api(
+        {"ENABLE_RATE_LIMITING": "true", "RATE_LIMIT_REQUESTS": "100", "INGEST_DOCUMENTS_PER_DAY": "1"}
+    )
+    first = body(presign(api, {"filename": "one.txt"}))
+    assert post_file(api, first, b"The first file of the day.\n")["statusCode"] == 201
+    second = body(presign(api, {"filename": "two.txt"}))
+    landed = post_file(api, second, b"The second file of the day.\n")
+    assert landed["statusCode"] == 429, landed
+    said = _said(api, second)["refused"]
+    assert said == {"status": 429, "message": body(landed)["error"]}
+    assert said["message"].startswith("Daily document limit reached")
+
+
+def test_a_body_declared_too_large_before_it_is_read_says_so_in_the_uploads_status(local_api: Api) -> None:
+    """``ragchat serve`` checks the grant against the declared Content-Length before reading the body
+    (413): that refusal is the upload's outcome too."""
+    from ragchat.domain.errors import PayloadTooLarge
+
+    ticket = body(presign(local_api, {"filename": "huge.txt"}))
+    token = ticket["url"].rsplit("/", 1)[-1]
+    with pytest.raises(PayloadTooLarge) as refused:
+        local_api.container.uploads.check_grant(token, 10**10)
+    said = _said(local_api, ticket)["refused"]
+    assert said == {"status": 413, "message": refused.value.message}
+    assert said["message"].startswith("The file is too large (10000.0 MB)")

@@ -76,6 +76,22 @@ def test_a_grant_held_by_a_removed_or_demoted_member_ingests_nothing(
     assert api.call("GET", f"/documents/{ticket['documentId']}", principal="alice")["statusCode"] == 404
     assert body(api.call("GET", "/documents", principal="alice", query={"workspace": ws}))["items"] == []
 
+    # GET /uploads/{uploadId} (issue 45) tells bob why, as POST /documents tells him now (a removed
+    # member: 404 "Workspace not found", still readable by him for his own upload; a viewer: 403)
+    path = f"/uploads/{ticket['uploadId']}"
+    said = api.call("GET", path, principal="bob", query={"workspace": ws})
+    assert said["statusCode"] == 200, said
+    headers = {"X-Filename": "late.md", "Content-Type": "text/markdown"}
+    direct = api.call(
+        "POST", "/documents", raw_body=TEXT, headers=headers, principal="bob", query={"workspace": ws}
+    )
+    assert body(said)["refused"] == {"status": direct["statusCode"], "message": body(direct)["error"]}
+    assert direct["statusCode"] == (404 if change == "removed" else 403)
+    for other in ("alice", "carol", "dave"):  # nobody else reads it
+        assert api.call("GET", path, principal=other, query={"workspace": ws})["statusCode"] == 404
+    elsewhere = api.call("GET", path, principal="bob", query={"workspace": "ws_nowhere"})
+    assert elsewhere["statusCode"] == 404
+
 
 def test_what_a_shared_workspace_upload_became_is_told_to_its_uploader_only(team: tuple[Api, str]) -> None:
     """GET /uploads/{uploadId} (issue 45): bob's copy of alice's file lands (the receiver, as the S3

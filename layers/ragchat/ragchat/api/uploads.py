@@ -12,7 +12,8 @@ Client contract (the same in the cloud and locally):
    ``PENDING``/``PROCESSING`` → ``READY`` (or ``FAILED`` with ``error``). While it is 404, ``GET
    /uploads/{uploadId}`` says what the upload became once it has landed: 200 with the document (as
    ``POST /documents`` answers: ``duplicate: true``, ``title``, ``message`` when its bytes already
-   were a document, whose ``documentId`` then is not the grant's), 404 until then.
+   were a document, whose ``documentId`` then is not the grant's), or ``refused: {status, message}``
+   when the receiver or the S3 trigger refused it (as ``POST /documents`` would), 404 until then.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from ragchat.api.auth import principal
 from ragchat.api.body import decode_body
 from ragchat.api.limits import rate_limit
 from ragchat.api.schemas import accepted_json
+from ragchat.domain.errors import NotFound
 from ragchat.domain.labels import MAX_TITLE_CHARS
-from ragchat.domain.uploads import upload_id_of_key
+from ragchat.domain.uploads import UploadOutcome, upload_id_of_key
 from ragchat.domain.workspaces import Role
 from ragchat.services.uploads import UploadTicket
 
@@ -124,7 +126,8 @@ def _status_route(r: APIGatewayRouter, container: Container) -> None:
 
     @r.get(
         "/uploads/<upload_id>",
-        summary="What an upload became: its document, or the one its bytes already were (404 until taken in)",
+        summary="What an upload became: its document, the one its bytes already were, or why it was refused "
+        "(404 until taken in)",
         tags=["documents"],
     )
     def get_upload(
@@ -132,9 +135,24 @@ def _status_route(r: APIGatewayRouter, container: Container) -> None:
         workspace: Annotated[str | None, Query(max_length=256)] = None,
     ) -> Response[dict[str, Any]]:
         user = principal(r.current_event)
-        ws = container.workspaces.require(user, workspace).id
-        _, body = accepted_json(container.uploads.outcome(user, ws, upload_id))
+        try:
+            ws = container.workspaces.require(user, workspace).id
+        except NotFound:  # removed since: their own upload's refusal (and only that) is still theirs
+            refused = container.uploads.refusal(user, (workspace or "").strip(), upload_id)
+            if refused is None:
+                raise
+            return _json(200, refusal_json(refused))
+        outcome = container.uploads.outcome(user, ws, upload_id)
+        if isinstance(outcome, UploadOutcome):
+            return _json(200, refusal_json(outcome))
+        _, body = accepted_json(outcome)
         return _json(200, {"uploadId": upload_id, **body})
+
+
+def refusal_json(outcome: UploadOutcome) -> dict[str, Any]:
+    """A refused upload: ``refused`` carries the status and message ``POST /documents`` answers."""
+    refused = {"status": outcome.refused_status, "message": outcome.refused_message}
+    return {"uploadId": outcome.upload_id, "refused": refused}
 
 
 def ticket_json(ticket: UploadTicket, event: Any) -> dict[str, Any]:

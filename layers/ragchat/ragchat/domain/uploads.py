@@ -79,7 +79,9 @@ class UploadGrant:
 class UploadOutcome:
     """What a granted upload became, recorded when it lands (``GET /uploads/{uploadId}``): the
     document ``document_id`` of workspace ``owner``, new, or (``duplicate``) the one its bytes already
-    were, another than the grant named when ``other_document``. Only ``uploader`` reads it."""
+    were, another than the grant named when ``other_document``; or, when the trigger or the receiver
+    refused it (``refused_status`` > 0, ``document_id`` empty), why: the status and the message
+    ``POST /documents`` answers for the same file. Only ``uploader`` reads it."""
 
     owner: str
     upload_id: str
@@ -87,6 +89,12 @@ class UploadOutcome:
     document_id: str
     duplicate: bool = False
     other_document: bool = False
+    refused_status: int = 0
+    refused_message: str = ""
+
+    @property
+    def refused(self) -> bool:
+        return self.refused_status > 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,10 @@
 - What a granted upload became is recorded for its uploader (``GET /uploads/{uploadId}``): the new
   document, or the one its bytes already were (a copy is removed and its grant's document never
   comes, so this is how the page learns it was "Already there").
+- An upload refused here (too large, a type that cannot be read, the uploader no longer an editor,
+  a byte ceiling) is recorded for its uploader too, with the status and message ``POST /documents``
+  gives for that file (``GET /uploads/{uploadId}``: ``refused``), so the page says why at once. An
+  object of another bucket, or a key without an owner, is no grant of ours: only logged.
 - An object dropped without a grant is ingested where it lies: the document's body is that object,
   so deleting the document deletes it.
 - Object metadata may carry ``title`` (plain or RFC 2047, as ``POST /uploads`` signs it) and
@@ -36,6 +40,7 @@ from urllib.parse import unquote_plus
 
 from ragchat.bootstrap import Container, ContainerFactory, LazyContainer
 from ragchat.domain.errors import PayloadTooLarge, RagchatError, TransientError, ValidationError
+from ragchat.domain.file_errors import too_large
 from ragchat.domain.uploads import UPLOADS_PREFIX, owner_of_key, upload_target
 from ragchat.observability import S3_REQUEST_ID, lambda_entry, root_logger
 
@@ -74,7 +79,8 @@ def _ingest(container: Container, bucket: str, key: str, size: int) -> tuple[str
     if settings.documents_bucket and bucket != settings.documents_bucket:
         raise ValidationError(f"{key}: bucket {bucket!r} is not the documents bucket (DOCUMENTS_BUCKET)")
     upload_target(key)  # no owner (or no uploader in a shared workspace): rejected before reading
-    if size > settings.max_upload_bytes:  # too large: rejected before reading it into memory
+    if size > settings.max_upload_bytes:  # too large: rejected before reading it into memory (kept)
+        container.uploads.refused(key, PayloadTooLarge(too_large(size, settings.max_upload_bytes)))
         raise PayloadTooLarge(f"{key}: {size} bytes is over MAX_UPLOAD_BYTES ({settings.max_upload_bytes})")
     try:
         data, metadata = container.blobs.get_with_metadata(key)

@@ -11,6 +11,11 @@ has landed and been accepted (an abandoned upload leaves no document behind), th
 granted upload became is recorded when it lands (:meth:`UploadService.outcome`, ``GET
 /uploads/{uploadId}``, kept a day): the document, or the one its bytes already were — a copy the
 trigger finds under another name would otherwise leave the grant's ``documentId`` a 404 for good.
+An upload the trigger or the receiver refuses (too large, a type it cannot read, the uploader no
+longer an editor of the workspace, a byte ceiling) is recorded too, with the status and message
+``POST /documents`` answers for the same file (:meth:`UploadService.refused`): nothing is silently
+dropped. A replay (409) records nothing (the upload already has its outcome), and a refusal before
+the grant is claimed never replaces what the upload already became.
 
 Where the bytes live: a granted upload's key (``uploads/<owner>/<upload id>/<file>``, the upload id
 being the grant's) is a one-time staging key. The upload that lands there first claims the grant and
@@ -69,7 +74,8 @@ from ragchat.domain.uploads import (
     upload_target,
     validate_upload_request,
 )
-from ragchat.domain.workspaces import can_write
+from ragchat.domain.workspaces import Role, can_write
+from ragchat.services.workspaces import role_refused
 
 if TYPE_CHECKING:
     from ragchat.ports import BlobStore, Counters, WorkspaceStore
@@ -82,6 +88,17 @@ FORM_OVERHEAD_BYTES = 64 * 1024
 USED = "This upload URL has been used already: ask POST /uploads for a new one"
 NOT_TAKEN_IN = "Upload not taken in (yet): nothing has come of it so far"
 OUTCOME_SECONDS = 24 * 3600  # how long what an upload became is kept (GET /uploads/{uploadId})
+WORKSPACE_NOT_FOUND = "Workspace not found"
+
+
+class UploaderRefused(Forbidden):
+    """A landed file whose uploader may no longer write in its workspace: ``message`` says so for the
+    log (``s3_ingest.rejected``); ``said`` is what the uploader is told, as ``POST /documents`` would
+    tell them now (404 "Workspace not found" once removed, 403 for a viewer)."""
+
+    def __init__(self, message: str, said: RagchatError) -> None:
+        super().__init__(message)
+        self.said = said
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +224,8 @@ class UploadService:
             return self._accept(key, data, metadata, source=source, stored_key=key)
         try:
             self.check_uploader(key)
-        except Forbidden:
+        except Forbidden as exc:
+            self.refused(key, exc)  # said first: if that fails, the retried event finds the object
             self.blobs.delete(key)  # the grant's staging object: nothing will ever ingest it
             raise
         try:
@@ -226,6 +244,11 @@ class UploadService:
         except RagchatError as exc:
             if exc.status >= 500:
                 self._release(key)
+                raise
+            try:
+                self.refused(key, exc, claimed=True)
+            except Exception:
+                self._release(key)  # not said: the retried event takes the file again
                 raise
             self.blobs.delete(key)
             raise
@@ -252,18 +275,51 @@ class UploadService:
         )
         self.ingestion.documents.record_upload(outcome, expires_at=self.clock() + OUTCOME_SECONDS)
 
-    def outcome(self, user: str, workspace: str, upload_id: str) -> Accepted:
-        """What ``user``'s upload ``upload_id`` into ``workspace`` became, and its id: ``NotFound``
-        until it has landed and been taken in (or for anyone else's, or when its document is gone)."""
+    def refused(self, key: str, error: RagchatError, *, claimed: bool = False) -> None:
+        """Keep why the granted upload at ``key`` was refused (``GET /uploads/{uploadId}``), as
+        ``POST /documents`` says it (an :class:`UploaderRefused`: what the uploader is told). Nothing
+        for a key that is no grant's, a server-side error, or a replay (``Conflict`` before the claim:
+        the upload already has its outcome); ``claimed``: the grant was claimed by this upload, so this
+        is its one outcome, else a refusal never replaces what the upload already became."""
+        said = error.said if isinstance(error, UploaderRefused) else error
+        upload_id, target = upload_id_of_key(key), upload_target(key)
+        if upload_id is None or said.status >= 500 or (isinstance(error, Conflict) and not claimed):
+            return
+        documents, now = self.ingestion.documents, self.clock()
+        if not claimed and documents.upload_outcome(target.workspace, upload_id, now=now) is not None:
+            return
+        outcome = UploadOutcome(
+            owner=target.workspace,
+            upload_id=upload_id,
+            uploader=target.uploader,
+            document_id="",
+            refused_status=said.status,
+            refused_message=said.message,
+        )
+        logger.info("upload.refused", extra={"key": key, "status": said.status})
+        documents.record_upload(outcome, expires_at=now + OUTCOME_SECONDS)
+
+    def outcome(self, user: str, workspace: str, upload_id: str) -> Accepted | UploadOutcome:
+        """What ``user``'s upload ``upload_id`` into ``workspace`` became: its document (and whether it
+        was a duplicate), or the refused :class:`UploadOutcome` saying why. ``NotFound`` until it has
+        landed (or for anyone else's, or when its document is gone)."""
         from ragchat.services.ingestion import Accepted
 
         found = self.ingestion.documents.upload_outcome(workspace, upload_id, now=self.clock())
+        if found is not None and found.uploader == user and found.refused:
+            return found
         doc = None
         if found is not None and found.uploader == user:
             doc = self.ingestion.documents.get_document(workspace, found.document_id)
         if found is None or doc is None:
             raise NotFound(NOT_TAKEN_IN)
         return Accepted(doc, duplicate=found.duplicate, elsewhere=found.other_document)
+
+    def refusal(self, user: str, workspace: str, upload_id: str) -> UploadOutcome | None:
+        """``user``'s own upload into ``workspace``, when it was refused: readable even once they are
+        no member of it (the refusal is what they are told; no document of the workspace shows)."""
+        found = self.ingestion.documents.upload_outcome(workspace, upload_id, now=self.clock())
+        return found if found is not None and found.uploader == user and found.refused else None
 
     def _accept(
         self, key: str, data: bytes, metadata: dict[str, str], *, source: str, stored_key: str | None
@@ -292,7 +348,9 @@ class UploadService:
         if self.claims.get(grant_claim_key(grant.key), now=self.clock()) > 0:
             raise Conflict(USED)
         if declared_bytes is not None and declared_bytes > grant.max_bytes + FORM_OVERHEAD_BYTES:
-            raise PayloadTooLarge(too_large(declared_bytes, grant.max_bytes))
+            refusal = PayloadTooLarge(too_large(declared_bytes, grant.max_bytes))
+            self.refused(grant.key, refusal)
+            raise refusal
         return grant
 
     def receive_local(self, token: str, content_type: str, body: bytes) -> Accepted:
@@ -301,7 +359,28 @@ class UploadService:
         ingest the file as the S3 trigger would (stored at the document's own place; nothing is
         written at the staging key, since a replay is refused before anything is stored). A file the
         ingestion refuses leaves nothing (the client sees the 400 at once); the grant stays used."""
-        grant = self.check_grant(token, len(body))
+        grant = self.check_grant(token, len(body))  # no grant, or a used one: nothing to record
+        try:
+            data = self._checked_form(grant, body, content_type)
+            self.check_uploader(grant.key)
+        except RagchatError as exc:
+            self.refused(grant.key, exc)  # the client hears it too; GET /uploads/{uploadId} says it
+            raise
+        self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
+        try:
+            accepted = self._accept(grant.key, data, grant.metadata, source="api", stored_key=None)
+        except RagchatError as exc:
+            if exc.status >= 500:
+                self._release(grant.key)
+            else:
+                self.refused(grant.key, exc, claimed=True)
+            raise
+        self._record(grant.key, accepted)
+        return accepted
+
+    @staticmethod
+    def _checked_form(grant: UploadGrant, body: bytes, content_type: str) -> bytes:
+        """The file of a form POSTed for ``grant``, checked against it (key, type, size)."""
         fields, data = form_fields_and_file(body, content_type)
         if fields.get("key") != grant.key:
             raise Forbidden("The form's key does not match the upload URL")
@@ -312,16 +391,7 @@ class UploadService:
             raise PayloadTooLarge(too_large(len(data), grant.max_bytes))
         if len(data) < grant.min_bytes:
             raise ValidationError(EMPTY_FILE)
-        self.check_uploader(grant.key)
-        self._claim(grant.key, ttl_seconds=max(60.0, grant.expires - self.clock() + 60))
-        try:
-            accepted = self._accept(grant.key, data, grant.metadata, source="api", stored_key=None)
-        except RagchatError as exc:
-            if exc.status >= 500:
-                self._release(grant.key)
-            raise
-        self._record(grant.key, accepted)
-        return accepted
+        return data
 
     def check_uploader(self, key: str) -> UploadTarget:
         """Whose the upload at ``key`` is, once checked NOW (not when it was granted): a shared
@@ -346,9 +416,15 @@ class UploadService:
                 raise NotFound("Workspace not found")
             raise Forbidden("Viewers cannot add documents to this workspace")
         reason = f"a {membership.role} of" if membership is not None else "not a member of"
-        raise Forbidden(
+        said = (
+            role_refused(membership.role, Role.EDITOR)
+            if membership is not None
+            else NotFound(WORKSPACE_NOT_FOUND)
+        )
+        raise UploaderRefused(
             f"uploader {target.uploader} is {reason} workspace {target.workspace} now "
-            "(editors and owners only): not ingested"
+            "(editors and owners only): not ingested",
+            said,
         )
 
     def _claim(self, key: str, *, ttl_seconds: float) -> None:

@@ -67,6 +67,11 @@ class Access:
         return {"id": self.id, "name": self.name, "role": str(self.role), "personal": self.personal}
 
 
+def role_refused(role: Role, need: Role) -> Forbidden:
+    """What a member whose ``role`` is below ``need`` is told (e.g. a viewer adding a document)."""
+    return Forbidden(f"Your role in this workspace ({role}) cannot {_NEEDS[need]} it")
+
+
 def validate_name(name: object) -> str:
     if not isinstance(name, str):
         raise ValidationError("name must be a string")
@@ -189,7 +194,7 @@ class WorkspaceService:
     @staticmethod
     def _checked(access: Access, need: Role) -> Access:
         if _RANK[access.role] < _RANK[need]:
-            raise Forbidden(f"Your role in this workspace ({access.role}) cannot {_NEEDS[need]} it")
+            raise role_refused(access.role, need)
         return access
 
     # ------------------------------------------------------------------ workspaces

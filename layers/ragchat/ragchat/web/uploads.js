@@ -48,10 +48,13 @@ const uploads = (() => {
   // A document's status, polled until it is settled: "“Title”: READY". ``until`` (a time): a file sent
   // to S3, which is 404 until the bucket's trigger has taken it in, waited for until then; ``asked``: the
   // upload's own status (GET /uploads/{uploadId}), read meanwhile: bytes the trigger found already
-  // there are said at once ("Already there: “<title>” …"), the grant's document never coming.
+  // there are said at once ("Already there: “<title>” …"), the grant's document never coming, and so is
+  // a file the trigger refused (its reason).
   function follow(id, out, lead, until, asked) { lead = lead ? lead + ' ' : '';
     const wait = () => { show(out, lead + 'Uploaded; waiting for it to be taken in…'); setTimeout(poll, 1000); };
-    const became = () => api(asked).then(r => (r.duplicate ? already(out, r, id) : poll()))
+    // refused by the trigger (too large, unreadable, no longer an editor…): why, as POST /documents says it
+    const became = () => api(asked).then(r => (r.refused ? show(out, r.refused.message, 'error')
+      : r.duplicate ? already(out, r, id) : poll()))
       .catch(err => (err.status === 404 ? wait() : show(out, describe(err), 'error')));
     const poll = () => api('/documents/' + enc(id)).then(d => {
       const done = d.status === 'READY' ? 'ok' : d.status === 'FAILED' ? 'error' : 'muted';

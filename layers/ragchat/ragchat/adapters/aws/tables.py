@@ -24,7 +24,8 @@ Items (``pk`` / ``sk``; GSI keys only where shown):
   transaction as a document that has a hash; read back through the document it names, which must
   still exist and still have that hash (a stale pointer, left by a replacement, reads as none).
 - Upload outcome: ``OWNER#<owner>`` / ``UPLOAD#<upload id>`` (``uploader``, ``document_id``,
-  ``duplicate``, ``other_document``, ``expires_at``, ``ttl``): what a granted upload became, written
+  ``duplicate``, ``other_document``, ``expires_at``, ``ttl``; ``refused_status``,
+  ``refused_message`` when the trigger refused it): what a granted upload became, written
   when it lands (PutItem), read by ``GET /uploads/{uploadId}`` (GetItem, consistent; an expired one
   reads as none); no GSI keys, so no listing sees it; DynamoDB TTL removes it after a day.
 

@@ -206,6 +206,9 @@ class DynamoDocumentStore(TableStore):
             "expires_at": {"N": repr(float(expires_at))},
             "ttl": {"N": str(int(expires_at) + 1)},  # DynamoDB TTL removes it eventually
         }
+        if outcome.refused:  # why the trigger refused it (no document came of it)
+            item["refused_status"] = {"N": str(outcome.refused_status)}
+            item["refused_message"] = {"S": outcome.refused_message}
         self._t.call("put_item", TableName=self._t.name, Item=item)
 
     def upload_outcome(self, owner: str, upload_id: str, *, now: float) -> UploadOutcome | None:
@@ -220,6 +223,8 @@ class DynamoDocumentStore(TableStore):
             document_id=item["document_id"]["S"],
             duplicate=item["duplicate"]["BOOL"],
             other_document=item["other_document"]["BOOL"],
+            refused_status=int(item.get("refused_status", {}).get("N", "0")),
+            refused_message=item.get("refused_message", {}).get("S", ""),
         )
 
     def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:

@@ -230,14 +230,26 @@ class SqliteDocumentStore:
             conn.execute("DELETE FROM upload_outcomes WHERE expires_at <= ?", (self.clock(),))
             conn.execute(
                 "INSERT OR REPLACE INTO upload_outcomes (owner, upload_id, uploader, document_id, duplicate, "
-                "other_document, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (o.owner, o.upload_id, o.uploader, o.document_id, o.duplicate, o.other_document, expires_at),
+                "other_document, refused_status, refused_message, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    o.owner,
+                    o.upload_id,
+                    o.uploader,
+                    o.document_id,
+                    o.duplicate,
+                    o.other_document,
+                    o.refused_status,
+                    o.refused_message,
+                    expires_at,
+                ),
             )
 
     def upload_outcome(self, owner: str, upload_id: str, *, now: float) -> UploadOutcome | None:
         with self.db.read() as conn:
             row = conn.execute(
-                "SELECT uploader, document_id, duplicate, other_document FROM upload_outcomes "
+                "SELECT uploader, document_id, duplicate, other_document, refused_status, refused_message "
+                "FROM upload_outcomes "
                 "WHERE owner = ? AND upload_id = ? AND expires_at > ?",
                 (owner, upload_id, now),
             ).fetchone()
@@ -250,6 +262,8 @@ class SqliteDocumentStore:
             row["document_id"],
             bool(row["duplicate"]),
             bool(row["other_document"]),
+            int(row["refused_status"]),
+            row["refused_message"],
         )
 
     def add_chunks_done(self, owner: str, doc_id: str, version: str | None, count: int) -> Document | None:

@@ -240,6 +240,11 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (owner, upload_id)
         ) WITHOUT ROWID""",
     ],
+    # 14 (issue 45): an upload the receiver or the trigger refused says why (0: not refused)
+    [
+        "ALTER TABLE upload_outcomes ADD COLUMN refused_status INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE upload_outcomes ADD COLUMN refused_message TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
