@@ -28,6 +28,7 @@ import pytest
 
 from tests.e2e.conftest import TOKEN, Server, run_server
 from tests.e2e.test_pages_browser import WAIT_MS, _expect, browser
+from tests.e2e.test_workspace_pages_browser import _signed_in_as
 
 pytestmark = pytest.mark.e2e
 __all__ = ["browser"]
@@ -57,14 +58,6 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dic
         assert put.status == 200, put.body
         server.token = TOKEN
         yield server, tokens, ws
-
-
-def _signed_in_as(token: str) -> str:
-    return f"""try {{ if (location.protocol.startsWith('http') && !localStorage.getItem('ragchat.session')) {{
-  const x = new XMLHttpRequest(); x.open('POST', '/session', false);
-  x.setRequestHeader('Authorization', 'Bearer {token}'); x.send();
-  if (x.status === 200) localStorage.setItem('ragchat.session', JSON.parse(x.responseText).csrf); }}
-}} catch (e) {{}}"""
 
 
 @contextmanager
@@ -337,10 +330,11 @@ def baseline(line: int) -> float:
     return (792 - (720 - 14 * (line - 1))) / 792
 
 
-@pytest.mark.parametrize("width", [1280, 390])
-def test_a_pdf_citation_boxes_the_cited_sentence_on_the_page_image(
-    browser: Any, team: Any, width: int
-) -> None:
+# ------------------------------------------------------------ a cited PDF page, open in the panel
+@contextmanager
+def _cited_pdf_page(browser: Any, team: Any, width: int) -> Iterator[tuple[Any, Any, Any]]:
+    """ana's two-page Quillon guide, asked about in the chat at ``width`` px, its page 2 opened from
+    the answer's citation: yields the page, the citation panel and the page's (loaded) image."""
     from tests.pdfs import make_pdf
 
     expect = _expect()
@@ -349,7 +343,7 @@ def test_a_pdf_citation_boxes_the_cited_sentence_on_the_page_image(
         "POST", "/documents?filename=quillon.pdf&title=Quillon%20guide", data=make_pdf(GUIDE_PAGES),
         headers={"Content-Type": "application/pdf"}, token=tokens["ana"],
     )  # fmt: skip
-    assert posted.status in (200, 202), posted.body  # 200: the other width's run added it
+    assert posted.status in (200, 202), posted.body  # 200: another run added it
     _wait_ready(server, tokens["ana"], posted.json()["documentId"])
     with _context(browser, server, tokens["ana"], width) as context:
         page = context.new_page()
@@ -365,6 +359,15 @@ def test_a_pdf_citation_boxes_the_cited_sentence_on_the_page_image(
         expect(panel.locator(".page-no")).to_have_text("Page 2 of 2", timeout=WAIT_MS)
         image = panel.get_by_role("img", name="Page 2 of Quillon guide")
         page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+        yield page, panel, image
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_pdf_citation_boxes_the_cited_sentence_on_the_page_image(
+    browser: Any, team: Any, width: int
+) -> None:
+    expect = _expect()
+    with _cited_pdf_page(browser, team, width) as (page, panel, image):
         marks = panel.locator(".pdf-page .page-mark")
         expect(marks.first).to_be_visible()
         expect(panel.locator(".doc-text mark").first).to_contain_text("Mara Venn")
@@ -394,30 +397,9 @@ def test_the_conversation_stays_readable_beside_a_cited_pdf_page(browser: Any, t
     """At 1280 px the chat column keeps at least 480 px beside the PDF page's panel, which takes the
     rest (its image within it), and the last answer stays in view; narrower, the panel is a sheet over
     the chat (which keeps its width underneath) and closing it shows the answer where it was."""
-    from tests.pdfs import make_pdf
-
     expect = _expect()
-    server, tokens, _ = team
-    posted = server.request(
-        "POST", "/documents?filename=quillon.pdf&title=Quillon%20guide", data=make_pdf(GUIDE_PAGES),
-        headers={"Content-Type": "application/pdf"}, token=tokens["ana"],
-    )  # fmt: skip
-    assert posted.status in (200, 202), posted.body  # 200: another test added it
-    _wait_ready(server, tokens["ana"], posted.json()["documentId"])
-    with _context(browser, server, tokens["ana"], width) as context:
-        page = context.new_page()
-        page.goto("/ui")
-        message = page.get_by_label("Message", exact=True)
-        message.fill("Who ground the great telescope of the Quillon observatory?")
-        message.press("Enter")
+    with _cited_pdf_page(browser, team, width) as (page, panel, image):
         answer = page.locator(".msg.assistant").last
-        expect(answer.locator(".content")).to_contain_text("Mara Venn", timeout=WAIT_MS)
-        answer.locator(".sources .chip").filter(has_text="Quillon guide · p. 2").click()
-        panel = page.get_by_role("dialog")
-        panel.get_by_role("button", name="Open document").click()
-        expect(panel.locator(".page-no")).to_have_text("Page 2 of 2", timeout=WAIT_MS)
-        image = panel.get_by_role("img", name="Page 2 of Quillon guide")
-        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
         chat, side = _box(page, ".chat-main"), _box(page, "#panel")
         shown = _box(page, ".msg.assistant .content")
         img = image.bounding_box()
