@@ -77,7 +77,9 @@ def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[
 
 
 # A run's start (a resumed or repeated one too: its progress starts again) and its split's end.
-_STARTED = {"status": DocumentStatus.PROCESSING, "error": None, "chunks_total": None, "chunks_done": 0}
+_STARTED = {
+    "status": DocumentStatus.PROCESSING, "error": None, "chunks_total": None, "chunks_done": 0, "switching": None
+}  # fmt: skip
 _INDEXING = {"chunks_done": 0}
 
 

@@ -240,6 +240,8 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (owner, upload_id)
         ) WITHOUT ROWID""",
     ],
+    # 14 (issue 44): an enable or disable of a big document under way, switched in bounded steps
+    ["ALTER TABLE documents ADD COLUMN switching TEXT"],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
