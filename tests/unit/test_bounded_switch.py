@@ -116,7 +116,7 @@ def test_a_switch_reversed_midway_starts_again_and_ends_in_the_last_state_asked(
 
 
 def test_a_title_with_a_switch_is_kept_and_a_small_document_answers_at_once(api: Api) -> None:
-    owner, doc_id, _ = _big(api)
+    _, doc_id, _ = _big(api)
     per_request = _slow(api)
     per_request.append(0)
     res = api.call("PATCH", f"/documents/{doc_id}", body={"enabled": False, "title": "Renamed"})
