@@ -131,8 +131,9 @@ class Ticking:
 
 def test_a_big_failed_run_is_removed_in_bounded_calls_each_retry_carrying_on(world: World) -> None:
     """Removal goes FINALIZE_STEP_CHUNKS notes a step for at most RECONCILE_SECONDS a call: a run with
-    more left is still PROCESSING, the call raises (Lambda retries the asynchronous invocation), and
-    the retries end it FAILED with nothing of the run left."""
+    more left is FAILED with the reason at once (never left PROCESSING), the call raises (Lambda
+    retries the asynchronous invocation), the retries carry on and leave nothing of the run, and a
+    later delivery changes nothing."""
     from ragchat.domain.errors import TransientError
     from ragchat.services.ingest_reconciler import RECONCILE_SECONDS
 
@@ -154,10 +155,15 @@ def test_a_big_failed_run_is_removed_in_bounded_calls_each_retry_carrying_on(wor
         except TransientError:
             after = len(world.documents.list_notes(OWNER, document_id=doc_id, limit=1000).items)
             assert 0 < before - after <= 2  # progress, and no more than the call's two steps
-            assert world.documents.get_document(OWNER, doc_id).status == DocumentStatus.PROCESSING
+            paused = world.documents.get_document(OWNER, doc_id)
+            assert paused.status == DocumentStatus.FAILED
+            assert paused.error == "Ingestion timed out: States.Timeout"
         assert calls < 50
     assert calls > 1
     doc = world.documents.get_document(OWNER, doc_id)
     assert doc.status == DocumentStatus.FAILED and doc.error == "Ingestion timed out: States.Timeout"
     assert world.documents.list_notes(OWNER, document_id=doc_id).items == []
-    assert world.metrics.total("IngestionReconciled") == 1
+    assert world.metrics.total("IngestionReconciled") == 1  # one document, however many calls
+    world.handler(world.event(doc_id, version), None)  # delivered again: nothing to carry on
+    again = world.documents.get_document(OWNER, doc_id)
+    assert again.updated_at == doc.updated_at and world.metrics.total("IngestionReconciled") == 1

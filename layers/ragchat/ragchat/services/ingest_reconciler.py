@@ -16,9 +16,11 @@ document ``FAILED`` and does nothing.
 
 Bounded: the run's notes and vectors go through the state machine's bounded step (``fail_step``,
 ``FINALIZE_STEP_CHUNKS`` notes a step), step after step for at most ``RECONCILE_SECONDS`` (the function
-has 300 s). A bigger document is left ``PROCESSING`` with what was removed gone, and the call raises
+has 300 s). A bigger document is marked ``FAILED`` with the reason at once (never left ``PROCESSING``),
+its record saying the cleanup is under way (``switching``: ``cleanup:<version>``), and the call raises
 ``TransientError``: Lambda retries an asynchronous (EventBridge) invocation that fails twice, and the
-retry carries on from where the removal stopped (the removed notes are gone; the listing starts over).
+retry carries on (the removed notes are gone; the listing starts over). What the retries leave goes
+with the document's ``DELETE`` or its next version's swap.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from ragchat.domain.errors import TransientError
+from ragchat.domain.intake import human_error
 from ragchat.domain.models import DocumentStatus
 from ragchat.services.metrics import INGESTION_RECONCILED
 
@@ -80,9 +83,11 @@ def reconcile(
         return {"status": "IGNORED"}
     doc = steps.documents.get_document(owner, document_id)
     unfinished = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+    cleaning = f"cleanup:{version or ''}"  # a previous call's cleanup, to carry on
+    resuming = doc is not None and doc.status == DocumentStatus.FAILED and doc.switching == cleaning
     if (
         doc is None
-        or doc.status not in unfinished
+        or (doc.status not in unfinished and not resuming)
         or (version is not None and doc.version not in (None, version))
     ):
         logger.info(
@@ -97,12 +102,17 @@ def reconcile(
     while not result.get("finished"):
         cursor = str(result.get("cursor") or "")
         if steps.clock() >= deadline:  # at least one step done: the retry carries on from there
+            failed = {"status": DocumentStatus.FAILED, "error": human_error(reason), "switching": cleaning}
+            steps.documents.update_document(owner, document_id, failed)
+            if not resuming:
+                steps.metrics.add(INGESTION_RECONCILED)
             logger.info("ingest.reconcile_paused", extra={"documentId": document_id, "cursor": cursor})
             raise TransientError(
                 f"Document {document_id}: the failed run's chunks are still being removed (retried)"
             )
         result = steps.fail_step(owner, document_id, reason, version, cursor)
-    steps.metrics.add(INGESTION_RECONCILED)
+    if not resuming:
+        steps.metrics.add(INGESTION_RECONCILED)
     logger.warning(
         "ingest.reconciled",
         extra={"documentId": document_id, "execution": detail.get("name"), "status": status, "error": reason},
