@@ -392,6 +392,17 @@ def test_chunks_done_of_a_superseded_or_deleted_run_are_not_counted(document_sto
     assert document_store.add_chunks_done("alice", doc.id, "v2", 1) is None
 
 
+def test_a_switch_under_way_is_kept_and_cleared(document_store):
+    """An enable/disable in bounded steps (PATCH, issue 44) keeps how far it got on the record."""
+    doc = document_store.create_document(make_doc())
+    assert doc.switching is None
+    assert document_store.update_document("alice", doc.id, {"switching": "off:2000"}).switching == "off:2000"
+    assert document_store.get_document("alice", doc.id).switching == "off:2000"
+    done = document_store.update_document("alice", doc.id, {"enabled": False, "switching": None})
+    assert (done.enabled, done.switching) == (False, None)
+    assert document_store.get_document("alice", doc.id).switching is None
+
+
 def test_a_local_store_lists_every_workspaces_unfinished_documents(document_store, clock: FakeClock):
     """What ``ragchat serve`` resumes at start (issue 43): every PENDING/PROCESSING document, of every
     owner, oldest first; the cloud store has no such read (the state machine carries each run)."""

@@ -287,6 +287,36 @@ def test_documents_page_disables_enables_and_deletes(page: Any, server: Server) 
     assert server.request("GET", f"/documents/{doc_id}").status == 404
 
 
+def test_documents_page_repeats_a_switch_answered_202_until_it_finishes(page: Any, server: Server) -> None:
+    """A big document is disabled over several requests (issue 44): the server's first two answers are
+    202 ``finished: false`` (the switch carries on); the page repeats the PATCH until the document
+    comes back, and only then shows it out of answers."""
+    expect = _expect()
+    doc_id = _add(server, "Switched note", "The Heron lighthouse keeper logs the tides.", "browser-docs")
+    patches: list[str] = []
+
+    def answer(route: Any) -> None:
+        if route.request.method != "PATCH":
+            route.continue_()
+            return
+        patches.append(route.request.post_data or "")
+        if len(patches) <= 2:  # as a big document's first requests answer
+            body = {"id": doc_id, "enabled": False, "chunksSwitched": 1000 * len(patches), "finished": False,
+                    "message": "Switched chunks so far: repeat the PATCH to switch the rest"}  # fmt: skip
+            route.fulfill(status=202, content_type="application/json", body=json.dumps(body))
+        else:
+            route.continue_()
+
+    page.route(f"**/documents/{doc_id}", answer)
+    page.goto("/documents/ui")
+    row = page.locator(f"tr[data-id='{doc_id}']")
+    row.get_by_role("button", name="Disable").click()
+    expect(row.locator("td").nth(3)).to_have_text("no")
+    assert [json.loads(p) for p in patches] == [{"enabled": False}] * 3
+    assert server.request("GET", f"/documents/{doc_id}").json()["enabled"] is False
+    expect(row.get_by_role("button", name="Enable")).to_be_visible()
+
+
 # ------------------------------------------------------------------------------------------ sign-in
 
 PAGES = ("/ui", "/write", "/documents/ui")

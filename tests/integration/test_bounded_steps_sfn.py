@@ -204,3 +204,51 @@ def test_a_workspace_of_several_big_documents_is_deleted_in_bounded_requests(
     assert stack.container.documents.list_documents(ws).items == []
     members = api(api_event("GET", f"/workspaces/{ws}/members", principal=OWNER), None)
     assert members["statusCode"] == 404
+
+
+def test_a_big_document_is_disabled_and_enabled_in_bounded_requests(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PATCH ``enabled`` of a big READY document through the API function (issue 44): a chunk range
+    (``DELETE_PAGE``) per request when its time is up, 202 ``finished: false`` until the last, which
+    answers 200; nothing of it is searchable once the disable has finished, all of it after the enable."""
+    from ragchat.api import notes as routes
+    from ragchat.services import documents
+
+    _small_steps(stack, monkeypatch)
+    api = stack.handler("notes_api")
+    body = {"text": _text("switched", 25), "title": "Big"}
+    res = api(api_event("POST", "/notes", body=body, principal=OWNER), None)
+    doc_id = json_body(res)["documentId"]
+    stack.wait_for_all(1, timeout_s=120)
+    stored = stack.container.documents.get_document(OWNER, doc_id)
+    assert stored is not None and stored.status == DocumentStatus.READY and stored.chunk_count > 2 * PAGE
+    total = stored.chunk_count
+    first = stack.container.documents.list_notes(OWNER, document_id=doc_id, limit=1).items[0].text
+    assert _searchable(stack, OWNER, first)
+
+    calls = _measure(stack, monkeypatch)
+    monkeypatch.setattr(documents, "DELETE_PAGE", PAGE)
+    monkeypatch.setattr(routes, "DELETE_SECONDS", 0.0)  # no time at all: one range per request
+    for enabled in (False, True):
+        statuses = []
+        while True:
+            calls.append({"step": "PATCH", "switched": [], "deleted": 0})
+            res = api(
+                api_event("PATCH", f"/documents/{doc_id}", body={"enabled": enabled}, principal=OWNER), None
+            )
+            statuses.append(res["statusCode"])
+            if res["statusCode"] != 202:
+                break
+            progress = json_body(res)
+            assert progress["finished"] is False and progress["chunksSwitched"] > 0
+            shown = json_body(api(api_event("GET", f"/documents/{doc_id}", principal=OWNER), None))
+            assert shown["enabled"] is True and shown["switching"]["enabled"] is enabled
+        assert statuses[-1] == 200 and json_body(res)["enabled"] is enabled
+        requests = [c for c in calls if c["step"] == "PATCH"]
+        assert len(statuses) == -(-total // PAGE) == len(requests)
+        assert all(c["switched"] == [min(PAGE, total - PAGE * n)] for n, c in enumerate(requests))
+        assert _searchable(stack, OWNER, first) is enabled
+        calls.clear()
+    stored = stack.container.documents.get_document(OWNER, doc_id)
+    assert stored is not None and stored.enabled and stored.switching is None

@@ -116,3 +116,54 @@ def test_a_run_superseded_by_a_re_upload_leaves_the_newer_version_alone(world: W
     world.handler(world.event(doc_id, old_version, status="ABORTED", error="Superseded"), None)
     doc = world.documents.get_document(OWNER, doc_id)
     assert doc.status == DocumentStatus.PENDING and doc.error is None
+
+
+class Ticking:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 1_000.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_big_failed_run_is_removed_in_bounded_calls_each_retry_carrying_on(world: World) -> None:
+    """Removal goes FINALIZE_STEP_CHUNKS notes a step for at most RECONCILE_SECONDS a call: a run with
+    more left is FAILED with the reason at once (never left PROCESSING), the call raises (Lambda
+    retries the asynchronous invocation), the retries carry on and leave nothing of the run, and a
+    later delivery changes nothing."""
+    from ragchat.domain.errors import TransientError
+    from ragchat.services.ingest_reconciler import RECONCILE_SECONDS
+
+    doc_id, version = world.half_ingested()
+    plan = world.steps.split(OWNER, doc_id, version)  # the same plan again: more of its batches indexed
+    for batch in plan["batches"][1:4]:
+        world.steps.embed_index(OWNER, doc_id, batch["key"], version)
+    plan_notes = len(world.documents.list_notes(OWNER, document_id=doc_id, limit=1000).items)
+    world.steps.settings = world.steps.settings.model_copy(update={"finalize_step_chunks": 1})
+    world.steps.clock = Ticking(RECONCILE_SECONDS / 2)  # two steps a call
+    assert plan_notes >= 6
+    calls = 0
+    while True:
+        calls += 1
+        before = len(world.documents.list_notes(OWNER, document_id=doc_id, limit=1000).items)
+        try:
+            world.handler(world.event(doc_id, version), None)
+            break
+        except TransientError:
+            after = len(world.documents.list_notes(OWNER, document_id=doc_id, limit=1000).items)
+            assert 0 < before - after <= 2  # progress, and no more than the call's two steps
+            paused = world.documents.get_document(OWNER, doc_id)
+            assert paused.status == DocumentStatus.FAILED
+            assert paused.error == "Ingestion timed out: States.Timeout"
+        assert calls < 50
+    assert calls > 1
+    doc = world.documents.get_document(OWNER, doc_id)
+    assert doc.status == DocumentStatus.FAILED and doc.error == "Ingestion timed out: States.Timeout"
+    assert world.documents.list_notes(OWNER, document_id=doc_id).items == []
+    assert world.metrics.total("IngestionReconciled") == 1  # one document, however many calls
+    world.handler(world.event(doc_id, version), None)  # delivered again: nothing to carry on
+    again = world.documents.get_document(OWNER, doc_id)
+    assert again.updated_at == doc.updated_at and world.metrics.total("IngestionReconciled") == 1

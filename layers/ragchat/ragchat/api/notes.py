@@ -255,16 +255,39 @@ def _document_page_route(r: APIGatewayRouter, container: Container, owner: Calla
 
 
 def _document_edit_routes(r: APIGatewayRouter, container: Container, owner: Callable[[], str]) -> None:
-    @r.patch("/documents/<document_id>", summary="Enable/disable, rename or re-tag", tags=["documents"])
+    @r.patch(
+        "/documents/<document_id>",
+        summary="Enable/disable, rename or re-tag",
+        description="200 with the document when done; enabling or disabling a document too large for one"
+        f" request ({DELETE_SECONDS:.0f} s) answers 202 with the chunks switched so far: repeat the PATCH"
+        " to carry on (the document says `switching` until then).",
+        tags=["documents"],
+    )
     def patch_document(
         document_id: Annotated[str, Path()], patch: Annotated[DocumentPatch, Body()]
-    ) -> dict[str, Any]:
+    ) -> Response[Any]:
         changes = patch.changes()
         if not changes:
             raise ValidationError("Nothing to update: give at least one of enabled, title, metadata")
         access, _ = container.workspaces.find_document(owner(), document_id, Role.EDITOR)
-        doc = container.document_service.update(access.id, document_id, changes)
-        return document_json(doc, access)
+        service = container.document_service
+        doc, switched, finished = service.update_within(access.id, document_id, changes, DELETE_SECONDS)
+        if finished:
+            body = document_json(doc, access)
+        else:
+            state = "on" if changes["enabled"] else "off"
+            body = {
+                "id": document_id,
+                "enabled": changes["enabled"],
+                "chunksSwitched": switched,
+                "chunkCount": doc.chunk_count,
+                "finished": False,
+                "message": f"Switched {switched} of {doc.chunk_count} chunk(s) {state} so far: repeat the"
+                " PATCH to switch the rest",
+            }
+        return Response(
+            status_code=200 if finished else 202, content_type=content_types.APPLICATION_JSON, body=body
+        )
 
     @r.delete(
         "/documents/<document_id>",

@@ -119,6 +119,9 @@ def _document_json(doc: Document) -> dict[str, Any]:
     }
     if doc.content_type in IMAGE_TYPES:
         out["textFrom"] = "ocr"  # its text was read from a picture (the viewer says so)
+    side, _, at = (doc.switching or "").partition(":")
+    if side in ("on", "off"):  # an enable/disable under way (PATCH repeated until finished)
+        out["switching"] = {"enabled": side == "on", "chunksSwitched": int(at or 0)}
     return out
 
 

@@ -57,6 +57,10 @@ class Document:
     chunks_total: int | None = None
     chunks_done: int = 0
     indexing_since: str | None = None
+    # Work on a settled document under way in bounded steps: an enable or disable (PATCH),
+    # ``"on:<i>"``/``"off:<i>"``, the chunks before ``i`` switched (the record says enabled meanwhile);
+    # or ``"cleanup:<version>"``, the reconciler still removing a failed run's chunks.
+    switching: str | None = None
 
 
 @dataclass(slots=True)

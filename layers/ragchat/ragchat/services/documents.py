@@ -20,7 +20,6 @@ from ragchat.domain.ids import version_tags
 from ragchat.domain.labels import validate_collection, validate_title
 from ragchat.domain.models import Document, DocumentStatus, Note, Page
 from ragchat.services.blob_keys import EXTRACTED_TYPES, keep_extracted_text, text_key
-from ragchat.services.ingest_steps import note_ids_of
 from ragchat.services.ingestion import validate_metadata, work_prefix
 
 if TYPE_CHECKING:
@@ -46,6 +45,27 @@ class DocumentBody:
     text: str | None = None
     url: str | None = None
     expires_in: int | None = None
+
+
+def _clean_changes(wanted: dict[str, Any]) -> dict[str, Any]:
+    """A PATCH's changes, checked: ``enabled`` a boolean, ``title`` and ``metadata`` valid."""
+    unknown = sorted(set(wanted) - set(_UPDATABLE))
+    if unknown:
+        raise ValidationError(f"Cannot update: {', '.join(unknown)} (only enabled, title, metadata)")
+    if not wanted:
+        raise ValidationError("Nothing to update: give at least one of enabled, title, metadata")
+    clean: dict[str, Any] = {}
+    if "enabled" in wanted:
+        if not isinstance(wanted["enabled"], bool):
+            raise ValidationError("enabled must be true or false")
+        clean["enabled"] = wanted["enabled"]
+    if "title" in wanted:
+        clean["title"] = validate_title(wanted["title"])
+    if "metadata" in wanted:
+        if wanted["metadata"] is None:
+            raise ValidationError("metadata must be a JSON object")
+        clean["metadata"] = validate_metadata(wanted["metadata"])
+    return clean
 
 
 def _limit(limit: int) -> int:
@@ -207,55 +227,80 @@ class DocumentService:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Document:
-        """Apply ``enabled``/``title``/``metadata`` (as keyword arguments or a ``changes`` dict).
-        Enabling or disabling reaches the index at once, unless the document is still being ingested
-        (then the pipeline applies it when it finishes)."""
+        """Apply ``enabled``/``title``/``metadata`` (as keyword arguments or a ``changes`` dict), to
+        the end (:meth:`update_within` with no time bound)."""
         wanted: dict[str, Any] = dict(changes or {})
         for name, value in (("enabled", enabled), ("title", title), ("metadata", metadata)):
             if value is not None:
                 wanted[name] = value
-        unknown = sorted(set(wanted) - set(_UPDATABLE))
-        if unknown:
-            raise ValidationError(f"Cannot update: {', '.join(unknown)} (only enabled, title, metadata)")
-        if not wanted:
-            raise ValidationError("Nothing to update: give at least one of enabled, title, metadata")
-        clean: dict[str, Any] = {}
-        if "enabled" in wanted:
-            if not isinstance(wanted["enabled"], bool):
-                raise ValidationError("enabled must be true or false")
-            clean["enabled"] = wanted["enabled"]
-        if "title" in wanted:
-            clean["title"] = validate_title(wanted["title"])
-        if "metadata" in wanted:
-            if wanted["metadata"] is None:
-                raise ValidationError("metadata must be a JSON object")
-            clean["metadata"] = validate_metadata(wanted["metadata"])
+        return self.update_within(owner, document_id, wanted, None)[0]
 
-        if clean.get("enabled") is False:
-            # Index first: a document is retrievable only while both the index and its record say
-            # so, so a disable the index refuses (a collection waking, a timeout) changes nothing,
-            # rather than showing disabled a document whose chunks are still retrieved.
-            self._flip(owner, self.get(owner, document_id), False)
-        updated = self.documents.update_document(owner, document_id, clean)
+    def update_within(
+        self, owner: str, document_id: str, changes: dict[str, Any], seconds: float | None
+    ) -> tuple[Document, int, bool]:
+        """Apply ``changes``; enabling or disabling reaches the index at once, ``DELETE_PAGE`` chunks a
+        step, unless the document is still being ingested (then the pipeline applies the record's
+        flag when it finishes). With ``seconds`` the switch stops between two steps once they have
+        passed (after one step at least), the record saying how far it got (``switching``), so an
+        API request answers inside API Gateway's 29 s; the same change again carries on. Returns
+        ``(document, chunks switched so far, finished)``."""
+        clean = _clean_changes(changes)
+        doc = self.get(owner, document_id)
+        want = clean.pop("enabled", None)
+        if want is None or doc.status in _IN_FLIGHT:
+            if want is not None:
+                clean.update(enabled=want, switching=None)
+            return self._updated(owner, document_id, clean), 0, True
+        if clean:  # a title or metadata changes at once
+            doc = self._updated(owner, document_id, clean)
+        return self._switch(doc, want, seconds)
+
+    def _switch(self, doc: Document, want: bool, seconds: float | None) -> tuple[Document, int, bool]:
+        """Switch the document's vectors to ``want``, a chunk range at a time. The record says
+        ``enabled`` whenever any chunk may be on (disabling: the index first, the record last;
+        enabling: the record first), and ``switching`` while a switch over several steps is under
+        way, so a document is never shown disabled while its chunks are retrieved, nor enabled and
+        half switched without saying so."""
+        owner, step = doc.owner, max(1, DELETE_PAGE)
+        deadline = None if seconds is None else self.clock() + seconds
+        side = "on" if want else "off"
+        phase, _, at = (doc.switching or "").partition(":")
+        start = int(at) if phase == side and at.isdigit() else 0  # reversed midway: from 0 again
+        count = max(0, doc.chunk_count)
+        steps_left = count - start > step
+        mark: dict[str, Any] = {"switching": f"{side}:{start}"} if steps_left else {}
+        if want:  # the record first: enabled (and how far the switch is)
+            mark["enabled"] = True
+        if mark and (want or doc.switching != mark["switching"]):
+            doc = self._updated(owner, doc.id, mark)
+        first = self.documents.list_notes(owner, document_id=doc.id, limit=step).items
+        tags = version_tags([n.id for n in first], doc.version)  # the version its notes are
+        try:
+            while True:
+                stop = min(count, start + step)
+                self.index.set_enabled(owner, doc.id, want, tags=tags, chunks=(start, stop))
+                start = stop
+                if start >= count:
+                    break
+                if deadline is not None and self.clock() >= deadline:
+                    doc = self._updated(owner, doc.id, {"switching": f"{side}:{start}"})
+                    logger.info("documents.switch_paused", extra={"documentId": doc.id, "chunks": start})
+                    return doc, start, False
+        except Exception:
+            if want and not steps_left:  # one step: the record back (never shown enabled while
+                self.documents.update_document(owner, doc.id, {"enabled": False})  # search leaves it out)
+            raise
+        doc = self._updated(owner, doc.id, {"enabled": want, "switching": None})
+        logger.info("documents.updated", extra={"documentId": doc.id, "fields": ["enabled"]})
+        return doc, count, True
+
+    def _updated(self, owner: str, document_id: str, changes: dict[str, Any]) -> Document:
+        updated = self.documents.update_document(owner, document_id, changes)
         if updated is None:
             raise NotFound("Document not found")
-        if clean.get("enabled") is True:
-            try:  # the record first: an index that fails puts the record back (never shown enabled
-                self._flip(owner, updated, True)  # while search leaves it out)
-            except Exception:
-                self.documents.update_document(owner, document_id, {"enabled": False})
-                raise
-        logger.info("documents.updated", extra={"documentId": document_id, "fields": sorted(clean)})
+        if changes:
+            logger.info("documents.updated", extra={"documentId": document_id, "fields": sorted(changes)})
         return updated
-
-    def _flip(self, owner: str, doc: Document, enabled: bool) -> None:
-        """Switch the document's vectors on or off; one still being ingested is left to the pipeline,
-        which applies the record's flag when it finishes."""
-        if doc.status in _IN_FLIGHT:
-            return
-        # every version the document's notes hold (after a failed replacement, the previous one's)
-        tags = version_tags(note_ids_of(self.documents, owner, doc.id), doc.version)
-        self.index.set_enabled(owner, doc.id, enabled, tags=tags)
 
     def delete(self, owner: str, document_id: str) -> None:
         self.delete_within(owner, document_id, None)

@@ -13,6 +13,14 @@ when it is still ``PENDING`` or ``PROCESSING`` *for the execution's content vers
 already ``READY`` or ``FAILED``, one re-uploaded since (the launcher aborts the older run: a newer
 version is under way), or one deleted, is left alone. A second delivery of the event finds the
 document ``FAILED`` and does nothing.
+
+Bounded: the run's notes and vectors go through the state machine's bounded step (``fail_step``,
+``FINALIZE_STEP_CHUNKS`` notes a step), step after step for at most ``RECONCILE_SECONDS`` (the function
+has 300 s). A bigger document is marked ``FAILED`` with the reason at once (never left ``PROCESSING``),
+its record saying the cleanup is under way (``switching``: ``cleanup:<version>``), and the call raises
+``TransientError``: Lambda retries an asynchronous (EventBridge) invocation that fails twice, and the
+retry carries on (the removed notes are gone; the listing starts over). What the retries leave goes
+with the document's ``DELETE`` or its next version's swap.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+from ragchat.domain.errors import TransientError
+from ragchat.domain.intake import human_error
 from ragchat.domain.models import DocumentStatus
 from ragchat.services.metrics import INGESTION_RECONCILED
 
@@ -32,6 +42,9 @@ logger = Logger(service="ragchat", child=True)
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
 ENDED = {"FAILED": "failed", "TIMED_OUT": "timed out", "ABORTED": "was stopped"}
+# how long one reconciling call removes a failed run's chunks (the ingest steps function has 300 s;
+# a step is FINALIZE_STEP_CHUNKS notes, a few seconds): then it raises, and Lambda's retry carries on
+RECONCILE_SECONDS = 200.0
 
 
 def is_status_change(event: Any) -> bool:
@@ -50,7 +63,9 @@ def execution_reason(status: str, error: str | None, cause: str | None) -> str:
     return f"{ended}: {why}" if why else f"{ended} before it finished; upload the document again."
 
 
-def reconcile(steps: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
+def reconcile(
+    steps: IngestSteps, event: dict[str, Any], seconds: float = RECONCILE_SECONDS
+) -> dict[str, Any]:
     """Mark the execution's document ``FAILED`` when the run left it unfinished. The run's input
     (owner, document id, version) is in the event's ``detail.input``: EventBridge includes an input
     up to 248 KB, and ingestion's is a few hundred bytes."""
@@ -68,9 +83,11 @@ def reconcile(steps: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
         return {"status": "IGNORED"}
     doc = steps.documents.get_document(owner, document_id)
     unfinished = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+    cleaning = f"cleanup:{version or ''}"  # a previous call's cleanup, to carry on
+    resuming = doc is not None and doc.status == DocumentStatus.FAILED and doc.switching == cleaning
     if (
         doc is None
-        or doc.status not in unfinished
+        or (doc.status not in unfinished and not resuming)
         or (version is not None and doc.version not in (None, version))
     ):
         logger.info(
@@ -80,10 +97,24 @@ def reconcile(steps: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
         )  # fmt: skip
         return {"status": "UNCHANGED"}
     reason = execution_reason(status, detail.get("error"), detail.get("cause"))
-    result = steps.fail(owner, document_id, reason, version)
-    steps.metrics.add(INGESTION_RECONCILED)
+    deadline = steps.clock() + seconds
+    result, cursor = steps.fail_step(owner, document_id, reason, version), ""
+    while not result.get("finished"):
+        cursor = str(result.get("cursor") or "")
+        if steps.clock() >= deadline:  # at least one step done: the retry carries on from there
+            failed = {"status": DocumentStatus.FAILED, "error": human_error(reason), "switching": cleaning}
+            steps.documents.update_document(owner, document_id, failed)
+            if not resuming:
+                steps.metrics.add(INGESTION_RECONCILED)
+            logger.info("ingest.reconcile_paused", extra={"documentId": document_id, "cursor": cursor})
+            raise TransientError(
+                f"Document {document_id}: the failed run's chunks are still being removed (retried)"
+            )
+        result = steps.fail_step(owner, document_id, reason, version, cursor)
+    if not resuming:
+        steps.metrics.add(INGESTION_RECONCILED)
     logger.warning(
         "ingest.reconciled",
         extra={"documentId": document_id, "execution": detail.get("name"), "status": status, "error": reason},
     )
-    return result
+    return {"status": result["status"], "error": result["error"]}

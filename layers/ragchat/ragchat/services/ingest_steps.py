@@ -77,7 +77,10 @@ def note_ids_of(documents: DocumentStore, owner: str, document_id: str) -> list[
 
 
 # A run's start (a resumed or repeated one too: its progress starts again) and its split's end.
-_STARTED = {"status": DocumentStatus.PROCESSING, "error": None, "chunks_total": None, "chunks_done": 0}
+_STARTED = {
+    "status": DocumentStatus.PROCESSING, "error": None, "chunks_total": None, "chunks_done": 0,
+    "switching": None,  # a switch or cleanup of the previous version's: the new run's finalize decides
+}  # fmt: skip
 _INDEXING = {"chunks_done": 0}
 
 
@@ -439,8 +442,9 @@ class IngestSteps(FinalizeSteps):
             if remaining == 0:  # nothing else of the document: also vectors a crash left without a note
                 self.index.delete_document(owner, document_id, tags=version_tags((), run_version))
         self.documents.update_document(
-            owner, document_id, {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining}
-        )
+            owner, document_id,
+            {"status": DocumentStatus.FAILED, "error": message, "chunk_count": remaining, "switching": None},
+        )  # fmt: skip
         self.blobs.delete_prefix(work_prefix(document_id, version))
         if self.attempts is not None:
             self.attempts.end(owner, document_id, run_version)

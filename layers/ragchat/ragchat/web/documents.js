@@ -13,13 +13,19 @@ function when(iso) { const d = new Date(iso || ''); return isNaN(d) ? '' : d.toL
 // finished false means "repeat the DELETE to carry on", 204 that it is gone.
 function removeDocument(id) { return api('/documents/' + enc(id), {method: 'DELETE'})
   .then(r => (r && r.finished === false ? removeDocument(id) : r)); }
+// Enabling or disabling a big document too: 202 with finished false until the last request, which
+// answers the document. One left half switched (a closed tab) says `switching`: its button finishes it.
+function switchDocument(id, enabled) { return api('/documents/' + enc(id), {method: 'PATCH',
+  headers: JSON_HEADERS, body: JSON.stringify({enabled})})
+  .then(r => (r && r.finished === false ? switchDocument(id, enabled) : r)); }
 function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
-  const view = button('View'), toggle = button(d.enabled ? 'Disable' : 'Enable'), del = button('Delete', 'danger');
+  const want = d.switching ? d.switching.enabled : !d.enabled;
+  const view = button('View'), del = button('Delete', 'danger');
+  const toggle = button(d.switching ? (want ? 'Finish enabling' : 'Finish disabling') : (want ? 'Enable' : 'Disable'));
   view.setAttribute('aria-label', 'View ' + (d.title || 'Untitled note')); view.setAttribute('aria-haspopup', 'dialog');
   view.disabled = d.status !== 'READY'; view.onclick = () => viewer().then(p => p.documentView(d.id, {title: d.title}, view)).catch(fail);
-  toggle.onclick = () => api('/documents/' + enc(d.id), {method: 'PATCH',
-    headers: JSON_HEADERS, body: JSON.stringify({enabled: !d.enabled})})
-    .then(n => { docError.textContent = ''; tr.replaceWith(row(n)); }).catch(fail);
+  toggle.onclick = () => { toggle.disabled = true; switchDocument(d.id, want)
+    .then(n => { docError.textContent = ''; tr.replaceWith(row(n)); }).catch(err => { toggle.disabled = false; fail(err); }); };
   del.onclick = () => { if (!confirm('Delete "' + (d.title || 'Untitled note') + '"?')) return;
     removeDocument(d.id).then(() => { docError.textContent = ''; tr.remove(); filter(); }).catch(fail); };
   const actions = el('td'); actions.append(view); if (canEdit()) actions.append(' ', toggle, ' ', del);  // a viewer reads only
@@ -27,7 +33,7 @@ function row(d) { const tr = el('tr'); tr.dataset.id = d.id; tr.doc = d;
   if (d.collection) title.append(el('span', d.collection, 'muted small doc-coll'));
   const state = el('td'); state.append(el('span', d.status, 'badge ' + d.status));
   if (d.progress) state.append(progressOf(d));
-  const enabled = el('td', d.enabled ? 'yes' : 'no'); enabled.dataset.label = 'In answers:';  // shown on narrow screens
+  const enabled = el('td', d.switching ? 'partly' : d.enabled ? 'yes' : 'no'); enabled.dataset.label = 'In answers:';  // shown on narrow screens
   tr.append(title, state, el('td', d.error || '', d.error ? 'error' : ''), enabled, el('td', when(d.createdAt), 'muted'), actions);
   if (d.collection && !known.has(d.collection)) { known.add(d.collection); pick.append(new Option(d.collection, d.collection)); }
   tr.hidden = !matches(d); return tr; }

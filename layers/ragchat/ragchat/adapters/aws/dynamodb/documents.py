@@ -75,6 +75,7 @@ class DynamoDocumentStore(TableStore):
             "chunks_total": doc.chunks_total,
             "chunks_done": doc.chunks_done,
             "indexing_since": doc.indexing_since,
+            "switching": doc.switching,
         }
         if doc.collection is not None:
             values["gsi2pk"] = f"COLL#{doc.owner}#{doc.collection}"
@@ -106,6 +107,7 @@ class DynamoDocumentStore(TableStore):
             chunks_total=None if v.get("chunks_total") is None else int(v["chunks_total"]),
             chunks_done=int(v.get("chunks_done") or 0),
             indexing_since=v.get("indexing_since"),
+            switching=v.get("switching"),
         )
 
     @staticmethod

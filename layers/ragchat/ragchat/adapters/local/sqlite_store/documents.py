@@ -28,7 +28,7 @@ from ragchat.domain.uploads import UploadOutcome
 _DOC_COLUMNS = (
     "id, owner, title, content_type, source, body_key, metadata, collection, status, error, "
     "chunk_count, enabled, split, created_at, updated_at, version, content_hash, size, "
-    "chunks_total, chunks_done, indexing_since"
+    "chunks_total, chunks_done, indexing_since, switching"
 )
 _DOC_CHANGEABLE = {
     "title",
@@ -48,6 +48,7 @@ _DOC_CHANGEABLE = {
     "chunks_total",
     "chunks_done",
     "indexing_since",
+    "switching",
 }
 _NOTE_COLUMNS = "id, owner, document_id, chunk_index, text, collection, metadata, created_at"
 
@@ -75,6 +76,7 @@ def _row_to_document(row: sqlite3.Row) -> Document:
         chunks_total=row["chunks_total"],
         chunks_done=int(row["chunks_done"] or 0),
         indexing_since=row["indexing_since"],
+        switching=row["switching"],
     )
 
 
@@ -121,7 +123,7 @@ class SqliteDocumentStore:
             if existing is not None and existing["owner"] != doc.owner:
                 raise Conflict("A document with this id already exists")
             conn.execute(
-                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(21)})",
+                f"INSERT OR REPLACE INTO documents ({_DOC_COLUMNS}) VALUES ({placeholders(22)})",
                 (
                     doc.id,
                     doc.owner,
@@ -144,6 +146,7 @@ class SqliteDocumentStore:
                     doc.chunks_total,
                     int(doc.chunks_done),
                     doc.indexing_since,
+                    doc.switching,
                 ),
             )
             row = conn.execute(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id = ?", (doc.id,)).fetchone()

@@ -245,6 +245,8 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE upload_outcomes ADD COLUMN refused_status INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE upload_outcomes ADD COLUMN refused_message TEXT NOT NULL DEFAULT ''",
     ],
+    # 15 (issue 44): an enable or disable of a big document under way, switched in bounded steps
+    ["ALTER TABLE documents ADD COLUMN switching TEXT"],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
