@@ -1,4 +1,6 @@
-"""Adding a botocore handler to every session created from now on.
+"""Adding a botocore handler to every session created from now on, and to boto3's default session
+if an earlier test made one (``boto3.client(...)`` makes its clients from it: without this, a test
+after such a test would run without the handler).
 
 botocore registers ``botocore.handlers.BUILTIN_HANDLERS`` on each new session; moto adds its own
 there the same way. The list is changed in place (moto appends to that very object when it is first
@@ -17,15 +19,22 @@ def session_handler(event: str, handler: Callable[..., Any], *, first: bool = Fa
     before moto's catch-all one, which would claim every AWS host)."""
     from botocore import handlers
 
+    import boto3
+
     entry = (event, handler)
     if first:
         handlers.BUILTIN_HANDLERS.insert(0, entry)
     else:
         handlers.BUILTIN_HANDLERS.append(entry)
+    default = boto3.DEFAULT_SESSION.events if boto3.DEFAULT_SESSION is not None else None
+    if default is not None:
+        (default.register_first if first else default.register)(event, handler)
     try:
         yield
     finally:
         handlers.BUILTIN_HANDLERS.remove(entry)
+        if default is not None:
+            default.unregister(event, handler)
 
 
 @contextmanager

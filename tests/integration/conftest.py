@@ -15,12 +15,12 @@ from tests.integration.moto_stack import (
     BUCKET,
     COUNTERS,
     REGION,
-    ROOT,
     STATE_MACHINE,
     STEPS_FUNCTION,
     TABLES,
     USER_POOL,
     Stack,
+    create_ingest_state_machine,
     load_function,
 )
 
@@ -111,41 +111,8 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         )
         s3 = session.client("s3")
         s3.create_bucket(Bucket=BUCKET)
-        iam = session.client("iam")
-        role_arn = iam.create_role(
-            RoleName="ragchat-test-role",
-            AssumeRolePolicyDocument=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
-        )["Role"]["Arn"]
-        function_arn = session.client("lambda").create_function(
-            FunctionName=STEPS_FUNCTION,
-            Runtime="python3.12",
-            Role=role_arn,
-            Handler="app.lambda_handler",
-            Code={"ZipFile": b"not used: invocations run in-process"},
-            Architectures=["arm64"],
-        )["FunctionArn"]
-        definition = (
-            (ROOT / "statemachine" / "ingest.asl.json")
-            .read_text()
-            .replace("${IngestStepsFunctionArn}", function_arn)
-            .replace("${DocumentsBucket}", BUCKET)
-        )
-        assert "${" not in definition, "every DefinitionSubstitutions placeholder must be substituted"
         sfn = session.client("stepfunctions")
-        state_machine_arn = sfn.create_state_machine(
-            name=STATE_MACHINE, definition=definition, roleArn=role_arn
-        )["stateMachineArn"]
+        state_machine_arn = create_ingest_state_machine(session, STATE_MACHINE, BUCKET)
 
         settings = load_settings(
             {

@@ -46,11 +46,11 @@ from tests.aws_contracts.roles import ACCOUNT, STACK_ID, Roles
 from tests.integration.moto_stack import (
     COUNTERS,
     REGION,
-    ROOT,
     STEPS_FUNCTION,
     TABLES,
     USER_POOL,
     Stack,
+    create_ingest_state_machine,
     load_function,
 )
 
@@ -413,43 +413,9 @@ def deployed_stack(
             )
             stack.enter_context(OpenSearchWire(cluster, env["OPENSEARCH_ENDPOINT"], authorize).installed())
 
-        role_arn = session.client("iam").create_role(
-            RoleName="ragchat-test-role",
-            AssumeRolePolicyDocument=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
-        )["Role"]["Arn"]
-        function_arn = session.client("lambda").create_function(
-            FunctionName=STEPS_FUNCTION,
-            Runtime="python3.12",
-            Role=role_arn,
-            Handler="app.lambda_handler",
-            Code={"ZipFile": b"not used: invocations run in-process"},
-            Architectures=["arm64"],
-        )["FunctionArn"]
-        definition = (
-            (ROOT / "statemachine" / "ingest.asl.json")
-            .read_text()
-            .replace("${IngestStepsFunctionArn}", function_arn)
-            .replace(
-                "${DocumentsBucket}",
-                resources["IngestStateMachine"]["Properties"]["DefinitionSubstitutions"]["DocumentsBucket"],
-            )
-        )
+        bucket = resources["IngestStateMachine"]["Properties"]["DefinitionSubstitutions"]["DocumentsBucket"]
+        assert create_ingest_state_machine(session, names["state_machine"], bucket) == machine_arn
         sfn = session.client("stepfunctions")
-        created = sfn.create_state_machine(
-            name=names["state_machine"], definition=definition, roleArn=role_arn
-        )
-        assert created["stateMachineArn"] == machine_arn
 
         # small chunks (one a batch, tests/integration/scenario.py): a note of a few KB takes the
         # Distributed Map, whose children are what its checks are about

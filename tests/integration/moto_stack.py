@@ -60,6 +60,46 @@ def load_event(name: str) -> dict[str, Any]:
     return event
 
 
+def create_ingest_state_machine(session: Any, name: str, bucket: str) -> str:
+    """On moto: the ingest step function (its invocations run in-process: ``_invoke_lambda`` is
+    patched by the caller) and the state machine ``name`` of ``statemachine/ingest.asl.json`` with
+    the template's substitutions (the step function's ARN, the documents ``bucket``); its ARN."""
+    role_arn = session.client("iam").create_role(
+        RoleName="ragchat-test-role",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
+    function_arn = session.client("lambda").create_function(
+        FunctionName=STEPS_FUNCTION,
+        Runtime="python3.12",
+        Role=role_arn,
+        Handler="app.lambda_handler",
+        Code={"ZipFile": b"not used: invocations run in-process"},
+        Architectures=["arm64"],
+    )["FunctionArn"]
+    definition = (
+        (ROOT / "statemachine" / "ingest.asl.json")
+        .read_text()
+        .replace("${IngestStepsFunctionArn}", function_arn)
+        .replace("${DocumentsBucket}", bucket)
+    )
+    assert "${" not in definition, "every DefinitionSubstitutions placeholder must be substituted"
+    arn: str = session.client("stepfunctions").create_state_machine(
+        name=name, definition=definition, roleArn=role_arn
+    )["stateMachineArn"]
+    return arn
+
+
 def load_function(area: str) -> ModuleType:
     """``functions/<area>/app.py`` as a fresh module (its handler builds its resolver on first use)."""
     path = ROOT / "functions" / area / "app.py"

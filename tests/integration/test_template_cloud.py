@@ -251,8 +251,9 @@ def test_the_index_steps_wait_for_a_sleeping_vector_store() -> None:
         for retrier in state.get("Retry", []):
             if "VectorIndexWaking" in retrier["ErrorEquals"]:
                 waking[name] = retrier
-    # split and fail remove earlier vectors, embed_index writes them, finalize switches them on
-    assert set(waking) == {"Split", "EmbedIndex", "EmbedIndexBatch", "Finalize", "MarkFailed"}
+    # split and fail (and its further steps) remove earlier vectors, embed_index writes them, finalize
+    # switches them on
+    assert set(waking) == {"Split", "EmbedIndex", "EmbedIndexBatch", "Finalize", "MarkFailed", "MarkFailedMore"}
     for retrier in waking.values():
         pauses, pause = [], float(retrier["IntervalSeconds"])
         for _ in range(retrier["MaxAttempts"]):

@@ -184,7 +184,20 @@ def _is_value_object(node: ast.ClassDef) -> bool:
         return True
     bases = [ast.unparse(b).split(".")[-1] for b in node.bases]
     values = {"Enum", "StrEnum", "IntEnum", "NamedTuple", "TypedDict", "Protocol", "Exception"}
-    return any(b in values or b.endswith(("Error", "Exception")) for b in bases)
+    return any(b in values or b in _DOMAIN_ERRORS or b.endswith(("Error", "Exception")) for b in bases)
+
+
+def _domain_errors() -> set[str]:
+    """The exception classes of ``ragchat.domain.errors`` (``Forbidden``, ``NotFound``…): a class
+    deriving from one is an error, not a service."""
+    import inspect
+
+    from ragchat.domain import errors
+
+    return {name for name, c in vars(errors).items() if inspect.isclass(c) and issubclass(c, BaseException)}
+
+
+_DOMAIN_ERRORS = _domain_errors()
 
 
 def service_classes() -> set[str]:
