@@ -17,9 +17,8 @@ from typing import Any
 def session_handler(event: str, handler: Callable[..., Any], *, first: bool = False) -> Iterator[None]:
     """``first``: ahead of the handlers already listed (a contract fake's ``before-send`` answers
     before moto's catch-all one, which would claim every AWS host)."""
-    from botocore import handlers
-
     import boto3
+    from botocore import handlers
 
     entry = (event, handler)
     if first:

@@ -253,7 +253,14 @@ def test_the_index_steps_wait_for_a_sleeping_vector_store() -> None:
                 waking[name] = retrier
     # split and fail (and its further steps) remove earlier vectors, embed_index writes them, finalize
     # switches them on
-    assert set(waking) == {"Split", "EmbedIndex", "EmbedIndexBatch", "Finalize", "MarkFailed", "MarkFailedMore"}
+    assert set(waking) == {
+        "Split",
+        "EmbedIndex",
+        "EmbedIndexBatch",
+        "Finalize",
+        "MarkFailed",
+        "MarkFailedMore",
+    }
     for retrier in waking.values():
         pauses, pause = [], float(retrier["IntervalSeconds"])
         for _ in range(retrier["MaxAttempts"]):
