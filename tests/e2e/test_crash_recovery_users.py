@@ -47,7 +47,9 @@ def test_kill9_with_several_users_documents_in_flight_resumes_them_all(tmp_path:
         team = srv.request("POST", "/workspaces", body={"name": "Team"}, token=ana).json()["id"]
         put = srv.request("PUT", f"/workspaces/{team}/members/ben", body={"role": "editor"}, token=ana)
         assert put.status == 200, put.body
-        big = post(srv, ana, "Glaciers", prose("glaciers", 30))  # ana's personal workspace (may finish)
+        # ~16 KB, 300 chunks: 5 embedding batches (with 30 paragraphs, 2 or 3: a busy machine could see it
+        # PROCESSING with no vector, then READY, and never half indexed)
+        big = post(srv, ana, "Glaciers", prose("glaciers", 60))  # ana's personal workspace
 
         def big_half_indexed() -> bool:
             if status(srv, ana, big) != "PROCESSING":
