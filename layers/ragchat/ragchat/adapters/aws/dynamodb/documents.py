@@ -235,17 +235,19 @@ class DynamoDocumentStore(TableStore):
         if version is not None:
             condition += " AND (attribute_not_exists(#version) OR #version = :version)"
             values[":version"] = {"S": version}
+        return self._updated(
+            Key=item_key(owner_pk(owner), f"DOC#{doc_id}"),
+            UpdateExpression="ADD chunks_done :n SET updated_at = :now",
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            **({"ExpressionAttributeNames": {"#version": "version"}} if version is not None else {}),
+        )
+
+    def _updated(self, **params: Any) -> Document | None:
+        """``UpdateItem`` on the table with ``params``: the document as it now is, or ``None`` when
+        its condition failed (no such document, or another version's)."""
         try:
-            resp = self._t.call(
-                "update_item",
-                TableName=self._t.name,
-                Key=item_key(owner_pk(owner), f"DOC#{doc_id}"),
-                UpdateExpression="ADD chunks_done :n SET updated_at = :now",
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-                **({"ExpressionAttributeNames": {"#version": "version"}} if version is not None else {}),
-                ReturnValues="ALL_NEW",
-            )
+            resp = self._t.call("update_item", TableName=self._t.name, ReturnValues="ALL_NEW", **params)
         except ClientError as exc:
             if condition_failed(exc):
                 return None
@@ -310,22 +312,13 @@ class DynamoDocumentStore(TableStore):
                 sets += ["#gsi2pk = :gsi2pk", "#gsi2sk = :gsi1sk"]
                 values[":gsi2pk"] = f"COLL#{owner}#{changes['collection']}"
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        try:
-            resp = self._t.call(
-                "update_item",
-                TableName=self._t.name,
-                Key=key,
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=to_item(values),
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if condition_failed(exc):
-                return None
-            raise
-        return self._doc(resp["Attributes"])
+        return self._updated(
+            Key=key,
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=to_item(values),
+        )
 
     def delete_document(self, owner: str, doc_id: str) -> bool:
         resp = self._t.call(
