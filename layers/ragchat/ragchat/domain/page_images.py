@@ -105,24 +105,23 @@ def _word_find(hay: str, needle: str) -> int:
 
 def png(width: int, height: int, rgb: bytes, stride: int) -> bytes:
     """A PNG of 8-bit RGB rows (``stride`` bytes apart in ``rgb``), written with the standard library."""
-    row = width * 3
-    raw = b"".join(b"\x00" + rgb[y * stride : y * stride + row] for y in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
-    return b"\x89PNG\r\n\x1a\n" + body
+    return _png(width, height, rgb, stride, channels=3, level=6)
 
 
 def gray_png(width: int, height: int, gray: bytes, stride: int) -> bytes:
     """A PNG of 8-bit grey rows (``stride`` bytes apart in ``gray``): a scanned page for OCR."""
-    raw = b"".join(b"\x00" + gray[y * stride : y * stride + width] for y in range(height))
+    return _png(width, height, gray, stride, channels=1, level=1)
+
+
+def _png(width: int, height: int, pixels: bytes, stride: int, *, channels: int, level: int) -> bytes:
+    """A PNG of 8-bit rows of ``channels`` (1: grey, 3: RGB), compressed at zlib ``level``."""
+    row = width * channels
+    raw = b"".join(b"\x00" + pixels[y * stride : y * stride + row] for y in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b"")
+    colour = 2 if channels == 3 else 0  # PNG colour types: 2 truecolour, 0 greyscale
+    header = struct.pack(">IIBBBBB", width, height, 8, colour, 0, 0, 0)
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, level)) + chunk(b"IEND", b"")
     return b"\x89PNG\r\n\x1a\n" + body
